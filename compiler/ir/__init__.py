@@ -1,0 +1,8 @@
+"""compiler.ir: types, expressions, modules, printing, structural equality, visitors."""
+from .attrs import Attrs, DictAttrs  # noqa: F401
+from .expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,  # noqa: F401
+                   TupleGetItem, TupleWrapper, Var, const, var)
+from .module import IRModule  # noqa: F401
+from .types import FuncType, IncompleteType, TensorType, TupleType, Type  # noqa: F401
+from .visitor import ExprFunctor, ExprMutator, ExprVisitor  # noqa: F401
+from .structural import assert_structural_equal, structural_equal, structural_hash  # noqa: F401

@@ -1,0 +1,101 @@
+"""IRModule: the unit passes transform; maps GlobalVars to functions."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from .expr import Function, GlobalVar, RelayExpr
+
+
+class IRModule:
+    """A set of global functions; `main` is the entry point."""
+
+    def __init__(self, functions: Mapping | None = None, type_definitions=None, attrs=None):
+        self._functions: dict[GlobalVar, Function] = {}
+        self.attrs = dict(attrs or {})
+        for key, func in (functions or {}).items():
+            self[key] = func
+
+    @staticmethod
+    def from_expr(expr: RelayExpr, functions: Mapping | None = None,
+                  type_defs=None) -> "IRModule":
+        """Wrap an expression as @main (free vars become parameters if it is not a function)."""
+        mod = IRModule(functions)
+        if not isinstance(expr, Function):
+            from compiler.analysis import free_vars
+            expr = Function(free_vars(expr), expr)
+        mod["main"] = expr
+        return mod
+
+    @property
+    def functions(self) -> dict:
+        return dict(self._functions)
+
+    def get_global_var(self, name: str) -> GlobalVar:
+        for gv in self._functions:
+            if gv.name_hint == name:
+                return gv
+        raise KeyError(f"IRModule has no function named {name!r}; it has "
+                       f"{[g.name_hint for g in self._functions]}")
+
+    def get_global_vars(self) -> list:
+        return list(self._functions)
+
+    def _key(self, key) -> GlobalVar:
+        if isinstance(key, GlobalVar):
+            return key
+        if isinstance(key, str):
+            for gv in self._functions:
+                if gv.name_hint == key:
+                    return gv
+            return GlobalVar(key)
+        raise TypeError(f"IRModule keys are names or GlobalVars, got {type(key).__name__}")
+
+    def __getitem__(self, key) -> Function:
+        gv = self.get_global_var(key) if isinstance(key, str) else key
+        if gv not in self._functions:
+            raise KeyError(f"IRModule has no function {gv.name_hint!r}")
+        return self._functions[gv]
+
+    def __setitem__(self, key, func) -> None:
+        self.add(self._key(key), func)
+
+    def add(self, gv, func, update: bool = True) -> "IRModule":
+        if not isinstance(func, Function):
+            raise TypeError(f"IRModule[{getattr(gv, 'name_hint', gv)!r}] must be a relay "
+                            f"Function, got {type(func).__name__}")
+        gv = self._key(gv)
+        if not update and gv in self._functions:
+            raise ValueError(f"IRModule already has a function {gv.name_hint!r}")
+        self._functions[gv] = func
+        return self
+
+    def update(self, other) -> None:
+        items = other.functions.items() if isinstance(other, IRModule) else other.items()
+        for key, func in items:
+            self[key if isinstance(key, str) else key.name_hint] = func
+
+    def update_func(self, gv: GlobalVar, func: Function) -> None:
+        self._functions[gv] = func
+
+    def __contains__(self, key) -> bool:
+        if isinstance(key, str):
+            return any(gv.name_hint == key for gv in self._functions)
+        return key in self._functions
+
+    def __iter__(self):
+        return iter(self._functions.items())
+
+    def astext(self, show_meta_data: bool = True) -> str:
+        from .printer import astext
+        return astext(self, show_meta_data)
+
+    def __str__(self) -> str:
+        return self.astext()
+
+    __repr__ = __str__
+
+    def shallow_copy(self) -> "IRModule":
+        mod = IRModule()
+        mod._functions = dict(self._functions)
+        mod.attrs = dict(self.attrs)
+        return mod

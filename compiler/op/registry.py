@@ -1,0 +1,134 @@
+"""The operator registry: one OpDef per op holds everything the compiler knows about it.
+
+Passes, the frontend, codegen lowering and tests all read this table; nothing else keeps a
+list of ops. Op files (tensor.py, nn.py, ...) call `register(OpDef(...))` at import time and
+define the user-facing constructors (relay.add, relay.nn.conv2d, ...) via `make_call`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Callable
+
+from compiler.errors import CompilerError
+from compiler.ir.attrs import Attrs
+from compiler.ir.expr import Call, Op, RelayExpr, _to_expr
+
+
+class OpPattern(IntEnum):
+    """TVM's fusion patterns, ordered so that combining two patterns is max()."""
+
+    ELEMWISE = 0
+    BROADCAST = 1
+    INJECTIVE = 2
+    COMM_REDUCE = 3
+    OUT_ELEMWISE_FUSABLE = 4
+    TUPLE = 7
+    OPAQUE = 8
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
+VARIADIC = -1
+
+
+@dataclass
+class OpDef:
+    """Everything about one operator.
+
+    type_rel(arg_types, attrs) -> output Type (raise TypeInferenceError on bad input).
+    reference(inputs, attrs) -> numpy result (tuple for multi-output); a tuple-typed argument
+        arrives as a tuple of arrays.
+    compute(inputs, attrs, out_type) -> te.Tensor or tuple of them (codegen.te); registered by
+        compiler/op/compute/*.py through `register_compute`.
+    attrs: the attribute schema, name -> default (REQUIRED when it has none), in print order.
+    """
+
+    name: str
+    num_inputs: int
+    type_rel: Callable
+    pattern: OpPattern
+    reference: Callable
+    attrs: dict = field(default_factory=dict)
+    attrs_type_key: str = "Attrs"
+    compute: Callable | None = None
+    stateful: bool = False
+    description: str = ""
+    op: Op | None = None
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register(opdef: OpDef) -> OpDef:
+    if opdef.name in _REGISTRY:
+        raise CompilerError(f"op {opdef.name!r} is registered twice")
+    opdef.op = Op(opdef.name)
+    _REGISTRY[opdef.name] = opdef
+    return opdef
+
+
+def _ensure_loaded() -> None:
+    import compiler.op  # noqa: F401  (importing the package registers every op)
+
+
+def get_def(name: str) -> OpDef:
+    """The OpDef of a registered op; a clear error for an unknown name."""
+    if name not in _REGISTRY:
+        _ensure_loaded()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        import difflib
+        close = difflib.get_close_matches(name, _REGISTRY, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise CompilerError(f"unknown op {name!r}{hint}") from None
+
+
+def get_op(name: str) -> Op:
+    """The unique Op node for a name (Op.get)."""
+    return get_def(name).op
+
+
+def list_ops() -> list[str]:
+    _ensure_loaded()
+    return sorted(_REGISTRY)
+
+
+def register_compute(name: str):
+    """Decorator attaching a lowering rule (codegen.te compute) to a registered op."""
+    def decorate(fn):
+        opdef = get_def(name)
+        if opdef.compute is not None:
+            raise CompilerError(f"op {name!r} already has a compute rule")
+        opdef.compute = fn
+        return fn
+    return decorate
+
+
+def make_attrs(opdef: OpDef, given: dict) -> Attrs:
+    """Check attribute names against the schema and fill defaults."""
+    unknown = [k for k in given if k not in opdef.attrs]
+    if unknown:
+        raise CompilerError(f"{opdef.name} has no attribute {unknown[0]!r}; its attributes are "
+                            f"{list(opdef.attrs) or 'none'}")
+    fields = {}
+    for key, default in opdef.attrs.items():
+        value = given.get(key, default)
+        if value is REQUIRED:
+            raise CompilerError(f"{opdef.name} needs the attribute {key!r}")
+        fields[key] = value
+    return Attrs(fields, opdef.attrs_type_key)
+
+
+def make_call(name: str, args: list, **attrs: Any) -> Call:
+    """Build a call of a registered op after checking arity and attributes."""
+    opdef = get_def(name)
+    args = [_to_expr(a) if not isinstance(a, RelayExpr) else a for a in args]
+    if opdef.num_inputs != VARIADIC and len(args) != opdef.num_inputs:
+        raise CompilerError(f"{name} takes {opdef.num_inputs} argument(s), got {len(args)}")
+    return Call(opdef.op, args, make_attrs(opdef, attrs) if opdef.attrs or attrs else None)

@@ -1,0 +1,15 @@
+"""The user-facing facade: `from compiler import relay` mirrors tvm.relay."""
+from compiler.ir import (Call, Constant, Function, GlobalVar, If, IRModule, Let, Op,  # noqa: F401
+                         Tuple, TupleGetItem, TupleWrapper, Var, const, var)
+from compiler.ir import ExprFunctor, ExprMutator, ExprVisitor  # noqa: F401
+from compiler.ir.types import FuncType, IncompleteType, TensorType, TupleType  # noqa: F401
+from compiler.op.tensor import *  # noqa: F401,F403
+from compiler.op.transform import *  # noqa: F401,F403
+from compiler.op.reduce import *  # noqa: F401,F403
+from . import nn  # noqa: F401
+from . import analysis, transform, build_module  # noqa: F401
+from .build_module import build, create_executor  # noqa: F401
+from compiler.passes.bind import bind  # noqa: F401
+from . import frontend  # noqa: F401
+
+from compiler.ir.expr import RelayExpr as Expr  # noqa: E402,F401

@@ -1,0 +1,70 @@
+"""Dtype names the runtime accepts, and their DLPack (DLDataType) encodings."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+# DLDataTypeCode values from dlpack.h.
+DL_INT = 0
+DL_UINT = 1
+DL_FLOAT = 2
+
+
+class DLDataType(NamedTuple):
+    """A DLPack dtype triple, as stored in TVM's NDArray binary format."""
+
+    code: int
+    bits: int
+    lanes: int = 1
+
+
+# TVM spells bool as "bool" and encodes it as a 1-bit unsigned integer stored in one byte.
+_BY_NAME: dict[str, DLDataType] = {
+    "bool": DLDataType(DL_UINT, 1),
+    "int8": DLDataType(DL_INT, 8),
+    "int16": DLDataType(DL_INT, 16),
+    "int32": DLDataType(DL_INT, 32),
+    "int64": DLDataType(DL_INT, 64),
+    "uint8": DLDataType(DL_UINT, 8),
+    "uint16": DLDataType(DL_UINT, 16),
+    "uint32": DLDataType(DL_UINT, 32),
+    "uint64": DLDataType(DL_UINT, 64),
+    "float16": DLDataType(DL_FLOAT, 16),
+    "float32": DLDataType(DL_FLOAT, 32),
+    "float64": DLDataType(DL_FLOAT, 64),
+}
+_BY_DL: dict[DLDataType, str] = {v: k for k, v in _BY_NAME.items()}
+SUPPORTED_DTYPES: tuple[str, ...] = tuple(_BY_NAME)
+
+
+def dtype_name(dtype: object) -> str:
+    """Normalise a dtype spelling (str, numpy dtype or type) to the runtime's name, or raise."""
+    try:
+        name = np.dtype(dtype).name  # type: ignore[call-overload]
+    except TypeError as err:
+        raise TypeError(f"unknown dtype {dtype!r}; expected one of {SUPPORTED_DTYPES}") from err
+    if name not in _BY_NAME:
+        raise TypeError(f"unsupported dtype {name!r}; expected one of {SUPPORTED_DTYPES}")
+    return name
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The little-endian numpy dtype for a runtime dtype name."""
+    return np.dtype(dtype_name(name)).newbyteorder("<")
+
+
+def to_dl(name: str) -> DLDataType:
+    """DLDataType for a runtime dtype name."""
+    return _BY_NAME[dtype_name(name)]
+
+
+def from_dl(code: int, bits: int, lanes: int) -> str:
+    """Runtime dtype name for a DLDataType triple; ValueError when the runtime cannot hold it."""
+    key = DLDataType(code, bits, lanes)
+    if key not in _BY_DL:
+        raise ValueError(
+            f"unsupported DLDataType(code={code}, bits={bits}, lanes={lanes}); "
+            f"expected one of {sorted(tuple(t) for t in _BY_DL)}"
+        )
+    return _BY_DL[key]

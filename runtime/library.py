@@ -1,0 +1,140 @@
+"""KernelLibrary: native kernels loaded from object code into an MCJIT engine, callable by address.
+
+Calling convention (fixed; codegen emits it): each kernel is `int32_t fn(void **args)`, where
+`args` points to an array of buffer data pointers, inputs first, then outputs, and the
+return value is 0 on success. Shapes and dtypes are baked into the kernel; the runtime checks
+them before any call.
+"""
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterable
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from .errors import KernelError
+from .ndarray import NDArray
+from .target import HostInfo, host_info, host_target_machine
+
+__all__ = ["KernelLibrary", "Kernel", "KERNEL_FUNCTYPE", "host_target_machine"]
+
+# int32_t fn(void **args): the raw pointer type the graph executor calls in its hot loop.
+KERNEL_FUNCTYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
+
+
+class Kernel:
+    """One native kernel; calling it is a checked convenience, not the executor's fast path."""
+
+    __slots__ = ("name", "address", "cfunc", "library")
+
+    def __init__(self, name: str, address: int, library: KernelLibrary) -> None:
+        self.name = name
+        self.address = address
+        self.cfunc = KERNEL_FUNCTYPE(address)
+        self.library = library  # keeps the engine (and so the code) alive
+
+    def __call__(self, *arrays: NDArray | np.ndarray) -> None:
+        """Call with buffers (inputs then outputs); raise KernelError on a nonzero status."""
+        ptrs = (ctypes.c_void_p * max(len(arrays), 1))()
+        for i, arr in enumerate(arrays):
+            ptrs[i] = _buffer_address(self.name, i, arr)
+        status = self.cfunc(ptrs)
+        if status != 0:
+            raise KernelError(f"kernel {self.name!r} returned status {status}")
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.name!r} at {self.address:#x})"
+
+
+def _buffer_address(kernel: str, index: int, arr: NDArray | np.ndarray) -> int:
+    if isinstance(arr, NDArray):
+        return arr.data_ptr
+    if isinstance(arr, np.ndarray):
+        if not arr.flags.c_contiguous or not arr.dtype.isnative:
+            raise ValueError(
+                f"kernel {kernel!r} argument {index}: expected a C-contiguous native-endian "
+                f"array, got strides {arr.strides} dtype {arr.dtype}"
+            )
+        if not arr.flags.writeable:
+            raise ValueError(f"kernel {kernel!r} argument {index}: array is read-only")
+        return arr.ctypes.data
+    raise TypeError(
+        f"kernel {kernel!r} argument {index}: expected NDArray or numpy.ndarray, "
+        f"got {type(arr).__name__}"
+    )
+
+
+class KernelLibrary:
+    """Object code loaded once into an MCJIT engine; kernels are looked up by name."""
+
+    def __init__(
+        self,
+        object_code: bytes,
+        function_names: Iterable[str],
+        host: HostInfo | None = None,
+    ) -> None:
+        if not isinstance(object_code, (bytes, bytearray)):
+            raise TypeError(f"object_code must be bytes, got {type(object_code).__name__}")
+        names = list(function_names)
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"function names must be non-empty str, got {name!r}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate function names in {names}")
+        self._object_code = bytes(object_code)
+        self._names = tuple(names)
+        self.host = host or host_info()  # what the code was compiled for
+        self._engine = self._load_engine(self._object_code)
+        self._kernels: dict[str, Kernel] = {}
+        missing = []
+        for name in names:
+            address = self._engine.get_function_address(name)
+            if address == 0:
+                missing.append(name)
+            else:
+                self._kernels[name] = Kernel(name, address, self)
+        if missing:
+            raise ValueError(f"object code does not define function(s) {missing}")
+
+    @staticmethod
+    def _load_engine(object_code: bytes) -> llvm.ExecutionEngine:
+        tm = host_target_machine()
+        empty = llvm.parse_assembly("")
+        empty.triple = tm.triple
+        empty.data_layout = str(tm.target_data)
+        engine = llvm.create_mcjit_compiler(empty, tm)
+        try:
+            obj = llvm.ObjectFileRef.from_data(object_code)
+        except Exception as err:  # llvmlite raises RuntimeError with LLVM's message
+            raise ValueError(f"object code is not a loadable object file: {err}") from err
+        engine.add_object_file(obj)
+        engine.finalize_object()
+        return engine
+
+    @property
+    def function_names(self) -> tuple[str, ...]:
+        """Names of the kernels this library exposes."""
+        return self._names
+
+    @property
+    def object_code(self) -> bytes:
+        """The object file bytes (what export_library stores)."""
+        return self._object_code
+
+    def get_function(self, name: str) -> Kernel:
+        """The kernel called `name`; KeyError lists the known names."""
+        try:
+            return self._kernels[name]
+        except KeyError:
+            raise KeyError(
+                f"no kernel named {name!r} in library; known: {sorted(self._kernels)}"
+            ) from None
+
+    __getitem__ = get_function
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._kernels
+
+    def __repr__(self) -> str:
+        return f"KernelLibrary({len(self._names)} kernels, {len(self._object_code)} bytes)"
