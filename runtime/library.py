@@ -15,9 +15,12 @@ import numpy as np
 
 from .errors import KernelError
 from .ndarray import NDArray
-from .target import HostInfo, host_info, host_target_machine
+from .objfile import check_object_code, unresolved_symbols
+from .target import HostInfo, host_info, host_target_machine, new_target_machine
 
-__all__ = ["KernelLibrary", "Kernel", "KERNEL_FUNCTYPE", "host_target_machine"]
+__all__ = [
+    "KernelLibrary", "Kernel", "KERNEL_FUNCTYPE", "host_target_machine", "new_target_machine"
+]
 
 # int32_t fn(void **args): the raw pointer type the graph executor calls in its hot loop.
 KERNEL_FUNCTYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
@@ -97,18 +100,24 @@ class KernelLibrary:
         if missing:
             raise ValueError(f"object code does not define function(s) {missing}")
 
-    @staticmethod
-    def _load_engine(object_code: bytes) -> llvm.ExecutionEngine:
-        tm = host_target_machine()
+    def _load_engine(self, object_code: bytes) -> llvm.ExecutionEngine:
+        tm = new_target_machine()  # owned by the engine from here on
+        symbols = check_object_code(object_code, tm.triple)
+        if symbols is not None:
+            absent = [n for n in self._names if n not in symbols.defined]
+            if absent:
+                raise ValueError(f"object code does not define function(s) {absent}")
         empty = llvm.parse_assembly("")
         empty.triple = tm.triple
         empty.data_layout = str(tm.target_data)
+        # Creating the engine first makes the process's symbols (libm's expf, ...) resolvable.
         engine = llvm.create_mcjit_compiler(empty, tm)
-        try:
-            obj = llvm.ObjectFileRef.from_data(object_code)
-        except Exception as err:  # llvmlite raises RuntimeError with LLVM's message
-            raise ValueError(f"object code is not a loadable object file: {err}") from err
-        engine.add_object_file(obj)
+        if symbols is not None:
+            unresolved = unresolved_symbols(symbols)
+            if unresolved:
+                raise ValueError(f"object code calls symbols this process lacks: {unresolved}")
+        self._object_file = llvm.ObjectFileRef.from_data(object_code)
+        engine.add_object_file(self._object_file)
         engine.finalize_object()
         return engine
 

@@ -1,4 +1,4 @@
-"""Aligned host storage: kernels may use aligned vector loads, so every buffer starts on 64 bytes."""
+"""Aligned host storage: kernels may use aligned vector loads, so buffers start on 64 bytes."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -34,7 +34,7 @@ def save_param_dict(params: Mapping[str, NDArray | np.ndarray]) -> bytes:
 def _save_tensor(name: str, value: NDArray | np.ndarray) -> bytes:
     data = value.numpy() if isinstance(value, NDArray) else array(value).numpy()
     dl = to_dl(data.dtype.name)
-    data = np.ascontiguousarray(data, dtype=numpy_dtype(data.dtype.name))
+    data = np.asarray(data, dtype=numpy_dtype(data.dtype.name), order="C")
     head = struct.pack("<QQiii", NDARRAY_MAGIC, 0, K_DL_CPU, 0, data.ndim)
     head += struct.pack("<BBH", dl.code, dl.bits, dl.lanes)
     head += struct.pack(f"<{data.ndim}q", *data.shape)

@@ -40,9 +40,9 @@ def host_info() -> HostInfo:
     )
 
 
-@functools.lru_cache(maxsize=None)
-def host_target_machine(opt: int = 3) -> llvm.TargetMachine:
-    """The (cached) target machine for the host CPU with the JIT code model."""
+def new_target_machine(opt: int = 3) -> llvm.TargetMachine:
+    """A fresh host target machine; give each MCJIT engine its own (the engine takes ownership
+    and frees it with itself, so a shared one would dangle)."""
     if opt not in (0, 1, 2, 3):
         raise ValueError(f"opt must be 0, 1, 2 or 3, got {opt!r}")
     info = host_info()
@@ -50,6 +50,13 @@ def host_target_machine(opt: int = 3) -> llvm.TargetMachine:
     return target.create_target_machine(
         cpu=info.cpu, features=info.features, opt=opt, codemodel="jitdefault"
     )
+
+
+@functools.lru_cache(maxsize=None)
+def host_target_machine(opt: int = 3) -> llvm.TargetMachine:
+    """The cached host target machine, for emit_object and pass pipelines; never hand it to
+    create_mcjit_compiler (use new_target_machine)."""
+    return new_target_machine(opt)
 
 
 def missing_features(features: str) -> list[str]:

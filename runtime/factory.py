@@ -1,0 +1,76 @@
+"""GraphExecutorFactoryModule: what relay.build returns; makes graph modules and exports itself."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from .device import Device, device as to_device
+from .graph_runtime import GraphExecutor
+from .graph_json import parse_graph
+from .library import KernelLibrary
+from .ndarray import NDArray, array
+
+
+class GraphExecutorFactoryModule:
+    """Graph JSON + kernel library + params; `factory["default"](dev)` makes a runnable module."""
+
+    def __init__(
+        self,
+        graph_json: str,
+        lib: KernelLibrary,
+        params: Mapping[str, NDArray | np.ndarray] | None = None,
+        libmod_name: str = "default",
+    ) -> None:
+        if not isinstance(graph_json, str):
+            raise TypeError(f"graph_json must be str, got {type(graph_json).__name__}")
+        if not isinstance(lib, KernelLibrary):
+            raise TypeError(f"lib must be a KernelLibrary, got {type(lib).__name__}")
+        parse_graph(graph_json)  # fail at build time, not at first use
+        self.graph_json = graph_json
+        self.lib = lib
+        self.params: dict[str, NDArray] = {
+            name: v if isinstance(v, NDArray) else array(v) for name, v in (params or {}).items()
+        }
+        self.libmod_name = libmod_name
+
+    def get_graph_json(self) -> str:
+        """The graph JSON text."""
+        return self.graph_json
+
+    def get_lib(self) -> KernelLibrary:
+        """The compiled kernels."""
+        return self.lib
+
+    def get_params(self) -> dict[str, NDArray]:
+        """The params (p0, p1, ...) the graph's inputs are loaded with."""
+        return dict(self.params)
+
+    def create(self, dev: Device | str = "cpu") -> GraphExecutor:
+        """A fresh executor with its own storage and the params already loaded."""
+        dev = dev[0] if isinstance(dev, (list, tuple)) and len(dev) == 1 else dev
+        executor = GraphExecutor(self.graph_json, self.lib, to_device(dev))
+        executor.load_params(self.params)
+        return executor
+
+    def __getitem__(self, key: str) -> Callable[[Device], GraphExecutor]:
+        if key != self.libmod_name:
+            raise KeyError(f"factory has module {self.libmod_name!r}, not {key!r}")
+        return self.create
+
+    def __iter__(self) -> Iterator[Any]:
+        """Legacy unpacking: `graph_json, lib, params = relay.build(...)`."""
+        return iter((self.graph_json, self.lib, self.params))
+
+    def export_library(self, file_name: str) -> None:
+        """Write graph, params and object code to one file that `runtime.load_module` reads."""
+        from .export import write_module  # export imports this module
+
+        write_module(file_name, self)
+
+    def __repr__(self) -> str:
+        return (
+            f"GraphExecutorFactoryModule({self.libmod_name!r}, {len(self.lib.function_names)} "
+            f"kernels, {len(self.params)} params)"
+        )
