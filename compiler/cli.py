@@ -1,0 +1,305 @@
+"""The `relayjit` command: compile, run, bench, inspect and demo ONNX models."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from compiler.errors import CompilerError
+
+
+class CliError(Exception):
+    """A user mistake reported as one line, without a traceback."""
+
+
+def _parse_shapes(items: list[str] | None) -> dict[str, tuple]:
+    shapes = {}
+    for item in items or []:
+        name, sep, dims = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name] = tuple(int(d) for d in dims.split(","))
+            if any(d <= 0 for d in shapes[name]):
+                raise ValueError
+        except ValueError:
+            raise CliError(f"bad --shape {item!r}: expected NAME=D1,D2,... with positive "
+                           "integer dimensions, e.g. data=1,3,224,224") from None
+    return shapes
+
+
+def _load_onnx(path: str):
+    import onnx
+    if not os.path.exists(path):
+        raise CliError(f"no such file: {path}")
+    try:
+        model = onnx.load(path)
+    except Exception as err:  # protobuf raises several unrelated types
+        raise CliError(f"{path} is not an ONNX model ({type(err).__name__}: {err})") from None
+    if not model.graph.node:
+        raise CliError(f"{path} is not an ONNX model (it has no graph nodes)")
+    return model
+
+
+class _Progress:
+    """Prints pass-by-pass and kernel-by-kernel progress on one stderr line."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+
+    def __call__(self, message: str) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\r\033[K{message}")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\033[K")
+
+
+def _compile(model, shapes, opt_level: int, progress: _Progress):
+    from compiler import relay, transform
+    from compiler.build import build_progress
+    start = time.perf_counter()
+    progress("importing ONNX graph")
+    mod, params = relay.frontend.from_onnx(model, shape=shapes or None)
+    with transform.PassContext(opt_level=opt_level), build_progress(progress):
+        factory = relay.build(mod, target="llvm", params=params)
+    progress.done()
+    return factory, time.perf_counter() - start
+
+
+def _load_any(path: str, shapes, opt_level: int, quiet: bool):
+    """A factory module from an exported .rjit file or an ONNX model compiled now."""
+    import runtime
+    if not os.path.exists(path):
+        raise CliError(f"no such file: {path}")
+    if not path.endswith(".onnx"):
+        with open(path, "rb") as f:
+            if f.read(8) == b"RELAYJIT":
+                return runtime.load_module(path), None
+    model = _load_onnx(path)
+    factory, seconds = _compile(model, shapes, opt_level, _Progress(not quiet))
+    return factory, model
+
+
+def _executor(factory):
+    import runtime
+    from runtime import graph_executor
+    return graph_executor.GraphModule(factory["default"](runtime.cpu()))
+
+
+def _summary(name: str, array: np.ndarray) -> str:
+    text = f"{name}: shape={tuple(array.shape)} dtype={array.dtype}"
+    if array.size and array.dtype.kind in "fiub":
+        data = array.astype(np.float64)
+        text += f" min={data.min():.6g} max={data.max():.6g} mean={data.mean():.6g}"
+        if array.ndim >= 1 and array.dtype.kind == "f":
+            text += f" argmax={int(np.argmax(array.reshape(-1)))}"
+    return text
+
+
+def cmd_compile(args) -> int:
+    model = _load_onnx(args.model)
+    factory, seconds = _compile(model, _parse_shapes(args.shape), args.opt_level,
+                                _Progress(not args.quiet))
+    out = args.output or os.path.splitext(args.model)[0] + ".rjit"
+    factory.export_library(out)
+    print(f"compiled {args.model} in {seconds:.2f} s -> {out} ({os.path.getsize(out)} bytes)")
+    return 0
+
+
+def _read_inputs(items: list[str] | None, gmod) -> dict[str, np.ndarray]:
+    feeds = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise CliError(f"bad --input {item!r}: expected NAME=FILE.npy")
+        if not os.path.exists(path):
+            raise CliError(f"no such file: {path}")
+        feeds[name] = np.load(path)
+    return feeds
+
+
+def _default_inputs(gmod) -> dict[str, np.ndarray]:
+    shapes, dtypes = gmod.get_input_info()
+    feeds = {}
+    for name, shape in shapes.items():
+        n = int(np.prod(shape))
+        feeds[name] = (np.arange(n).reshape(shape) / max(n, 1)).astype(dtypes[name])
+    return feeds
+
+
+def cmd_run(args) -> int:
+    factory, _ = _load_any(args.model, _parse_shapes(args.shape), args.opt_level, args.quiet)
+    gmod = _executor(factory)
+    feeds = _default_inputs(gmod)
+    feeds.update(_read_inputs(args.input, gmod))
+    start = time.perf_counter()
+    gmod.run(**feeds)
+    elapsed = time.perf_counter() - start
+    stem = args.output or os.path.splitext(os.path.basename(args.model))[0] + "_output"
+    for i in range(gmod.get_num_outputs()):
+        out = gmod.get_output(i).numpy()
+        path = f"{stem}_{i}.npy"
+        np.save(path, out)
+        print(f"{_summary(f'output {i}', out)} -> {path}")
+    print(f"ran in {elapsed * 1e3:.2f} ms")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    factory, model = _load_any(args.model, _parse_shapes(args.shape), args.opt_level,
+                               args.quiet)
+    gmod = _executor(factory)
+    feeds = _default_inputs(gmod)
+    result = gmod.benchmark(None, repeat=args.repeat, number=args.number, **feeds)
+    ms = [t * 1e3 for t in result.results]
+    print(f"relayjit    median {np.median(ms):8.3f} ms  min {min(ms):8.3f}  max {max(ms):8.3f}"
+          f"  ({args.repeat} x {args.number} runs)")
+    if model is not None and not args.no_ort:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            print("onnxruntime is not installed: no reference figure")
+            return 0
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = args.threads
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        times = []
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            for _ in range(args.number):
+                session.run(None, feeds)
+            times.append((time.perf_counter() - start) / args.number * 1e3)
+        print(f"onnxruntime median {np.median(times):8.3f} ms  min {min(times):8.3f}"
+              f"  max {max(times):8.3f}  ratio relayjit/ort "
+              f"{np.median(ms) / np.median(times):.2f}")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from collections import Counter
+
+    from compiler import relay, transform
+    from compiler.build import optimize
+    model = _load_onnx(args.model)
+    print(f"model: {args.model} (opset {[o.version for o in model.opset_import]})")
+    inits = {i.name for i in model.graph.initializer}
+    for value in model.graph.input:
+        if value.name not in inits:
+            dims = [d.dim_value or d.dim_param for d in value.type.tensor_type.shape.dim]
+            print(f"input  {value.name}: {dims}")
+    for value in model.graph.output:
+        dims = [d.dim_value or d.dim_param for d in value.type.tensor_type.shape.dim]
+        print(f"output {value.name}: {dims}")
+    ops = Counter(node.op_type for node in model.graph.node)
+    print("ONNX ops: " + ", ".join(f"{op} x{n}" for op, n in ops.most_common()))
+    mod, params = relay.frontend.from_onnx(model, shape=_parse_shapes(args.shape) or None)
+    instruments = [transform.PrintIR()] if args.print_ir else []
+    with transform.PassContext(opt_level=args.opt_level, instruments=instruments):
+        mod = optimize(mod, params)
+    groups = Counter()
+    for node in _primitive_functions(mod["main"]):
+        groups[_group_name(node)] += 1
+    print(f"fused groups: {sum(groups.values())}")
+    for name, n in groups.most_common():
+        print(f"  {name} x{n}")
+    return 0
+
+
+def _primitive_functions(main):
+    from compiler.ir.expr import Function
+    from compiler.ir.traversal import post_order
+    return [n for n in post_order(main.body) if isinstance(n, Function) and n.is_primitive]
+
+
+def _group_name(func) -> str:
+    from compiler.ir.expr import Call, Op
+    from compiler.ir.traversal import post_order
+    names = [n.op.name for n in post_order(func.body) if isinstance(n, Call)
+             and isinstance(n.op, Op)]
+    return "fused_" + "_".join(name.replace(".", "_") for name in names)
+
+
+def cmd_demo(args) -> int:
+    from compiler.model_zoo import dummy_inputs, light_model_path, reference_outputs
+    path = light_model_path(args.model)
+    model = _load_onnx(path)
+    print(f"relayjit demo: {os.path.basename(path)} from the onnx package")
+    factory, seconds = _compile(model, {}, args.opt_level, _Progress(True))
+    print(f"compiled in {seconds:.2f} s")
+    gmod = _executor(factory)
+    feeds = dummy_inputs(model)
+    gmod.run(**feeds)
+    out = gmod.get_output(0).numpy()
+    expected = reference_outputs(path)[0]
+    result = gmod.benchmark(None, repeat=5, number=3, **feeds)
+    print(_summary("output", out))
+    error = float(np.max(np.abs(out - expected)))
+    ok = out.shape == expected.shape and np.allclose(out, expected, rtol=1e-3, atol=1e-5)
+    print(f"max |ours - reference| = {error:.3g}: {'MATCH' if ok else 'MISMATCH'}")
+    print(f"latency: median {result.median * 1e3:.2f} ms over {len(result.results)} runs")
+    return 0 if ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="relayjit", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p, shapes=True):
+        if shapes:
+            p.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
+                           help="static shape of an input (repeatable)")
+        p.add_argument("--opt-level", type=int, default=3, choices=range(4))
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+    p = sub.add_parser("compile", help="compile an ONNX model to a .rjit file")
+    p.add_argument("model")
+    p.add_argument("-o", "--output")
+    common(p)
+    p.set_defaults(func=cmd_compile)
+    p = sub.add_parser("run", help="run a .rjit or .onnx model once")
+    p.add_argument("model")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    p.add_argument("--output", help="prefix of the .npy files written")
+    common(p)
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("bench", help="latency of a model, beside onnxruntime")
+    p.add_argument("model")
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--number", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads")
+    p.add_argument("--no-ort", action="store_true")
+    common(p)
+    p.set_defaults(func=cmd_bench)
+    p = sub.add_parser("inspect", help="inputs, outputs, ops and fused groups of a model")
+    p.add_argument("model")
+    p.add_argument("--print-ir", action="store_true", help="print the module after each pass")
+    common(p)
+    p.set_defaults(func=cmd_inspect)
+    p = sub.add_parser("demo", help="compile and check a model shipped with onnx")
+    p.add_argument("--model", default="squeezenet")
+    common(p, shapes=False)
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CliError as err:
+        print(f"relayjit: error: {err}", file=sys.stderr)
+        return 2
+    except (CompilerError, ValueError, KeyError, TypeError) as err:
+        print(f"relayjit: error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
