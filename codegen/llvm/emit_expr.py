@@ -1,0 +1,340 @@
+"""Expression emission: arithmetic with numpy semantics, casts, loads, math calls."""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from ..errors import CodegenError
+from ..tir.dtype import is_bool, is_float, is_int, is_uint, itemsize
+from ..tir.expr import (
+    BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Select, Var,
+)
+from ..tir.functor import post_order
+from ..tir.stmt import Buffer
+from . import mathlib
+from .types import F32, F64, I1, I64, intrinsic, mem_type, reg_type
+
+_FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_SPECULATE_LIMIT = 96  # if_then_else branches up to this many nodes become clamped selects
+_REASSOC = ("reassoc", "contract")
+
+
+class ExprEmitter:
+    """Emits expressions at the builder's position; memoised per dominating block scope."""
+
+    builder: ir.IRBuilder
+    kernel: str
+
+    def __init__(self) -> None:
+        self.vars: dict[Var, ir.Value] = {}
+        self.memo: list[dict[tuple[int, bool], ir.Value]] = [{}]
+        self.clamp = False
+        self.accumulators: set[Buffer] = set()
+
+    def fail(self, msg: str) -> CodegenError:
+        return CodegenError(f"codegen {self.kernel}: {msg}")
+
+    # ------------------------------------------------------------------ scopes
+    def push(self) -> None:
+        self.memo.append({})
+
+    def pop(self) -> None:
+        self.memo.pop()
+
+    def expr(self, e: Expr) -> ir.Value:
+        """LLVM value of e (i1 for bool)."""
+        key = (id(e), self.clamp)
+        for scope in reversed(self.memo):
+            got = scope.get(key)
+            if got is not None:
+                return got
+        method = _DISPATCH.get(type(e))
+        if method is None:
+            raise self.fail(f"cannot emit {type(e).__name__} (reductions must be lowered first)")
+        val = method(self, e)
+        self.memo[-1][key] = val
+        return val
+
+    # ------------------------------------------------------------------ leaves
+    def _int(self, e: IntImm) -> ir.Value:
+        return ir.Constant(reg_type(e.dtype), e.value)
+
+    def _float(self, e: FloatImm) -> ir.Value:
+        return ir.Constant(reg_type(e.dtype), e.value)
+
+    def _var(self, e: Var) -> ir.Value:
+        val = self.vars.get(e)
+        if val is None:
+            raise self.fail(f"variable {e.name} used outside its loop/let")
+        return val
+
+    # ------------------------------------------------------------------ memory
+    def address(self, buf: Buffer, indices: tuple[Expr, ...]) -> ir.Value:
+        """Pointer to buf[indices] (flat int64 offset from the strides)."""
+        base = self.buffer_ptr(buf)
+        if len(indices) != len(buf.shape):
+            raise self.fail(f"buffer {buf.name}: expected {len(buf.shape)} indices, "
+                            f"got {len(indices)}")
+        b = self.builder
+        offset: ir.Value | None = None
+        for idx, stride, dim in zip(indices, buf.elem_strides(), buf.shape):
+            v = self.expr(idx)
+            if v.type != I64:
+                v = b.sext(v, I64) if v.type.width < 64 else v
+            if self.clamp and dim > 0:  # speculated load: keep the address in bounds
+                v = b.select(b.icmp_signed("<", v, ir.Constant(I64, 0)), ir.Constant(I64, 0), v)
+                hi = ir.Constant(I64, dim - 1)
+                v = b.select(b.icmp_signed(">", v, hi), hi, v)
+            if stride != 1:
+                v = b.mul(v, ir.Constant(I64, stride))
+            offset = v if offset is None else b.add(offset, v)
+        if offset is None:
+            return base
+        return b.gep(base, [offset], inbounds=True, source_etype=mem_type(buf.dtype))
+
+    def buffer_ptr(self, buf: Buffer) -> ir.Value:
+        raise NotImplementedError
+
+    def _load(self, e: Load) -> ir.Value:
+        ptr = self.address(e.buffer, e.indices)
+        val = self.builder.load(ptr, typ=mem_type(e.dtype), align=_align(e.dtype))
+        if is_bool(e.dtype):
+            return self.builder.icmp_unsigned("!=", val, ir.Constant(val.type, 0))
+        return val
+
+    def store_value(self, buf: Buffer, val: ir.Value, ptr: ir.Value) -> None:
+        """Store a register value to memory (bool -> i8)."""
+        if is_bool(buf.dtype):
+            val = self.builder.zext(val, mem_type("bool"))
+        self.builder.store(val, ptr, align=_align(buf.dtype))
+
+    # ------------------------------------------------------------------ arithmetic
+    def _binary(self, e: BinaryOp) -> ir.Value:
+        a, b = self.expr(e.a), self.expr(e.b)
+        dt, k, bld = e.a.dtype, e.kind, self.builder
+        if k in _FCMP:
+            if is_float(dt):
+                if k == "ne":
+                    return bld.fcmp_unordered("!=", a, b)
+                return bld.fcmp_ordered(_FCMP[k], a, b)
+            if is_uint(dt) or is_bool(dt):
+                return bld.icmp_unsigned(_FCMP[k], a, b)
+            return bld.icmp_signed(_FCMP[k], a, b)
+        if k == "and":
+            return bld.and_(a, b)
+        if k == "or":
+            return bld.or_(a, b)
+        if is_float(dt):
+            return self._float_binary(e, k, a, b)
+        return self._int_binary(e, k, a, b)
+
+    def _float_binary(self, e: BinaryOp, k: str, a: ir.Value, b: ir.Value) -> ir.Value:
+        bld = self.builder
+        flags = _REASSOC if self._is_acc_update(e) else ()
+        if k == "add":
+            return bld.fadd(a, b, flags=flags)
+        if k == "sub":
+            return bld.fsub(a, b)
+        if k == "mul":
+            return bld.fmul(a, b, flags=flags)
+        if k == "div":
+            return bld.fdiv(a, b)
+        if k == "max":  # numpy.maximum: NaN in either operand propagates
+            take_a = bld.or_(bld.fcmp_ordered(">", a, b), bld.fcmp_unordered("uno", a, a))
+            return bld.select(take_a, a, b)
+        if k == "min":
+            take_a = bld.or_(bld.fcmp_ordered("<", a, b), bld.fcmp_unordered("uno", a, a))
+            return bld.select(take_a, a, b)
+        if k == "mod":
+            return bld.frem(a, b)
+        if k == "floordiv":
+            return intrinsic(bld, "floor", bld.fdiv(a, b))
+        if k == "floormod":  # numpy.mod: result has the sign of b
+            r = bld.frem(a, b)
+            zero = ir.Constant(a.type, 0.0)
+            fix = bld.and_(bld.fcmp_ordered("!=", r, zero),
+                           bld.xor(bld.fcmp_ordered("<", r, zero), bld.fcmp_ordered("<", b, zero)))
+            return bld.select(fix, bld.fadd(r, b), r)
+        raise self.fail(f"float op {k} not supported")
+
+    def _is_acc_update(self, e: BinaryOp) -> bool:
+        """acc + x / acc * x on a reduction accumulator may be reassociated (vectorised)."""
+        return type(e.a) is Load and e.a.buffer in self.accumulators
+
+    def _int_binary(self, e: BinaryOp, k: str, a: ir.Value, b: ir.Value) -> ir.Value:
+        bld, dt = self.builder, e.dtype
+        if k == "add":
+            return bld.add(a, b)
+        if k == "sub":
+            return bld.sub(a, b)
+        if k == "mul":
+            return bld.mul(a, b)
+        if k in ("min", "max"):
+            op = {"min": "<", "max": ">"}[k]
+            cmp = bld.icmp_unsigned(op, a, b) if is_uint(dt) or is_bool(dt) else \
+                bld.icmp_signed(op, a, b)
+            return bld.select(cmp, a, b)
+        if k in ("div", "mod", "floordiv", "floormod"):
+            return self._int_divmod(e, k, a, b)
+        raise self.fail(f"integer op {k} not supported for {dt}")
+
+    def _int_divmod(self, e: BinaryOp, k: str, a: ir.Value, b: ir.Value) -> ir.Value:
+        """Integer division with numpy results for x/0 (0) and INT_MIN/-1 (wraps), no traps."""
+        bld, dt = self.builder, e.dtype
+        ty = a.type
+        zero, one = ir.Constant(ty, 0), ir.Constant(ty, 1)
+        const_b = e.b.value if type(e.b) is IntImm else None
+        signed = is_int(dt)
+        safe = const_b is not None and const_b != 0 and not (signed and const_b == -1)
+        if safe:
+            bs, is_zero, is_m1 = b, None, None
+        else:
+            is_zero = bld.icmp_unsigned("==", b, zero)
+            bad = is_zero
+            is_m1 = None
+            if signed:
+                is_m1 = bld.icmp_signed("==", b, ir.Constant(ty, -1))
+                bad = bld.or_(is_zero, is_m1)
+            bs = bld.select(bad, one, b)
+        if not signed:
+            q = bld.udiv(a, bs) if k in ("div", "floordiv") else bld.urem(a, bs)
+        elif k in ("div", "floordiv"):
+            q = bld.sdiv(a, bs)
+            if k == "floordiv":
+                r = bld.srem(a, bs)
+                adjust = bld.and_(bld.icmp_signed("!=", r, zero),
+                                  bld.xor(bld.icmp_signed("<", r, zero),
+                                          bld.icmp_signed("<", bs, zero)))
+                q = bld.sub(q, bld.zext(adjust, ty))
+            if is_m1 is not None:
+                q = bld.select(is_m1, bld.sub(zero, a), q)
+        else:
+            q = bld.srem(a, bs)
+            if k == "floormod":
+                adjust = bld.and_(bld.icmp_signed("!=", q, zero),
+                                  bld.xor(bld.icmp_signed("<", q, zero),
+                                          bld.icmp_signed("<", bs, zero)))
+                q = bld.select(adjust, bld.add(q, bs), q)
+            if is_m1 is not None:
+                q = bld.select(is_m1, zero, q)
+        if is_zero is not None:
+            q = bld.select(is_zero, zero, q)
+        return q
+
+    def _not(self, e: Not) -> ir.Value:
+        return self.builder.xor(self.expr(e.a), ir.Constant(I1, 1))
+
+    def _select(self, e: Select) -> ir.Value:
+        return self.builder.select(self.expr(e.cond), self.expr(e.a), self.expr(e.b))
+
+    def _if_then_else(self, e: IfThenElseExpr) -> ir.Value:
+        """Small branches: evaluate both with clamped loads and select (vectorises)."""
+        cond = self.expr(e.cond)
+        nodes = post_order(e.a) + post_order(e.b)
+        if len(nodes) <= _SPECULATE_LIMIT and all(
+                n.buffer.size > 0 for n in nodes if type(n) is Load):
+            saved = self.clamp
+            self.clamp = True
+            try:
+                a, b = self.expr(e.a), self.expr(e.b)
+            finally:
+                self.clamp = saved
+            return self.builder.select(cond, a, b)
+        bld = self.builder
+        then_bb, else_bb = bld.append_basic_block("ite.then"), bld.append_basic_block("ite.else")
+        end_bb = bld.append_basic_block("ite.end")
+        bld.cbranch(cond, then_bb, else_bb)
+        vals = []
+        for bb, sub in ((then_bb, e.a), (else_bb, e.b)):
+            bld.position_at_end(bb)
+            self.push()
+            vals.append((self.expr(sub), bld.block))
+            self.pop()
+            bld.branch(end_bb)
+        bld.position_at_end(end_bb)
+        phi = bld.phi(reg_type(e.dtype))
+        for v, bb in vals:
+            phi.add_incoming(v, bb)
+        return phi
+
+    # ------------------------------------------------------------------ casts
+    def _cast(self, e: Cast) -> ir.Value:
+        v, src, dst, bld = self.expr(e.value), e.value.dtype, e.dtype, self.builder
+        if src == dst:
+            return v
+        to = reg_type(dst)
+        if is_bool(dst):
+            if is_float(src):
+                return bld.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
+            return bld.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+        if is_float(src):
+            if is_float(dst):
+                return bld.fpext(v, to) if to == F64 else bld.fptrunc(v, to)
+            return bld.fptosi(v, to) if is_int(dst) else bld.fptoui(v, to)
+        if is_float(dst):
+            return bld.sitofp(v, to) if is_int(src) else bld.uitofp(v, to)
+        if v.type.width == to.width:
+            return v
+        if v.type.width > to.width:
+            return bld.trunc(v, to)
+        return bld.sext(v, to) if is_int(src) else bld.zext(v, to)
+
+    # ------------------------------------------------------------------ math
+    def _call(self, e: Call) -> ir.Value:
+        args = [self.expr(a) for a in e.args]
+        return emit_math(self.builder, e.name, args, e.args[0].dtype, self.fail)
+
+
+def emit_math(b: ir.IRBuilder, name: str, args: list[ir.Value], dtype: str, fail) -> ir.Value:
+    """One math intrinsic: LLVM instructions, inline polynomials or libm (see mathlib)."""
+    x = args[0]
+    if name in ("abs", "fabs") and not is_float(dtype):
+        if is_uint(dtype):
+            return x
+        return b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)), b.neg(x), x)
+    if name == "sign" and not is_float(dtype):
+        pos = b.zext(b.icmp_signed(">", x, ir.Constant(x.type, 0)), x.type) if is_int(dtype) \
+            else b.zext(b.icmp_unsigned(">", x, ir.Constant(x.type, 0)), x.type)
+        if is_uint(dtype):
+            return pos
+        return b.sub(pos, b.zext(b.icmp_signed("<", x, ir.Constant(x.type, 0)), x.type))
+    if not is_float(dtype):
+        raise fail(f"math function {name} needs a float argument, got {dtype}")
+    c = lambda v: ir.Constant(x.type, v)  # noqa: E731
+    simple = {"sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
+              "round": "roundeven", "fabs": "fabs", "abs": "fabs"}
+    if name in simple:
+        return intrinsic(b, simple[name], x)
+    if name == "rsqrt":
+        return b.fdiv(c(1.0), intrinsic(b, "sqrt", x))
+    if name == "isnan":
+        return b.fcmp_unordered("uno", x, x)
+    if name == "isinf":
+        return b.fcmp_ordered("==", intrinsic(b, "fabs", x), c(math.inf))
+    if name == "isfinite":
+        return b.fcmp_ordered("<", intrinsic(b, "fabs", x), c(math.inf))
+    if name == "sign":
+        r = b.select(b.fcmp_ordered("<", x, c(0.0)), c(-1.0), x)
+        return b.select(b.fcmp_ordered(">", x, c(0.0)), c(1.0), r)
+    if name == "sigmoid":
+        return mathlib.sigmoid(b, x, mathlib.exp_any)
+    if name == "softplus":  # max(x, 0) + log1p(exp(-|x|))
+        t = mathlib.log1p_any(b, mathlib.exp_any(b, b.fneg(intrinsic(b, "fabs", x))))
+        m = b.select(b.fcmp_ordered(">", x, c(0.0)), x, c(0.0))
+        return b.select(b.fcmp_unordered("uno", x, x), x, b.fadd(m, t))
+    if x.type == F32 and name in mathlib.F32_POLY:  # vectorisable polynomials
+        return mathlib.F32_POLY[name](b, x)
+    return mathlib.libm_call(b, name, args)
+
+
+def _align(dtype: str) -> int:
+    return itemsize(dtype)
+
+
+_DISPATCH = {
+    IntImm: ExprEmitter._int, FloatImm: ExprEmitter._float, Var: ExprEmitter._var,
+    BinaryOp: ExprEmitter._binary, Not: ExprEmitter._not, Select: ExprEmitter._select,
+    IfThenElseExpr: ExprEmitter._if_then_else, Cast: ExprEmitter._cast, Load: ExprEmitter._load,
+    Call: ExprEmitter._call,
+}

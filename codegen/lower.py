@@ -1,0 +1,240 @@
+"""Lowering of tensor expressions to one PrimFunc: one loop nest per materialized stage.
+
+Algorithm: starting from the outputs, collect the materialized tensors they read (loads
+of StageBuffers; extern inputs) with an explicit-stack DFS, giving a topological order.
+Each stage becomes a loop nest over its shape (row-major, innermost loop `vectorized`
+when the stage has no reduction); reductions inside a body are lifted into accumulators
+(a one-element local Allocate that mem2reg turns into a register) filled by a loop nest
+over the reduce axes before the store. Non-output stages live in Allocate'd scratch.
+Outputs that are placeholders or repeat an earlier output are copied. Index expressions
+are simplified with the loop bounds so reshapes/transposes index without div/mod.
+"""
+from __future__ import annotations
+
+from .errors import LoweringError
+from .simplify import simplify
+from .te import StageBuffer, Tensor
+from .tir.dtype import INDEX_DTYPE, is_float, max_value, min_value
+from .tir.expr import BinaryOp, Expr, IntImm, Load, Reduce, Var
+from .tir.functor import post_order, rewrite
+from .tir.ops import cast, const, gt, logical_and, logical_or, lt, ne, select
+from .tir.ops import max as tmax
+from .tir.ops import min as tmin
+from .tir.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
+
+
+def lower(name: str, inputs: list[Tensor], outputs: list[Tensor]) -> PrimFunc:
+    """Lower the computation of `outputs` from placeholder `inputs` to a PrimFunc."""
+    return _Lowering(name, list(inputs), list(outputs)).run()
+
+
+class _Lowering:
+    """State of one lower() call."""
+
+    def __init__(self, name: str, inputs: list[Tensor], outputs: list[Tensor]) -> None:
+        self.name, self.inputs, self.outputs = name, inputs, outputs
+        self.acc_ids = 0
+
+    def fail(self, msg: str) -> LoweringError:
+        return LoweringError(f"lowering {self.name}: {msg}")
+
+    def run(self) -> PrimFunc:
+        for t in self.inputs:
+            if not isinstance(t, Tensor) or t.kind != "placeholder":
+                raise self.fail(f"inputs must be te.placeholder tensors, got {t!r}")
+        for t in self.outputs:
+            if not isinstance(t, Tensor):
+                raise self.fail(f"outputs must be te.Tensor, got {type(t).__name__}")
+        if not self.outputs:
+            raise self.fail("no outputs")
+        input_bufs = {t.buffer for t in self.inputs}
+        if len(input_bufs) != len(self.inputs):
+            raise self.fail("the same input tensor is listed twice")
+        # output buffers: a computed output is written in place, others are copied
+        out_params: list[Buffer] = []
+        copies: list[tuple[Buffer, Tensor]] = []
+        claimed: set[int] = set()
+        for k, t in enumerate(self.outputs):
+            if t.kind != "placeholder" and id(t) not in claimed:
+                claimed.add(id(t))
+                out_params.append(t.buffer)
+            else:
+                buf = Buffer(f"{t.name}_out{k}", t.shape, t.dtype)
+                out_params.append(buf)
+                copies.append((buf, t))
+        stages = self.topo_stages([t for t in self.outputs if t.kind != "placeholder"])
+        for t in stages:
+            for n in (post_order(t.body) if t.body is not None else ()):
+                if type(n) is Load and not isinstance(n.buffer, StageBuffer) \
+                        and n.buffer not in input_bufs:
+                    raise self.fail(f"stage {t.name} reads buffer {n.buffer.name} that is not "
+                                    f"among the inputs {[x.name for x in self.inputs]}")
+            for x in t.extern_inputs:
+                if x.kind == "placeholder" and x.buffer not in input_bufs:
+                    raise self.fail(f"extern {t.name} reads {x.name}, not among the inputs")
+        body = seq(*(self.stage(t) for t in stages),
+                   *(self.copy(buf, t) for buf, t in copies))
+        outs = set(out_params)
+        for t in reversed(stages):
+            if t.buffer not in outs:
+                body = Allocate(t.buffer, body)
+        params = [t.buffer for t in self.inputs] + out_params
+        return PrimFunc(self.name, params, body)
+
+    def topo_stages(self, roots: list[Tensor]) -> list[Tensor]:
+        """Materialized tensors needed by roots, producers first (explicit-stack DFS)."""
+        order: list[Tensor] = []
+        state: dict[int, int] = {}
+        stack: list[tuple[Tensor, bool]] = [(t, False) for t in reversed(roots)]
+        while stack:
+            t, done = stack.pop()
+            if done:
+                if state[id(t)] == 1:
+                    state[id(t)] = 2
+                    order.append(t)
+                continue
+            if id(t) in state:
+                continue
+            state[id(t)] = 1
+            stack.append((t, True))
+            for dep in self.deps(t):
+                if id(dep) not in state:
+                    stack.append((dep, False))
+        return order
+
+    @staticmethod
+    def deps(t: Tensor) -> list[Tensor]:
+        if t.kind == "extern":
+            return [x for x in t.extern_inputs if x.kind != "placeholder"]
+        out = []
+        for n in post_order(t.body):
+            if type(n) is Load and isinstance(n.buffer, StageBuffer) and n.buffer.producer is not t:
+                out.append(n.buffer.producer)
+        return out
+
+    # ------------------------------------------------------------------ stages
+    def stage(self, t: Tensor) -> Stmt:
+        """The loop nest computing t into t.buffer."""
+        if t.kind == "extern":
+            stmt = t.extern_fn([x.buffer for x in t.extern_inputs], [t.buffer])
+            if not isinstance(stmt, Stmt):
+                raise self.fail(f"extern {t.name}: fcompute must return a tir Stmt, "
+                                f"got {type(stmt).__name__}")
+            return stmt
+        bounds = {v: (0, n - 1) for v, n in zip(t.axis, t.shape)}
+        value = t.body
+        reduces = [n for n in post_order(value) if type(n) is Reduce]
+        pre: list[Stmt] = []
+        accs: list[Buffer] = []
+        if reduces:
+            replace: dict[int, Expr] = {}
+            for r in reduces:
+                if any(type(n) is Reduce for n in post_order(r.source)):
+                    raise self.fail(f"stage {t.name}: nested reductions are not supported")
+                stmt, result, bufs = self.reduction(t, r, bounds)
+                pre.append(stmt)
+                accs.extend(bufs)
+                replace[id(r)] = result
+            value = rewrite(value, lambda n: replace.get(id(n)))
+        value = simplify(value, bounds)
+        body: Stmt = seq(*pre, Store(t.buffer, t.axis, value))
+        for buf in reversed(accs):  # one-element locals: the emitter allocas them once
+            body = Allocate(buf, body)
+        return self.loops(t.axis, t.shape, body, vectorize=not reduces)
+
+    @staticmethod
+    def loops(axis: tuple[Var, ...], shape: tuple[int, ...], body: Stmt, vectorize: bool) -> Stmt:
+        for d in range(len(axis) - 1, -1, -1):
+            inner = d == len(axis) - 1
+            kind = "vectorized" if vectorize and inner and shape[d] > 1 else "serial"
+            body = For(axis[d], shape[d], body, kind)
+        return body
+
+    def reduction(self, t: Tensor, r: Reduce, bounds: dict) -> tuple[Stmt, Expr, list[Buffer]]:
+        """Accumulator init + update loop nest for r; returns (stmt, accumulator value)."""
+        self.acc_ids += 1
+        src_dtype = r.source.dtype
+        acc = Buffer(f"{t.name}_acc{self.acc_ids}", (1,), src_dtype)
+        zero = (IntImm(0, INDEX_DTYPE),)
+        cur = Load(acc, zero, src_dtype)
+        # reduce vars k run over [0, extent); the source sees start + k
+        loop_vars = tuple(Var(v.name, INDEX_DTYPE) for v in r.axis)
+        shifted = {v: (lv if v.dom[0] == 0 else lv + v.dom[0]) for v, lv in zip(r.axis, loop_vars)}
+        inner_bounds = dict(bounds)
+        inner_bounds.update({lv: (0, v.dom[1] - 1) for v, lv in zip(r.axis, loop_vars)})
+        src = simplify(_subst(r.source, shifted), inner_bounds)
+        where = None if r.where is None else simplify(_subst(r.where, shifted), inner_bounds)
+        k = r.kind
+        updates: list[Stmt]
+        init: list[Stmt]
+        if k.startswith("arg"):
+            idx_buf = Buffer(f"{t.name}_idx{self.acc_ids}", (1,), r.dtype)
+            cur_idx = Load(idx_buf, zero, r.dtype)
+            flat: Expr = IntImm(0, INDEX_DTYPE)
+            for v, lv in zip(r.axis, loop_vars):
+                flat = lv if isinstance(flat, IntImm) and flat.value == 0 else \
+                    flat * v.dom[1] + lv
+            if len(r.axis) == 1 and r.axis[0].dom[0] != 0:
+                flat = shifted[r.axis[0]]
+            better = _arg_better(k, src, cur)
+            init_val = min_value(src_dtype) if k.startswith("argmax") else max_value(src_dtype)
+            init = [Store(acc, zero, const(init_val, src_dtype)),
+                    Store(idx_buf, zero, const(0, r.dtype))]
+            updates = [IfThenElse(better, seq(Store(acc, zero, src),
+                                              Store(idx_buf, zero, cast(flat, r.dtype))))]
+            result: Expr = cur_idx
+            bufs = [acc, idx_buf]
+        else:
+            ident = {"sum": 0, "prod": 1, "max": min_value(src_dtype),
+                     "min": max_value(src_dtype)}[k]
+            init = [Store(acc, zero, const(ident, src_dtype))]
+            if k == "sum":
+                new = BinaryOp("add", cur, src, src_dtype)
+            elif k == "prod":
+                new = BinaryOp("mul", cur, src, src_dtype)
+            elif k == "max":
+                new = tmax(cur, src) if not is_float(src_dtype) else \
+                    select(logical_or(gt(src, cur), ne(src, src)), src, cur)
+            else:
+                new = tmin(cur, src) if not is_float(src_dtype) else \
+                    select(logical_or(lt(src, cur), ne(src, src)), src, cur)
+            updates = [Store(acc, zero, new)]
+            result = cur
+            bufs = [acc]
+        update: Stmt = seq(*updates)
+        if where is not None:
+            update = IfThenElse(where, update)
+        nest = self.loops(loop_vars, tuple(v.dom[1] for v in r.axis), update, vectorize=False)
+        return seq(*init, nest), result, bufs
+
+    def copy(self, buf: Buffer, t: Tensor) -> Stmt:
+        """buf[...] = t[...] for placeholder or repeated outputs."""
+        axis = tuple(Var(f"{buf.name}_c{d}", INDEX_DTYPE) for d in range(t.ndim))
+        return self.loops(axis, t.shape, Store(buf, axis, Load(t.buffer, axis, t.dtype)), True)
+
+
+def _subst(e: Expr, mapping: dict[Var, Expr]) -> Expr:
+    return rewrite(e, lambda n: mapping.get(n) if type(n) is Var else None)
+
+
+def _arg_better(kind: str, v: Expr, cur: Expr) -> Expr:
+    """Condition to take a new candidate: strict for first index, non-strict for last."""
+    last = kind.endswith("_last")
+    is_max = kind.startswith("argmax")
+    if is_max:
+        cmp = BinaryOp("ge" if last else "gt", v, cur, "bool")
+    else:
+        cmp = BinaryOp("le" if last else "lt", v, cur, "bool")
+    if not is_float(v.dtype):
+        return cmp
+    # NaN wins (first NaN for first-index, last NaN for last-index), like numpy
+    v_nan, cur_nan = ne(v, v), ne(cur, cur)
+    if last:
+        return logical_or(logical_and(cmp, _not(cur_nan)), v_nan)
+    return logical_or(cmp, logical_and(v_nan, _not(cur_nan)))
+
+
+def _not(e: Expr) -> Expr:
+    from .tir.ops import logical_not
+
+    return logical_not(e)

@@ -1,0 +1,95 @@
+"""Dtype strings used by the loop-nest IR, and the facts about them codegen needs."""
+from __future__ import annotations
+
+from ..errors import CodegenError
+
+FLOAT_BITS = {"float32": 32, "float64": 64}
+INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+UINT_BITS = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
+ALL_DTYPES = frozenset([*FLOAT_BITS, *INT_BITS, *UINT_BITS, "bool"])
+INDEX_DTYPE = "int64"
+
+
+def as_dtype(dtype: object) -> str:
+    """Normalise a dtype given as str or numpy dtype so nodes compare dtypes as plain strings."""
+    name = dtype if isinstance(dtype, str) else str(getattr(dtype, "name", dtype))
+    if name not in ALL_DTYPES:
+        try:
+            import numpy as np
+
+            name = np.dtype(name).name
+        except TypeError:
+            pass
+    if name not in ALL_DTYPES:
+        raise CodegenError(
+            f"unsupported dtype: expected one of {sorted(ALL_DTYPES)}, got {dtype!r}"
+        )
+    return name
+
+
+def is_float(dtype: str) -> bool:
+    """True for floating-point dtypes."""
+    return dtype in FLOAT_BITS
+
+
+def is_int(dtype: str) -> bool:
+    """True for signed integer dtypes."""
+    return dtype in INT_BITS
+
+
+def is_uint(dtype: str) -> bool:
+    """True for unsigned integer dtypes."""
+    return dtype in UINT_BITS
+
+
+def is_integer(dtype: str) -> bool:
+    """True for signed or unsigned integer dtypes (not bool)."""
+    return dtype in INT_BITS or dtype in UINT_BITS
+
+
+def is_bool(dtype: str) -> bool:
+    """True for the boolean dtype."""
+    return dtype == "bool"
+
+
+def bits(dtype: str) -> int:
+    """Register width in bits (bool is 1)."""
+    if dtype == "bool":
+        return 1
+    return FLOAT_BITS.get(dtype) or INT_BITS.get(dtype) or UINT_BITS[dtype]
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element in memory (bool is stored as one byte)."""
+    return 1 if dtype == "bool" else bits(dtype) // 8
+
+
+def min_value(dtype: str) -> float | int:
+    """Smallest value of a dtype (-inf for floats): the identity of max-reductions."""
+    if is_float(dtype):
+        return float("-inf")
+    if is_int(dtype):
+        return -(1 << (bits(dtype) - 1))
+    return 0
+
+
+def max_value(dtype: str) -> float | int:
+    """Largest value of a dtype (+inf for floats): the identity of min-reductions."""
+    if is_float(dtype):
+        return float("inf")
+    if is_int(dtype):
+        return (1 << (bits(dtype) - 1)) - 1
+    if dtype == "bool":
+        return 1
+    return (1 << bits(dtype)) - 1
+
+
+def wrap_int(value: int, dtype: str) -> int:
+    """Wrap a Python int to the range of an integer dtype, as the hardware does."""
+    if dtype == "bool":
+        return int(bool(value))
+    n = bits(dtype)
+    value &= (1 << n) - 1
+    if is_int(dtype) and value >= 1 << (n - 1):
+        value -= 1 << n
+    return value

@@ -1,0 +1,5 @@
+"""compiler.analysis: questions about expressions (which vars are free, is it well formed)."""
+from compiler.ir.traversal import post_order_visit  # noqa: F401
+
+from .vars import all_vars, bound_vars, free_vars  # noqa: F401
+from .well_formed import well_formed  # noqa: F401
