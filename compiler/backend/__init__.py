@@ -1,0 +1,1 @@
+"""compiler.backend: from fused Relay to runnable artifacts (lowering bridge, graph codegen)."""

@@ -1,0 +1,290 @@
+"""Graph codegen: turn a fused `main` into TVM's graph JSON, with static memory planning.
+
+Input: `main` after FuseOps and InferType, in which every computation is a call of a
+Primitive function, plus a map from each such function (by identity) to the kernel name it
+was compiled to ("__nop" for reshape-only functions). Output: the graph JSON text, the
+params (lifted constants) and memory statistics.
+
+Node layout (what runtime.graph_json parses): one "null" node per main parameter (in order),
+then, in post-DFS order of the body, one "null" node per distinct constant (named p0, p1,
+...; the same constant object always gets the same name) and one "tvm_op" node per call.
+Tuples and TupleGetItem only route entries; `let` binds its variable to the value's
+entries. A main result that is an input or a constant is a head pointing at that input.
+
+Memory planning (as TVM's GraphPlanMemory): every entry gets a storage token. Inputs and
+constants get their own tokens, never reused. Walking the op nodes in execution order,
+each output requests a free token whose size is within a factor 16 of the need (the
+smallest big-enough first, else the largest smaller one, which grows), or a new one; after
+the node, each input's token drops one reference and returns to the free list at zero. A
+"__nop" output takes its input's token. Heads are pinned. The token index is the
+storage_id, so two intermediates whose lifetimes do not overlap share one storage.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.errors import CompilerError
+from compiler.ir.expr import (Call, Constant, Function, Let, RelayExpr, Tuple, TupleGetItem,
+                              Var)
+from compiler.ir.traversal import post_order
+from compiler.ir.types import TensorType, TupleType, Type
+
+__all__ = ["GraphCodegen", "GraphCodegenResult", "NOP", "flatten_tensor_types"]
+
+NOP = "__nop"
+MATCH_RANGE = 16
+
+
+def flatten_tensor_types(ty: Type, where: str) -> list[TensorType]:
+    """The tensors of a (possibly nested) tuple type, in order."""
+    out, stack = [], [ty]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, TensorType):
+            out.append(t)
+        elif isinstance(t, TupleType):
+            stack.extend(reversed(t.fields))
+        else:
+            raise CompilerError(f"graph codegen: {where} has type {t}; expected tensors or "
+                                "tuples of tensors (static shapes)")
+    return out
+
+
+def _nbytes(t: TensorType) -> int:
+    return int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize
+
+
+@dataclass(eq=False)
+class _Token:
+    size: int
+    sid: int
+    refs: int = 0
+    pinned: bool = False
+
+
+@dataclass
+class GraphCodegenResult:
+    graph_json: str
+    params: dict  # name -> NDArray
+    memory_stats: dict
+    nodes: list = field(default_factory=list)
+
+
+class GraphCodegen:
+    """Builds nodes/entries from main; see the module docstring."""
+
+    def __init__(self, main: Function, kernel_names: dict):
+        self.main = main
+        self.kernel_names = kernel_names  # id(primitive Function) -> name or NOP
+        self.nodes: list[dict] = []
+        self.entry_types: list[TensorType] = []  # per entry id
+        self.node_entries: list[list[int]] = []  # node id -> its entry ids
+        self.entry_owner: list[tuple[int, int]] = []  # entry id -> (node id, output index)
+        self.let_values: dict = {}
+        self.expr_entries: dict = {}  # expr -> list of entry ids
+        self.params: dict = {}
+        self.const_names: dict = {}  # id(Constant) -> name
+        self.op_names: dict[str, int] = {}
+        self.ops: list[tuple[int, list[int], list[int], str]] = []  # nid, ins, outs, func
+
+    # ---- nodes ------------------------------------------------------------------------
+    def _add_node(self, node: dict, types: list[TensorType]) -> list[int]:
+        nid = len(self.nodes)
+        self.nodes.append(node)
+        first = len(self.entry_types)
+        self.entry_types.extend(types)
+        entries = list(range(first, first + len(types)))
+        self.node_entries.append(entries)
+        self.entry_owner.extend((nid, k) for k in range(len(types)))
+        return entries
+
+    def _input(self, name: str, ty: Type, where: str) -> list[int]:
+        types = flatten_tensor_types(ty, where)
+        if len(types) != 1:
+            raise CompilerError(f"graph codegen: {where} must be a tensor, got {ty}")
+        return self._add_node({"op": "null", "name": name, "inputs": []}, types)
+
+    def _unique_op_name(self, name: str) -> str:
+        count = self.op_names.get(name, 0)
+        self.op_names[name] = count + 1
+        return name if count == 0 else f"{name}_{count}"
+
+    def _constant(self, const: Constant, reserved: set) -> list[int]:
+        name = self.const_names.get(id(const))
+        if name is None:
+            k = len(self.params)
+            while f"p{k}" in reserved or f"p{k}" in self.params:
+                k += 1
+            name = f"p{k}"
+            self.const_names[id(const)] = name
+            self.params[name] = const.data
+        return self._input(name, TensorType(const.data.shape, const.data.dtype),
+                           f"constant {name}")
+
+    def _call(self, call: Call) -> list[int]:
+        func = call.op
+        if not isinstance(func, Function) or not func.is_primitive:
+            what = getattr(func, "name", type(func).__name__)
+            raise CompilerError(f"graph codegen: main calls {what!r} directly; every call must "
+                                "be a fused Primitive function (run FuseOps first)")
+        kernel = self.kernel_names.get(id(func))
+        if kernel is None:
+            raise CompilerError("graph codegen: a primitive function has no compiled kernel")
+        inputs: list[int] = []
+        for arg in call.args:
+            inputs.extend(self._entries_of(arg))
+        outs = flatten_tensor_types(call.checked_type, f"result of {kernel}")
+        if kernel == NOP and (len(inputs) != 1 or len(outs) != 1):
+            raise CompilerError(f"graph codegen: a reshape-only function must map one tensor "
+                                f"to one tensor, got {len(inputs)} inputs, {len(outs)} outputs")
+        name = self._unique_op_name(kernel if kernel != NOP else "reshape_nop")
+        node = {"op": "tvm_op", "name": name,
+                "attrs": {"func_name": kernel, "flatten_data": "0",
+                          "num_inputs": str(len(inputs)), "num_outputs": str(len(outs))},
+                "inputs": [self._ref(e) for e in inputs]}
+        entries = self._add_node(node, outs)
+        self.ops.append((len(self.nodes) - 1, inputs, entries, kernel))
+        return entries
+
+    def _ref(self, entry: int) -> list[int]:
+        nid, index = self.entry_owner[entry]
+        return [nid, index, 0]
+
+    # ---- walk -------------------------------------------------------------------------
+    def run(self) -> GraphCodegenResult:
+        main = self.main
+        reserved = {p.name_hint for p in main.params}
+        for p in main.params:
+            self.expr_entries[p] = self._input(p.name_hint, p.checked_type,
+                                               f"input {p.name_hint!r}")
+        arg_nodes = list(range(len(main.params)))
+        order = post_order(main.body, expand=lambda e: not isinstance(e, Function))
+        self.let_values = {e.var: e.value for e in order if type(e) is Let}
+        for expr in order:
+            kind = type(expr)
+            if kind is Constant:
+                first = len(self.nodes)
+                self.expr_entries[expr] = self._constant(expr, reserved)
+                if len(self.nodes) > first:
+                    arg_nodes.append(first)
+            elif kind is Call:
+                self.expr_entries[expr] = self._call(expr)
+            elif kind is Tuple:
+                self.expr_entries[expr] = [e for f in expr.fields for e in self._entries_of(f)]
+            elif kind is TupleGetItem:
+                ents = self._entries_of(expr.tuple_value)
+                sizes = [len(flatten_tensor_types(t, "tuple field"))
+                         for t in expr.tuple_value.checked_type.fields]
+                start = sum(sizes[:expr.index])
+                self.expr_entries[expr] = ents[start:start + sizes[expr.index]]
+            elif kind is Let:
+                self.expr_entries[expr] = self._entries_of(expr.body)
+            elif kind not in (Var, Function):
+                raise CompilerError(f"graph codegen: {kind.__name__} is not supported in main "
+                                    "(the graph executor has no control flow)")
+        heads = self._entries_of(main.body)
+        return self._finish(arg_nodes, heads)
+
+    def _entries_of(self, expr: RelayExpr) -> list[int]:
+        """Entries computing expr; a let variable resolves to its value's entries."""
+        while expr not in self.expr_entries and type(expr) is Var and expr in self.let_values:
+            expr = self.let_values[expr]
+        try:
+            return self.expr_entries[expr]
+        except KeyError:
+            raise CompilerError(f"graph codegen: {type(expr).__name__} "
+                                f"{getattr(expr, 'name_hint', '')!r} is used but never defined "
+                                "(a free variable of main?)") from None
+
+    # ---- memory planning and JSON -----------------------------------------------------
+    def _plan(self, arg_nodes: list[int], heads: list[int]) -> tuple[list[int], dict]:
+        sizes = [_nbytes(t) for t in self.entry_types]
+        uses = [0] * len(sizes)
+        for _, ins, _, _ in self.ops:
+            for e in ins:
+                uses[e] += 1
+        tokens: list[_Token] = []
+        entry_token: list = [None] * len(sizes)
+        free: list[_Token] = []
+
+        def new_token(size: int, refs: int, pinned: bool) -> _Token:
+            tok = _Token(size, len(tokens), refs, pinned)
+            tokens.append(tok)
+            return tok
+
+        head_set = set(heads)
+        for nid in arg_nodes:
+            for e in self.node_entries[nid]:
+                entry_token[e] = new_token(sizes[e], uses[e], True)
+        for _, ins, outs, func in self.ops:
+            if func == NOP:
+                tok = entry_token[ins[0]]
+                tok.refs += uses[outs[0]]
+                tok.pinned = tok.pinned or outs[0] in head_set
+                entry_token[outs[0]] = tok
+            else:
+                for e in outs:
+                    entry_token[e] = self._request(free, sizes[e], uses[e], new_token)
+                    entry_token[e].pinned = e in head_set
+            for e in ins:
+                tok = entry_token[e]
+                tok.refs -= 1
+                if tok.refs == 0 and not tok.pinned:
+                    free.append(tok)
+            for e in outs:  # an output nobody reads is dead right away
+                tok = entry_token[e]
+                if tok.refs == 0 and not tok.pinned and tok not in free:
+                    free.append(tok)
+        storage_ids = [entry_token[e].sid for e in range(len(sizes))]
+        input_sids = {entry_token[e].sid for nid in arg_nodes for e in self.node_entries[nid]}
+        op_entries = [e for _, _, outs, func in self.ops if func != NOP for e in outs]
+        inter = sum(t.size for t in tokens if t.sid not in input_sids)
+        params_bytes = sum(sizes[e] for nid in arg_nodes for e in self.node_entries[nid]
+                           if self.nodes[nid]["name"] in self.params)
+        stats = {
+            "num_storage": len(tokens),
+            "intermediate_bytes": inter,  # peak: the static plan holds all of it at once
+            "naive_intermediate_bytes": sum(sizes[e] for e in op_entries),
+            "input_bytes": sum(t.size for t in tokens if t.sid in input_sids) - params_bytes,
+            "param_bytes": params_bytes,
+            "total_bytes": sum(t.size for t in tokens),
+        }
+        return storage_ids, stats
+
+    @staticmethod
+    def _request(free: list[_Token], size: int, refs: int, new_token) -> _Token:
+        bigger = [t for t in free if size <= t.size < size * MATCH_RANGE]
+        if bigger:
+            tok = min(bigger, key=lambda t: (t.size, t.sid))
+        else:
+            smaller = [t for t in free if size // MATCH_RANGE <= t.size < size]
+            if not smaller:
+                return new_token(size, refs, False)
+            tok = max(smaller, key=lambda t: (t.size, -t.sid))
+            tok.size = size
+        free.remove(tok)
+        tok.refs = refs
+        return tok
+
+    def _finish(self, arg_nodes: list[int], heads: list[int]) -> GraphCodegenResult:
+        storage_ids, stats = self._plan(arg_nodes, heads)
+        row_ptr = [0]
+        for entries in self.node_entries:
+            row_ptr.append(row_ptr[-1] + len(entries))
+        graph = {
+            "nodes": self.nodes,
+            "arg_nodes": arg_nodes,
+            "heads": [self._ref(e) for e in heads],
+            "attrs": {
+                "dltype": ["list_str", [t.dtype for t in self.entry_types]],
+                "storage_id": ["list_int", storage_ids],
+                "shape": ["list_shape", [list(t.shape) for t in self.entry_types]],
+            },
+            "node_row_ptr": row_ptr,
+        }
+        return GraphCodegenResult(json.dumps(graph, indent=2), dict(self.params), stats,
+                                  self.nodes)
+

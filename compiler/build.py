@@ -1,0 +1,195 @@
+"""relay.build: optimise a Relay program, lower its fused functions, JIT them, emit the graph.
+
+The driver (TVM's relay.build with the graph executor):
+
+1. Accept an IRModule or a Function; bind `params` by name into `main`.
+2. Under the current PassContext run InferType, SimplifyInference, FoldConstant,
+   EliminateCommonSubexpr, FuseOps, InferType (each gated by its opt_level).
+3. Every Primitive function called from `main` is lowered by the backend's
+   lower_primitive_function to a codegen PrimFunc (tuple parameters are flattened first).
+   Structurally equal functions share one kernel; names read like TVM's
+   (`tvmgen_default_fused_nn_conv2d_add_nn_relu`, uniquified with `_1`, `_2`...).
+   Reshape-only functions become "__nop" and compile nothing.
+4. All kernels compile into one library (codegen.jit.build_library).
+5. graph_codegen plans memory and writes the graph JSON; constants become params p0, p1...
+
+The result is a runtime GraphExecutorFactoryModule; its `memory_stats` attribute reports the
+planned storage (intermediate_bytes is the peak intermediate memory of the static plan).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from compiler.errors import CompilerError
+from compiler.ir.expr import Call, Function, Tuple, Var
+from compiler.ir.module import IRModule
+from compiler.ir.traversal import post_order, rewrite_post_order
+from compiler.ir.types import TensorType, TupleType
+
+__all__ = ["build", "optimize", "lower_module", "kernel_name_for"]
+
+MAX_NAME_LENGTH = 80
+
+
+def _check_target(target: Any) -> None:
+    text = str(target if target is not None else "llvm")
+    kind = text.split()[0] if text.split() else ""
+    if kind not in ("llvm", "c", "cpu"):
+        raise CompilerError(f"relay.build: target {text!r} is not supported; expected 'llvm' "
+                            "(the host CPU)")
+
+
+def _to_module(mod_or_func: Any) -> IRModule:
+    if isinstance(mod_or_func, IRModule):
+        return mod_or_func.shallow_copy()
+    if isinstance(mod_or_func, Function):
+        return IRModule.from_expr(mod_or_func)
+    raise TypeError(f"relay.build expects an IRModule or a relay Function, got "
+                    f"{type(mod_or_func).__name__}")
+
+
+def optimize(mod: IRModule) -> IRModule:
+    """The build pipeline under the current PassContext (TVM's OptimizeImpl, graph path)."""
+    from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
+    from compiler.passes.fold_constant import FoldConstant
+    from compiler.passes.fuse_ops import FuseOps
+    from compiler.passes.infer_type import InferType
+    from compiler.passes.simplify_inference import SimplifyInference
+    from compiler.transform import Sequential
+    seq = Sequential([InferType(), SimplifyInference(), FoldConstant(),
+                      EliminateCommonSubexpr(), FuseOps(), InferType()], name="relay.build")
+    return seq(mod)
+
+
+def kernel_name_for(func: Function, mod_name: str = "default") -> str:
+    """TVM's name: tvmgen_<mod>_fused_<op>_<op>... from the ops in post order."""
+    names = [n.op.name.replace(".", "_") for n in post_order(func.body)
+             if type(n) is Call and not isinstance(n.op, (Function, Var))]
+    candidate = "fused_" + "_".join(names) if names else "fused_identity"
+    if len(candidate) > MAX_NAME_LENGTH:
+        import zlib
+        digest = zlib.crc32(candidate.encode())
+        candidate = f"{candidate[:MAX_NAME_LENGTH]}_{digest:08x}"
+    prefix = f"tvmgen_{mod_name}_" if mod_name else ""
+    return prefix + candidate
+
+
+def _flatten_tuple_params(func: Function) -> Function:
+    """Replace tuple-typed params by one param per tensor field (the lowering takes tensors)."""
+    if not any(isinstance(p.checked_type, TupleType) for p in func.params):
+        return func
+    new_params: list[Var] = []
+    subst: dict = {}
+    for p in func.params:
+        ty = p.checked_type
+        if not isinstance(ty, TupleType):
+            new_params.append(p)
+            continue
+        stack_fields = []
+        for k, f in enumerate(ty.fields):
+            if not isinstance(f, TensorType):
+                raise CompilerError(f"relay.build: nested tuple parameter {p.name_hint} "
+                                    f"({ty}) is not supported")
+            v = Var(f"{p.name_hint}_{k}", f)
+            new_params.append(v)
+            stack_fields.append(v)
+        subst[p] = Tuple(stack_fields)
+    body = rewrite_post_order(func.body, lambda old, new: subst.get(old, new))
+    flat = Function(new_params, body, func.ret_type, func.type_params, func.attrs, func.span)
+    from compiler.passes.infer_type import InferType
+    return InferType()(IRModule.from_expr(flat))["main"]
+
+
+class _KernelTable:
+    """Primitive functions -> kernel names, sharing one kernel per structural class."""
+
+    def __init__(self, mod_name: str):
+        self.mod_name = mod_name
+        self.by_hash: dict[int, list] = {}
+        self.names: dict[int, str] = {}  # id(function as called in main) -> kernel name
+        self.used: set[str] = set()
+        self.prim_funcs: list = []
+
+    def _unique(self, name: str) -> str:
+        if name not in self.used:
+            self.used.add(name)
+            return name
+        k = 1
+        while f"{name}_{k}" in self.used:
+            k += 1
+        self.used.add(f"{name}_{k}")
+        return f"{name}_{k}"
+
+    def add(self, func: Function) -> str:
+        from compiler.backend.graph_codegen import NOP
+        from compiler.ir.structural import structural_equal, structural_hash
+        if id(func) in self.names:
+            return self.names[id(func)]
+        if int(func.get_attr("relay.reshape_only", 0) or 0) == 1 and len(func.params) == 1 \
+                and isinstance(func.ret_type or func.body.checked_type, TensorType):
+            self.names[id(func)] = NOP
+            return NOP
+        key = structural_hash(func)
+        for other, name in self.by_hash.get(key, ()):
+            if structural_equal(other, func):
+                self.names[id(func)] = name
+                return name
+        name = self._unique(kernel_name_for(func, self.mod_name))
+        self.by_hash.setdefault(key, []).append((func, name))
+        self.names[id(func)] = name
+        self.prim_funcs.append(_lower(func, name))
+        return name
+
+
+def _lower(func: Function, name: str):
+    from compiler.backend.lower_function import lower_primitive_function
+    flat = _flatten_tuple_params(func)
+    try:
+        return lower_primitive_function(flat, name)
+    except CompilerError:
+        raise
+    except Exception as err:  # codegen errors: say where
+        raise CompilerError(f"relay.build > {type(err).__name__}: {err}") from err
+
+
+def lower_module(main: Function, mod_name: str = "default") -> tuple[dict, list]:
+    """Lower every primitive function main calls: ({id(func): kernel name}, [PrimFunc])."""
+    table = _KernelTable(mod_name)
+    for node in post_order(main.body, expand=lambda e: not isinstance(e, Function)):
+        if type(node) is Call and isinstance(node.op, Function):
+            if not node.op.is_primitive:
+                raise CompilerError("relay.build: main calls a non-primitive function; only "
+                                    "fused Primitive functions can run on the graph executor")
+            table.add(node.op)
+    return table.names, table.prim_funcs
+
+
+def _build_library(prim_funcs: list):
+    from codegen import jit
+    return jit.build_library(prim_funcs)
+
+
+def build(ir_mod: Any, target: Any = "llvm", target_host: Any = None,
+          params: Mapping[str, Any] | None = None, mod_name: str = "default",
+          executor: Any = None, runtime: Any = None):
+    """Compile a Relay module or function for the host CPU; returns a factory module."""
+    from compiler.backend.graph_codegen import GraphCodegen
+    from compiler.passes.bind_params import bind_params_by_name
+    from runtime.factory import GraphExecutorFactoryModule
+    _check_target(target)
+    mod = _to_module(ir_mod)
+    if "main" not in mod:
+        raise CompilerError("relay.build: the module has no 'main' function")
+    if params:
+        mod["main"] = bind_params_by_name(mod["main"], params)
+    mod = optimize(mod)
+    main = mod["main"]
+    names, prim_funcs = lower_module(main, mod_name)
+    lib = _build_library(prim_funcs)
+    result = GraphCodegen(main, names).run()
+    factory = GraphExecutorFactoryModule(result.graph_json, lib, result.params,
+                                         libmod_name=mod_name)
+    factory.memory_stats = result.memory_stats
+    factory.ir_mod = mod
+    return factory
+

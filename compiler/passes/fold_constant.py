@@ -1,0 +1,247 @@
+"""FoldConstant: evaluate at compile time what only depends on constants (TVM's rules).
+
+Algorithm: one explicit-stack post-order rewrite of each function (Primitive functions are
+left untouched, inside and out). At each node, after its children were rewritten:
+
+- Call of an Op whose arguments are all constants (a Tuple of constants counts) is
+  evaluated and replaced by a Constant (a Tuple of Constants for a tuple result). Skipped:
+  calls with no arguments (folding `zeros(shape)` only bloats the params), calls whose
+  callee is not an Op, stateful ops (nn.dropout) and non-computational ops.
+- `shape_of` / `ndarray_size` fold from the argument's static type whatever the argument
+  is (computed as int32, then cast to the attribute's dtype).
+- `If` with a constant condition becomes the taken branch; `TupleGetItem(Tuple(...), i)`
+  becomes the field; `let v = <constant>; body` becomes body with v replaced.
+
+Evaluation runs the real compiled path, not a numpy reference: the call is wrapped as a
+primitive function over parameters (one per tensor, tuple arguments flattened), type
+inferred under a fresh PassContext, lowered by the backend's lower_primitive_function,
+JIT-compiled by codegen.jit and run on the CPU. Compiled kernels are cached by the
+structural hash of that function, which does not depend on the constants' values, so 100
+weights going through the same reshape/multiply compile once per shape signature.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from compiler.errors import CompilerError
+from compiler.ir.attrs import DictAttrs
+from compiler.ir.expr import (Call, Constant, Function, If, Let, Op, RelayExpr, Tuple,
+                              TupleGetItem, Var)
+from compiler.ir.traversal import children, post_order, with_children
+from compiler.ir.types import TensorType, TupleType, Type
+from compiler.transform import FunctionPass, PassContext, function_pass, register_pass
+
+__all__ = ["FoldConstant", "fold_constant", "evaluate_call", "kernel_cache_info"]
+
+_CACHE_SIZE = 1024
+_cache: OrderedDict = OrderedDict()  # structural hash -> [(Function, library, name)]
+_cache_lock = threading.Lock()
+_stats = {"hits": 0, "misses": 0}
+
+
+def kernel_cache_info() -> dict:
+    """Hits, misses and size of the folding-kernel cache (tests and benchmarks read it)."""
+    with _cache_lock:
+        return {**_stats, "size": sum(len(v) for v in _cache.values())}
+
+
+def clear_kernel_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+        _stats.update(hits=0, misses=0)
+
+
+def is_constant(expr: RelayExpr) -> bool:
+    """A Constant, or a Tuple whose fields are all constants (TVM's IsComplexConstant)."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if type(e) is Tuple:
+            stack.extend(e.fields)
+        elif type(e) is not Constant:
+            return False
+    return True
+
+
+def _flatten_constants(expr: RelayExpr) -> list[Constant]:
+    out, stack = [], [expr]
+    while stack:
+        e = stack.pop()
+        if type(e) is Tuple:
+            stack.extend(reversed(e.fields))
+        else:
+            out.append(e)
+    return out
+
+
+# ---- evaluation through the JIT ----------------------------------------------------------
+
+
+def _primitive_for(call: Call) -> tuple[Function, list[Constant]]:
+    """fn (p0, p1, ...) { op(args with constants replaced by params) } with Primitive=1."""
+    params: list[Var] = []
+    consts: list[Constant] = []
+
+    def to_param(arg: RelayExpr) -> RelayExpr:
+        if type(arg) is Constant:
+            var = Var(f"p{len(params)}", TensorType(arg.data.shape, arg.data.dtype))
+            params.append(var)
+            consts.append(arg)
+            return var
+        # a tuple of constants: rebuild it over parameters (fields first, in order)
+        built: dict = {}
+        for e in post_order(arg):
+            built[e] = to_param(e) if type(e) is Constant else Tuple([built[f] for f in e.fields])
+        return built[arg]
+
+    body = Call(call.op, [to_param(a) for a in call.args], call.attrs, call.type_args)
+    func = Function(params, body, None, None, DictAttrs({"Primitive": 1}))
+    return func, consts
+
+
+def _infer(func: Function) -> Function:
+    from compiler.ir.module import IRModule
+    from compiler.passes.infer_type import InferType
+    mod = InferType()(IRModule.from_expr(func))
+    return mod["main"]
+
+
+def _compile(func: Function) -> tuple:
+    """(library, kernel name) for a type-inferred primitive function, cached structurally."""
+    from compiler.ir.structural import structural_equal, structural_hash
+    key = structural_hash(func)
+    with _cache_lock:
+        for cached, lib, name in _cache.get(key, ()):
+            if structural_equal(cached, func):
+                _stats["hits"] += 1
+                _cache.move_to_end(key)
+                return lib, name
+        _stats["misses"] += 1
+    from codegen import jit
+    from compiler.backend.lower_function import lower_primitive_function
+    name = f"fold_constant_{len(_cache)}_{key & 0xFFFFFFFF:08x}"
+    prim = lower_primitive_function(func, name)
+    lib = jit.build_library([prim])
+    with _cache_lock:
+        _cache.setdefault(key, []).append((func, lib, name))
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return lib, name
+
+
+def _output_types(ty: Type) -> list[TensorType]:
+    if isinstance(ty, TensorType):
+        return [ty]
+    if isinstance(ty, TupleType) and all(isinstance(f, TensorType) for f in ty.fields):
+        return list(ty.fields)
+    raise CompilerError(f"FoldConstant: cannot evaluate a call returning {ty}; expected a "
+                        "tensor or a tuple of tensors")
+
+
+def evaluate_call(call: Call) -> RelayExpr:
+    """Run an all-constant op call through the JIT; a Constant (or a Tuple of them)."""
+    from runtime.ndarray import NDArray, empty
+    with PassContext(opt_level=0):  # a fresh context: the user's config must not leak in
+        func, consts = _primitive_for(call)
+        func = _infer(func)
+        lib, name = _compile(func)
+    ret = func.body.checked_type
+    out_types = _output_types(ret)
+    outputs = [empty(t.shape, t.dtype) for t in out_types]
+    inputs = [c.data for c in consts]
+    lib[name](*inputs, *outputs)
+    if isinstance(ret, TensorType):
+        return Constant(outputs[0])
+    return Tuple([Constant(o) for o in outputs])
+
+
+def _shape_const(call: Call) -> RelayExpr | None:
+    """shape_of / ndarray_size from the static type of the argument."""
+    name = call.op.name
+    if name not in ("shape_of", "ndarray_size") or len(call.args) != 1:
+        return None
+    ty = call.args[0]._checked_type
+    if not isinstance(ty, TensorType):
+        return None
+    dtype = getattr(call.attrs, "dtype", None) if call.attrs is not None else None
+    dtype = dtype or "int32"
+    if name == "shape_of":
+        value = np.array(ty.shape, dtype="int32")
+    else:
+        value = np.array(int(np.prod(ty.shape, dtype=np.int64)), dtype="int32")
+    return Constant(value.astype(str(dtype)))
+
+
+# ---- the rewrite -------------------------------------------------------------------------
+
+
+def _fold_call(call: Call, old: Call) -> RelayExpr:
+    if not call.args or not isinstance(call.op, Op):
+        return call
+    opdef = call.op.op_def
+    if opdef.stateful:
+        return call
+    # shape_of/ndarray_size read the original call's argument type, still valid
+    shaped = _shape_const(old)
+    if shaped is not None:
+        return shaped
+    if getattr(opdef, "non_computational", False):
+        return call
+    if not all(is_constant(a) for a in call.args):
+        return call
+    return evaluate_call(call)
+
+
+def fold_constant(func: Function) -> Function:
+    """Fold the constant parts of `func` (unchanged if it is Primitive)."""
+    if func.is_primitive:
+        return func
+    memo: dict = {}
+    let_values: dict = {}  # let var -> constant it was bound to
+    # frame: [node, children, next index, new children]
+    stack = [[func, children(func), 0, []]]
+    while stack:
+        frame = stack[-1]
+        node, kids, i, new = frame
+        if i < len(kids):
+            child = kids[i]
+            if child not in memo and not (type(child) is Function and child.is_primitive):
+                stack.append([child, children(child), 0, []])
+                continue
+            value = let_values.get(child, memo.get(child, child))
+            new.append(value)
+            frame[2] = i + 1
+            if type(node) is Let and i == 1 and is_constant(value):
+                let_values[node.var] = value  # uses in the body (visited next) see the value
+            continue
+        stack.pop()
+        memo[node] = _rebuild(node, new, let_values)
+    return memo[func]
+
+
+def _rebuild(node: RelayExpr, new: list, let_values: dict) -> RelayExpr:
+    kind = type(node)
+    if kind is Let and node.var in let_values:
+        return new[2]
+    rebuilt = with_children(node, new) if new else node
+    if kind is Call:
+        return _fold_call(rebuilt, node)
+    if kind is If and type(rebuilt.cond) is Constant:
+        taken = bool(np.asarray(rebuilt.cond.data.numpy()).reshape(-1)[0])
+        return rebuilt.true_branch if taken else rebuilt.false_branch
+    if kind is TupleGetItem and type(rebuilt.tuple_value) is Tuple:
+        return rebuilt.tuple_value.fields[node.index]
+    return rebuilt
+
+
+@register_pass
+def FoldConstant(fold_qnn: bool = False) -> FunctionPass:  # noqa: N802  (TVM's pass name)
+    """Evaluate constant sub-expressions at compile time (opt_level 2)."""
+
+    def transform(func: Function, mod, ctx) -> Function:
+        return fold_constant(func)
+
+    return function_pass(transform, opt_level=2, name="FoldConstant")

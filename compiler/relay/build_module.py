@@ -1,0 +1,111 @@
+"""relay.build_module: build, create_executor and bind_params_by_name, as tvm.relay's."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from compiler.build import build
+from compiler.errors import CompilerError
+from compiler.ir.expr import Function, RelayExpr
+from compiler.ir.module import IRModule
+from compiler.ir.types import TensorType
+from compiler.passes.bind_params import bind_params_by_name
+
+__all__ = ["build", "create_executor", "bind_params_by_name", "Executor"]
+
+
+def _main_of(mod: IRModule | None, expr: RelayExpr | None) -> IRModule:
+    if expr is None:
+        if mod is None:
+            raise CompilerError("evaluate(): give an expression or create the executor with a "
+                                "module (its main runs)")
+        return mod
+    if isinstance(expr, IRModule):
+        return expr
+    if not isinstance(expr, RelayExpr):
+        raise TypeError(f"evaluate(): expected a relay expression, got {type(expr).__name__}")
+    new = IRModule.from_expr(expr)
+    if mod is not None:  # keep the module's other global functions visible
+        for gv, func in mod.functions.items():
+            if gv.name_hint != "main":
+                new[gv.name_hint] = func
+    return new
+
+
+def _to_nd(value: Any):
+    from runtime.ndarray import NDArray, array
+    if isinstance(value, tuple):
+        return tuple(_to_nd(v) for v in value)
+    return value if isinstance(value, NDArray) else array(np.asarray(value))
+
+
+def _as_input(param, value: Any) -> np.ndarray:
+    from runtime.ndarray import NDArray
+    if isinstance(value, NDArray):
+        return value.numpy()
+    ty = param.checked_type if param._checked_type is not None else param.type_annotation
+    dtype = ty.dtype if isinstance(ty, TensorType) else None
+    return np.asarray(value, dtype=dtype)
+
+
+class Executor:
+    """relay.create_executor(...): `.evaluate(expr=None)` gives a callable over inputs."""
+
+    def __init__(self, kind: str, mod: IRModule | None, device: Any, target: Any,
+                 params: dict | None):
+        if kind not in ("debug", "graph"):
+            raise CompilerError(f"create_executor: kind must be 'debug' or 'graph', got {kind!r}")
+        self.kind, self.mod, self.device, self.target = kind, mod, device, target
+        self.params = params or {}
+
+    def evaluate(self, expr: RelayExpr | None = None):
+        mod = _main_of(self.mod, expr)
+        if self.params:
+            mod = mod.shallow_copy()
+            mod["main"] = bind_params_by_name(mod["main"], self.params)
+        if self.kind == "debug":
+            return self._debug(mod)
+        return self._graph(mod)
+
+    def _debug(self, mod: IRModule):
+        from compiler import interpreter
+
+        def run(*args: Any):
+            values = [a.numpy() if hasattr(a, "numpy") else a for a in args]
+            return _to_nd(interpreter.evaluate(mod, values))
+        return run
+
+    def _graph(self, mod: IRModule):
+        from runtime import cpu
+        from runtime.graph_executor import GraphModule
+        factory = build(mod, target=self.target)
+        main = factory.ir_mod["main"]
+        gmod = GraphModule(factory["default"](self.device or cpu(0)))
+        params: Sequence = main.params
+        ret = main.ret_type or main.body.checked_type
+        single = isinstance(ret, TensorType)
+
+        def run(*args: Any, **kwargs: Any):
+            if len(args) + len(kwargs) != len(params):
+                raise CompilerError(f"the function takes {len(params)} input(s) "
+                                    f"{[p.name_hint for p in params]}, got {len(args)} "
+                                    f"positional and {sorted(kwargs)} named")
+            for p, value in zip(params, args):
+                gmod.set_input(p.name_hint, _as_input(p, value))
+            for p in params[len(args):]:
+                if p.name_hint not in kwargs:
+                    raise CompilerError(f"missing input {p.name_hint!r}")
+                gmod.set_input(p.name_hint, _as_input(p, kwargs[p.name_hint]))
+            gmod.run()
+            outs = tuple(gmod.get_output(i) for i in range(gmod.get_num_outputs()))
+            return outs[0] if single else outs
+        return run
+
+
+def create_executor(kind: str = "debug", mod: IRModule | None = None, device: Any = None,
+                    target: Any = "llvm", params: dict | None = None) -> Executor:
+    """An executor of `kind` ("debug": the reference interpreter, "graph": relay.build)."""
+    if isinstance(mod, Function):
+        mod = IRModule.from_expr(mod)
+    return Executor(kind, mod, device, target, params)
