@@ -282,6 +282,10 @@ class ExprEmitter:
 
     # ------------------------------------------------------------------ math
     def _call(self, e: Call) -> ir.Value:
+        if e.name.startswith("relayjit.ukr."):  # schedule micro-kernels (llvm/microkernels.py)
+            from .microkernels import emit_call
+
+            return emit_call(self, e)
         args = [self.expr(a) for a in e.args]
         return emit_math(self.builder, e.name, args, e.args[0].dtype, self.fail)
 

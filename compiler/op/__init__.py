@@ -1,3 +1,5 @@
 """Operators: importing this package registers every op (tensor, nn, reduce, transform)."""
 from . import registry  # noqa: F401
-from .registry import OpDef, OpPattern, get_def, get_op, list_ops, make_call, register  # noqa: F401
+from .registry import (OpDef, OpPattern, get_def, get_op, list_ops, make_call,  # noqa: F401
+                       register, register_compute)
+from . import tensor, nn, reduce, transform  # noqa: F401,E402

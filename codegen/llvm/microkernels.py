@@ -1,0 +1,251 @@
+"""Register-tiled micro-kernels emitted directly as LLVM IR with `<8 x float>` FMAs.
+
+A schedule reaches them through a TIR call `Evaluate(Call("relayjit.ukr.<kind>...", args))`:
+the emitter hands every call whose name starts with `relayjit.ukr.` to `emit_call`, which
+emits (once per module) the specialised kernel function and calls it. An argument that is a
+`Load` is passed as the *address* of the element (a pointer); any other argument is passed
+as an i64 value.
+
+Kernels (all accumulate in registers through the whole reduction loop, unrolled by hand;
+functions are `noinline` so their register allocation stays isolated):
+
+- `relayjit.ukr.gemm_<MR>x<NR>`: C[MR, NR] (+)= A_packed[kc][MR] * B_packed[kc][NR]
+  args (kc, a, b, c, ldc, accumulate). NR is a multiple of 8; MR*NR/8 + NR/8 + 1 <= 16 ymm.
+- `relayjit.ukr.conv_<P>_<C>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>`: direct convolution,
+  16 output channels x P pixels: T[p][16] = sum_{c,r,s} x_p[c*chanstep + r*dh*rowstep + s*dw]
+  * W[c][r][s][16]; args (w, t, x_0, ..., x_{P-1}).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .types import F32, I64, PTR
+
+PREFIX = "relayjit.ukr."
+V8 = ir.VectorType(F32, 8)
+I32 = ir.IntType(32)
+
+
+def _fma_decl(module: ir.Module) -> ir.Function:
+    # declare_intrinsic fails for vector types in llvmlite 0.50: declare by name
+    fn = module.globals.get("llvm.fma.v8f32")
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(V8, [V8, V8, V8]), "llvm.fma.v8f32")
+    return fn
+
+
+def _splat(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
+    s = b.load(ptr, typ=F32, align=4)
+    v = b.insert_element(ir.Constant(V8, ir.Undefined), s, ir.Constant(I32, 0))
+    return b.shuffle_vector(v, ir.Constant(V8, ir.Undefined), ir.Constant(ir.VectorType(I32, 8),
+                                                                          [0] * 8))
+
+
+def _vload(b: ir.IRBuilder, base: ir.Value, offset: int) -> ir.Value:
+    p = b.gep(base, [ir.Constant(I64, offset)], inbounds=True, source_etype=F32) \
+        if offset else base
+    return b.load(p, typ=V8, align=4)
+
+
+def _vstore(b: ir.IRBuilder, val: ir.Value, base: ir.Value, offset: ir.Value | int) -> None:
+    off = ir.Constant(I64, offset) if isinstance(offset, int) else offset
+    p = b.gep(base, [off], inbounds=True, source_etype=F32)
+    b.store(val, p, align=4)
+
+
+def _new_function(module: ir.Module, name: str, args: list[ir.Type]) -> ir.Function:
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), args), name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("nounwind")
+    return fn
+
+
+def _counted_loop(b: ir.IRBuilder, fn: ir.Function, count: ir.Value, carried: list[ir.Value],
+                  body, tag: str) -> list[ir.Value]:
+    """for it in [0, count): carried = body(b, it, carried); guarded for count == 0."""
+    pre = b.block
+    loop = fn.append_basic_block(f"{tag}.body")
+    done = fn.append_basic_block(f"{tag}.end")
+    b.cbranch(b.icmp_signed(">", count, ir.Constant(I64, 0)), loop, done)
+    b.position_at_end(loop)
+    it = b.phi(I64, name=f"{tag}.i")
+    it.add_incoming(ir.Constant(I64, 0), pre)
+    phis = []
+    for k, v in enumerate(carried):
+        p = b.phi(v.type, name=f"{tag}.c{k}")
+        p.add_incoming(v, pre)
+        phis.append(p)
+    new = body(b, it, phis)
+    nxt = b.add(it, ir.Constant(I64, 1), flags=("nuw", "nsw"))
+    last = b.block
+    it.add_incoming(nxt, last)
+    for p, v in zip(phis, new):
+        p.add_incoming(v, last)
+    b.cbranch(b.icmp_signed("<", nxt, count), loop, done)
+    b.position_at_end(done)
+    out = []
+    for k, (v0, v1) in enumerate(zip(carried, new)):
+        p = b.phi(v0.type, name=f"{tag}.out{k}")
+        p.add_incoming(v0, pre)
+        p.add_incoming(v1, last)
+        out.append(p)
+    return out
+
+
+# ---------------------------------------------------------------------- GEMM
+def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4) -> ir.Function:
+    """void gemm(i64 kc, ptr a, ptr b, ptr c, i64 ldc, i64 accumulate)."""
+    name = f"{PREFIX}gemm_{mr}x{nr}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    assert nr % 8 == 0
+    nv = nr // 8
+    fma = _fma_decl(module)
+    fn = _new_function(module, name, [I64, PTR, PTR, PTR, I64, I64])
+    kc, a, bp, c, ldc, accf = fn.args
+    for arg in (a, bp, c):
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    zero = ir.Constant(V8, [0.0] * 8)
+
+    def step(b, a_ptr, b_ptr, accs, u):
+        bv = [_vload(b, b_ptr, u * nr + 8 * j) for j in range(nv)]
+        out = list(accs)
+        for i in range(mr):
+            ap = b.gep(a_ptr, [ir.Constant(I64, u * mr + i)], inbounds=True, source_etype=F32)
+            av = _splat(b, ap)
+            for j in range(nv):
+                out[i * nv + j] = b.call(fma, [av, bv[j], out[i * nv + j]])
+        return out
+
+    def make_body(u_count):
+        def body(b, it, carried):
+            a_ptr, b_ptr, accs = carried[0], carried[1], carried[2:]
+            for u in range(u_count):
+                accs = step(b, a_ptr, b_ptr, accs, u)
+            a_next = b.gep(a_ptr, [ir.Constant(I64, u_count * mr)], inbounds=True,
+                           source_etype=F32)
+            b_next = b.gep(b_ptr, [ir.Constant(I64, u_count * nr)], inbounds=True,
+                           source_etype=F32)
+            return [a_next, b_next, *accs]
+        return body
+
+    carried = [a, bp] + [zero] * (mr * nv)
+    main = b.ashr(kc, ir.Constant(I64, {1: 0, 2: 1, 4: 2, 8: 3}[unroll]))
+    carried = _counted_loop(b, fn, main, carried, make_body(unroll), "k4")
+    rem = b.and_(kc, ir.Constant(I64, unroll - 1))
+    carried = _counted_loop(b, fn, rem, carried, make_body(1), "k1")
+    accs = carried[2:]
+    # store: C = acc (+ C when accumulating)
+    add_bb = fn.append_basic_block("store.acc")
+    set_bb = fn.append_basic_block("store.set")
+    end_bb = fn.append_basic_block("store.end")
+    b.cbranch(b.icmp_signed("!=", accf, ir.Constant(I64, 0)), add_bb, set_bb)
+    for bb, adding in ((add_bb, True), (set_bb, False)):
+        b.position_at_end(bb)
+        for i in range(mr):
+            row = b.mul(ldc, ir.Constant(I64, i)) if i else ir.Constant(I64, 0)
+            for j in range(nv):
+                off = b.add(row, ir.Constant(I64, 8 * j)) if j else row
+                v = accs[i * nv + j]
+                if adding:
+                    p = b.gep(c, [off], inbounds=True, source_etype=F32)
+                    v = b.fadd(v, b.load(p, typ=V8, align=4))
+                _vstore(b, v, c, off)
+        b.branch(end_bb)
+    b.position_at_end(end_bb)
+    b.ret_void()
+    return fn
+
+
+# ---------------------------------------------------------------------- conv
+def conv_kernel(module: ir.Module, p: int, c: int, r: int, s: int, rowstep: int,
+                chanstep: int, dh: int, dw: int) -> ir.Function:
+    """void conv(ptr w, ptr t, ptr x_0 .. x_{p-1}): 16 channels x p pixels, see module doc."""
+    name = f"{PREFIX}conv_{p}_{c}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    fma = _fma_decl(module)
+    fn = _new_function(module, name, [PTR] * (2 + p))
+    w, t, *xs = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    zero = ir.Constant(V8, [0.0] * 8)
+    taps = [(rr * s + ss, rr * dh * rowstep + ss * dw) for rr in range(r) for ss in range(s)]
+    # channels per loop iteration: keep about 8+ taps unrolled per trip
+    cu = max(1, min(c, 8 // len(taps))) if len(taps) < 8 else 1
+
+    def chan(b, w_ptr, x_ptrs, accs, cc):
+        accs = list(accs)
+        for tap, off in taps:
+            wbase = (cc * r * s + tap) * 16
+            w0, w1 = _vload(b, w_ptr, wbase), _vload(b, w_ptr, wbase + 8)
+            for j in range(p):
+                xo = off + cc * chanstep
+                xp = b.gep(x_ptrs[j], [ir.Constant(I64, xo)], inbounds=True, source_etype=F32) \
+                    if xo else x_ptrs[j]
+                xv = _splat(b, xp)
+                accs[2 * j] = b.call(fma, [xv, w0, accs[2 * j]])
+                accs[2 * j + 1] = b.call(fma, [xv, w1, accs[2 * j + 1]])
+        return accs
+
+    def make_body(n_chan):
+        def body(b, it, carried):
+            w_ptr, x_ptrs, accs = carried[0], carried[1:1 + p], carried[1 + p:]
+            for cc in range(n_chan):
+                accs = chan(b, w_ptr, x_ptrs, accs, cc)
+            w_next = b.gep(w_ptr, [ir.Constant(I64, n_chan * r * s * 16)], inbounds=True,
+                           source_etype=F32)
+            x_next = [b.gep(x, [ir.Constant(I64, n_chan * chanstep)], inbounds=True,
+                            source_etype=F32) for x in x_ptrs]
+            return [w_next, *x_next, *accs]
+        return body
+
+    carried = [w, *xs] + [zero] * (2 * p)
+    carried = _counted_loop(b, fn, ir.Constant(I64, c // cu), carried, make_body(cu), "c")
+    if c % cu:
+        carried = make_body(c % cu)(b, None, carried)
+    accs = carried[1 + p:]
+    for j in range(p):
+        _vstore(b, accs[2 * j], t, 16 * j)
+        _vstore(b, accs[2 * j + 1], t, 16 * j + 8)
+    b.ret_void()
+    return fn
+
+
+# ---------------------------------------------------------------------- TIR hook
+def emit_call(emitter, e) -> ir.Value:
+    """Emit a `relayjit.ukr.*` TIR call: Load args become addresses, others i64 values."""
+    from ..tir.expr import Load
+
+    name = e.name[len(PREFIX):]
+    module = emitter.builder.module
+    kind, *params = name.split("_")
+    if kind == "gemm":
+        mr, nr = (int(x) for x in params[0].split("x"))
+        fn = gemm_kernel(module, mr, nr)
+    elif kind == "conv":
+        fn = conv_kernel(module, *(int(x) for x in params))
+    else:
+        raise emitter.fail(f"unknown micro-kernel {e.name}")
+    bld = emitter.builder
+    args = []
+    for a, ty in zip(e.args, fn.function_type.args):
+        if type(a) is Load:
+            args.append(emitter.address(a.buffer, a.indices))
+        else:
+            v = emitter.expr(a)
+            if v.type != I64:
+                v = bld.zext(v, I64) if v.type.width == 1 else bld.sext(v, I64)
+            args.append(v)
+        if args[-1].type != ty:
+            raise emitter.fail(f"micro-kernel {e.name}: argument type {args[-1].type} != {ty}")
+    if len(args) != len(fn.function_type.args):
+        raise emitter.fail(f"micro-kernel {e.name}: expected {len(fn.function_type.args)} "
+                           f"arguments, got {len(e.args)}")
+    bld.call(fn, args)
+    for scope in emitter.memo:  # the kernel wrote memory: loads emitted before are stale
+        scope.clear()
+    return ir.Constant(I32, 0)

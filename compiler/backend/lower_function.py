@@ -1,0 +1,182 @@
+"""Relay -> codegen bridge: lower one fused Primitive function to a codegen PrimFunc.
+
+Each parameter becomes a te.placeholder; the body is walked once in post-order (explicit
+stack, no recursion over the graph) and every op call is replaced by its registered compute
+rule applied to the tensors of its arguments, so a fused chain of ops becomes one tensor
+expression that codegen.lower turns into loop nests (elementwise producers inline).
+"""
+from __future__ import annotations
+
+import re
+
+from codegen import te, tir
+from codegen.errors import CodegenError, LoweringError
+from codegen.lower import lower
+from codegen.tir.stmt import PrimFunc
+from compiler.errors import CompilerError
+from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,
+                              TupleGetItem, Var)
+from compiler.ir.traversal import post_order
+from compiler.ir.types import TensorType, TupleType, Type
+
+__all__ = ["lower_primitive_function", "lower_to_tensors"]
+
+Value = te.Tensor | tuple
+
+
+def lower_primitive_function(func: Function, name: str) -> PrimFunc:
+    """The PrimFunc computing func (Primitive=1, type-inferred): params in, body's tensors out."""
+    inputs, outputs = lower_to_tensors(func, name)
+    try:
+        return lower(name, inputs, outputs)
+    except CodegenError as err:
+        raise LoweringError(f"lowering {name}: {_strip(str(err), name)}") from None
+
+
+def lower_to_tensors(func: Function, name: str) -> tuple[list[te.Tensor], list[te.Tensor]]:
+    """The placeholders and output tensors of func (for callers that schedule themselves)."""
+    ctx = f"lowering {name}"
+    if not isinstance(func, Function):
+        raise LoweringError(f"{ctx}: expected a relay Function, got {type(func).__name__}")
+    import compiler.op.compute  # noqa: F401  (registers every compute rule)
+
+    env: dict[RelayExpr, Value] = {}
+    inputs: list[te.Tensor] = []
+    used: set[str] = set()
+    for k, p in enumerate(func.params):
+        ty = _type_of(p, ctx)
+        if not isinstance(ty, TensorType):
+            raise LoweringError(f"{ctx} > parameter %{p.name_hint}: has type {ty}; only tensor "
+                                f"parameters are supported (a tuple parameter must be split "
+                                f"into tensors before lowering)")
+        pname = _unique(_ident(p.name_hint) or f"p{k}", used)
+        try:
+            t = te.placeholder(ty.shape, ty.dtype, pname)
+        except CodegenError as err:
+            raise LoweringError(f"{ctx} > parameter %{p.name_hint}: {err}") from None
+        inputs.append(t)
+        env[p] = t
+    params = set(func.params)
+    for node in post_order(func.body, visited=params):
+        kind = type(node)
+        if kind is Op:
+            continue
+        if kind is Call:
+            env[node] = _lower_call(node, env, ctx)
+        elif kind is Tuple:
+            env[node] = tuple(env[f] for f in node.fields)
+        elif kind is TupleGetItem:
+            value = env[node.tuple_value]
+            if not isinstance(value, tuple) or not 0 <= node.index < len(value):
+                raise LoweringError(f"{ctx}: TupleGetItem index {node.index} on a value that "
+                                    f"is not a tuple of at least {node.index + 1} fields")
+            env[node] = value[node.index]
+        elif kind is Constant:
+            env[node] = _constant(node, ctx)
+        elif kind is Var:
+            raise LoweringError(f"{ctx}: free variable %{node.name_hint} is not a parameter")
+        else:
+            what = {Let: "let", If: "if", Function: "a nested function",
+                    GlobalVar: "a global function"}.get(kind, kind.__name__)
+            raise LoweringError(f"{ctx}: {what} cannot appear inside a primitive function")
+    outputs = _flatten(env[func.body], ctx)
+    return inputs, outputs
+
+
+def _lower_call(call: Call, env: dict, ctx: str) -> Value:
+    if not isinstance(call.op, Op):
+        raise LoweringError(f"{ctx}: calls of {type(call.op).__name__} cannot be lowered; only "
+                            f"operator calls can appear inside a primitive function")
+    from compiler.op.registry import get_def
+
+    op = call.op.name
+    where = f"{ctx} > {op}"
+    try:
+        opdef = get_def(op)
+    except CompilerError as err:
+        raise LoweringError(f"{where}: {err}") from None
+    if opdef.compute is None:
+        raise LoweringError(f"{where}: no compute rule is registered for this op")
+    out_type = _type_of(call, where)
+    args = [env[a] for a in call.args]
+    try:
+        result = opdef.compute(args, call.attrs, out_type)
+    except LoweringError as err:
+        raise LoweringError(f"{where}: {_strip(str(err), op)}") from None
+    except (CodegenError, CompilerError) as err:
+        raise LoweringError(f"{where}: {err}") from None
+    _check_result(result, out_type, where)
+    return result
+
+
+def _check_result(result: Value, ty: Type, where: str) -> None:
+    """A compute rule must produce exactly the checked type: catches rule bugs early."""
+    if isinstance(ty, TupleType):
+        if not isinstance(result, tuple) or len(result) != len(ty.fields):
+            raise LoweringError(f"{where}: compute rule returned {result!r}, expected a tuple of "
+                                f"{len(ty.fields)} tensors for type {ty}")
+        for r, f in zip(result, ty.fields):
+            _check_result(r, f, where)
+        return
+    if not isinstance(result, te.Tensor):
+        raise LoweringError(f"{where}: compute rule returned {type(result).__name__}, "
+                            f"expected a te.Tensor of type {ty}")
+    if tuple(result.shape) != tuple(ty.shape) or result.dtype != ty.dtype:
+        raise LoweringError(f"{where}: compute rule produced {result.shape} {result.dtype}, "
+                            f"expected {ty.shape} {ty.dtype}")
+
+
+def _constant(node: Constant, ctx: str) -> te.Tensor:
+    """Scalar constants inline as tir.const; tensor constants must be lifted to parameters."""
+    array = node.data.numpy() if hasattr(node.data, "numpy") else node.data
+    if array.size != 1:
+        raise LoweringError(f"{ctx}: a tensor constant of shape {array.shape} is inside the "
+                            f"primitive function; FuseOps should have lifted it to a parameter")
+    try:
+        value = tir.const(array.reshape(()).item(), str(array.dtype))
+    except CodegenError as err:
+        raise LoweringError(f"{ctx}: constant of dtype {array.dtype}: {err}") from None
+    return te.compute(array.shape, lambda *i: value, name="const")
+
+
+def _flatten(value, ctx: str) -> list[te.Tensor]:
+    out, stack = [], [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, tuple):
+            stack.extend(reversed(v))
+        elif isinstance(v, te.Tensor):
+            out.append(v)
+        else:
+            raise LoweringError(f"{ctx}: the function body has no tensor value ({v!r})")
+    if not out:
+        raise LoweringError(f"{ctx}: the function returns an empty tuple")
+    return out
+
+
+def _type_of(node: RelayExpr, ctx: str) -> Type:
+    ty = node._checked_type
+    if ty is None and isinstance(node, Var):
+        ty = node.type_annotation
+    if ty is None:
+        raise LoweringError(f"{ctx}: a node has no checked_type; run InferType before lowering")
+    return ty
+
+
+def _ident(name: str) -> str:
+    return re.sub(r"\W", "_", name or "")
+
+
+def _unique(name: str, used: set) -> str:
+    base, k = name, 1
+    while name in used:
+        name, k = f"{base}_{k}", k + 1
+    used.add(name)
+    return name
+
+
+def _strip(msg: str, prefix: str) -> str:
+    """Avoid 'lowering f: lowering f: ...' when an inner error already names the same thing."""
+    head = f"lowering {prefix}: "
+    return msg[len(head):] if msg.startswith(head) else (
+        msg[len(prefix) + 2:] if msg.startswith(prefix + ": ") else msg)

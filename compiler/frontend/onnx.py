@@ -1,0 +1,228 @@
+"""from_onnx: an ONNX ModelProto becomes a Relay IRModule and its params, as TVM's frontend does.
+
+The conversion walks the graph's nodes in order (ONNX requires topological order), keeping
+for every ONNX value name the Relay expression computing it. Nodes whose inputs are all
+constants are evaluated at once with the debug interpreter, so shape arithmetic
+(Shape -> Gather -> Concat -> Reshape) ends up as constants and every shape in the final
+graph is static.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from compiler.errors import OpNotImplemented
+from compiler.interpreter import Interpreter
+from compiler.ir.expr import Constant, Function, RelayExpr, Tuple, Var
+from compiler.ir.module import IRModule
+from compiler.ir.traversal import post_order
+from compiler.ir.types import TensorType
+
+from .onnx_ops import find_converter
+from .onnx_ops.common import FrontendError, NodeContext, const, infer_type, onnx_dtype
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def _model_opset(model) -> int:
+    for entry in model.opset_import:
+        if entry.domain in _DEFAULT_DOMAINS:
+            return int(entry.version)
+    return 1
+
+
+def _missing_ops(graph, opset: int) -> list:
+    """Every node kind without a converter at this opset (domain-qualified when not default)."""
+    missing = []
+    for node in graph.node:
+        if node.domain not in _DEFAULT_DOMAINS:
+            label = f"{node.domain}.{node.op_type}"
+        elif find_converter(node.op_type, opset) is None:
+            label = node.op_type
+        else:
+            continue
+        if label not in missing:
+            missing.append(label)
+    return missing
+
+
+class GraphConverter:
+    """Converts one ONNX graph; holds the value table, inferred types and static values."""
+
+    def __init__(self, model, shape: Mapping | None, dtype: Any, opset: int,
+                 freeze_params: bool):
+        self.model = model
+        self.graph_proto = model.graph
+        self.shape = dict(shape or {})
+        self.dtype = dtype
+        self.opset = opset
+        self.freeze_params = freeze_params
+        self.values: dict[str, RelayExpr] = {}
+        self.types: dict = {}
+        self.param_values: dict = {}  # param Var -> numpy value (for static_value)
+        self._static: dict = {}
+
+    # -- static values ---------------------------------------------------------------------
+    def static_value(self, expr: RelayExpr) -> np.ndarray | None:
+        """The value of an expression computable at compile time (constants and params)."""
+        if isinstance(expr, Constant):
+            return expr.data.numpy()
+        if expr in self._static:
+            return self._static[expr]
+        leaves = [n for n in post_order(expr) if isinstance(n, Var)]
+        if any(v not in self.param_values for v in leaves):
+            return None
+        env = {v: self.param_values[v] for v in leaves}
+        value = Interpreter().eval(expr, env)
+        self._static[expr] = value
+        return value
+
+    def fold(self, expr: RelayExpr, where: str) -> RelayExpr:
+        """Replace an expression over constants only by its value."""
+        ty = infer_type(expr, self.types)
+        value = Interpreter().eval(expr)
+        if isinstance(ty, TensorType):
+            return self._as_constant(value, ty, where)
+        return Tuple([self._as_constant(v, t, where) for v, t in zip(value, ty.fields)])
+
+    def _as_constant(self, value: np.ndarray, ty: TensorType, where: str) -> Constant:
+        value = np.asarray(value)
+        if value.dtype.name != ty.dtype or tuple(value.shape) != ty.shape:
+            raise FrontendError(f"{where}: folding gave {value.shape} {value.dtype}, but the type "
+                                f"relation says {ty.shape} {ty.dtype} (an op reference/type "
+                                "relation disagree)")
+        folded = const(value, ty.dtype)
+        self.types[folded] = ty
+        return folded
+
+    # -- inputs ----------------------------------------------------------------------------
+    def _input_type(self, value_info, name: str) -> TensorType:
+        ttype = value_info.type.tensor_type if value_info.type.HasField("tensor_type") else None
+        if ttype is None:
+            kind = value_info.type.WhichOneof("value")
+            raise FrontendError(f"graph input {name!r} has type {kind}; only tensors are "
+                                "supported")
+        if isinstance(self.dtype, Mapping) and name in self.dtype:
+            dtype = str(self.dtype[name])
+        elif ttype.elem_type:
+            dtype = onnx_dtype(ttype.elem_type, f"graph input {name!r}")
+        else:
+            dtype = self.dtype if isinstance(self.dtype, str) else "float32"
+        if name in self.shape:
+            return TensorType(tuple(int(d) for d in self.shape[name]), dtype)
+        dims = []
+        for i, dim in enumerate(ttype.shape.dim):
+            if dim.HasField("dim_value") and dim.dim_value >= 0:
+                dims.append(int(dim.dim_value))
+            else:
+                label = dim.dim_param or "?"
+                raise FrontendError(f"graph input {name!r} has an unknown dimension {i} "
+                                    f"({label!r}); give its static shape with "
+                                    f"shape={{{name!r}: (...)}}")
+        if not ttype.HasField("shape"):
+            raise FrontendError(f"graph input {name!r} has no shape; give it with "
+                                f"shape={{{name!r}: (...)}}")
+        return TensorType(tuple(dims), dtype)
+
+    def _bind_graph_inputs(self) -> tuple[list, dict]:
+        from onnx import numpy_helper
+        graph = self.graph_proto
+        initializers = {}
+        for tensor in graph.initializer:
+            array = numpy_helper.to_array(tensor)
+            onnx_dtype(tensor.data_type, f"initializer {tensor.name!r}")
+            initializers[tensor.name] = array
+        if graph.sparse_initializer:
+            raise FrontendError("sparse initializers are not supported")
+        input_names = [i.name for i in graph.input]
+        for name in self.shape:
+            if name not in input_names or name in initializers:
+                raise FrontendError(f"shape= names {name!r}, which is not a graph input; the "
+                                    f"inputs are {[n for n in input_names if n not in initializers]}")
+        user_inputs = []
+        for info in graph.input:
+            if info.name in initializers:
+                continue
+            var = Var(info.name, self._input_type(info, info.name))
+            self.values[info.name] = var
+            user_inputs.append(var)
+        params: dict = {}
+        for name, array in initializers.items():
+            if self.freeze_params:
+                expr = const(array, array.dtype.name)
+            else:
+                expr = Var(name, TensorType(array.shape, array.dtype.name))
+                self.param_values[expr] = array
+                params[name] = expr
+            self.values[name] = expr
+        return user_inputs, params
+
+    # -- nodes -----------------------------------------------------------------------------
+    def _convert_node(self, node) -> None:
+        ctx = NodeContext(node, self.opset, self)
+        inputs = []
+        for name in node.input:
+            if name == "":
+                inputs.append(None)
+            elif name not in self.values:
+                raise FrontendError(f"{ctx.where}: input {name!r} is not produced by any "
+                                    "earlier node, initializer or graph input")
+            else:
+                inputs.append(self.values[name])
+        fn = find_converter(node.op_type, self.opset)
+        result = fn(ctx, inputs)
+        outputs = list(result) if isinstance(result, (list, tuple)) else [result]
+        foldable = all(i is None or isinstance(i, Constant) for i in inputs)
+        for index, name in enumerate(node.output):
+            if name == "":
+                continue
+            if index >= len(outputs) or outputs[index] is None:
+                raise FrontendError(f"{ctx.where}: output {index} ({name!r}) is not supported")
+            expr = outputs[index]
+            if isinstance(expr, (Var, Constant)):
+                self.values[name] = expr
+                continue
+            if foldable:
+                expr = self.fold(expr, ctx.where)
+            else:
+                infer_type(expr, self.types)  # type errors surface at the node that caused them
+            self.values[name] = expr
+
+    def convert(self) -> tuple[IRModule, dict]:
+        user_inputs, params = self._bind_graph_inputs()
+        for node in self.graph_proto.node:
+            self._convert_node(node)
+        outputs = []
+        for out in self.graph_proto.output:
+            if out.name not in self.values:
+                raise FrontendError(f"graph output {out.name!r} is not computed by any node")
+            outputs.append(self.values[out.name])
+        body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
+        used = {n for n in post_order(body) if isinstance(n, Var)}
+        param_vars = [v for v in params.values() if v in used]
+        func = Function(user_inputs + param_vars, body)
+        from runtime import ndarray as nd
+        out_params = {v.name_hint: nd.array(self.param_values[v]) for v in param_vars}
+        return IRModule.from_expr(func), out_params
+
+
+def from_onnx(model, shape: Mapping | None = None, dtype: Any = "float32",
+              opset: int | None = None, freeze_params: bool = False) -> tuple[IRModule, dict]:
+    """Convert an ONNX model to (IRModule, params); see the module docstring."""
+    import onnx
+    if isinstance(model, (str, bytes)) and not isinstance(model, onnx.ModelProto):
+        model = onnx.load(model)
+    if not isinstance(model, onnx.ModelProto):
+        raise TypeError(f"from_onnx expects an onnx.ModelProto (or a path), got "
+                        f"{type(model).__name__}")
+    if opset is None:
+        opset = _model_opset(model)
+    missing = _missing_ops(model.graph, opset)
+    if missing:
+        raise OpNotImplemented(f"The following operators are not supported for frontend ONNX "
+                               f"(opset {opset}): {', '.join(missing)}")
+    return GraphConverter(model, shape, dtype, int(opset), freeze_params).convert()
+
+
+__all__ = ["from_onnx"]

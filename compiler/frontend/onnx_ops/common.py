@@ -1,0 +1,206 @@
+"""What every ONNX converter needs: the converter table, the node context and small helpers."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from compiler.errors import CompilerError
+from compiler.ir.expr import Call, Constant, RelayExpr, Tuple, TupleGetItem, Var
+from compiler.ir.types import TensorType, TupleType, Type
+from compiler.op.registry import get_def, make_call
+
+# op_type -> [(since_version, converter)], sorted by version
+CONVERTERS: dict[str, list[tuple[int, Callable]]] = {}
+
+
+def converter(op_type: str, since: int = 1):
+    """Register `fn(ctx, inputs)` for op_type from opset `since` until a newer registration."""
+    def decorate(fn: Callable) -> Callable:
+        versions = CONVERTERS.setdefault(op_type, [])
+        versions.append((since, fn))
+        versions.sort(key=lambda item: item[0])
+        return fn
+    return decorate
+
+
+def find_converter(op_type: str, opset: int) -> Callable | None:
+    """The converter for the newest version not after `opset` (None when there is none)."""
+    chosen = None
+    for since, fn in CONVERTERS.get(op_type, ()):
+        if since <= opset:
+            chosen = fn
+    return chosen
+
+
+class FrontendError(CompilerError):
+    """An ONNX model the frontend cannot convert (bad attribute, dynamic shape, dtype...)."""
+
+
+def infer_type(expr: RelayExpr, memo: dict) -> Type:
+    """Type of a freshly built expression through the registry's type relations (no recursion)."""
+    if expr in memo:
+        return memo[expr]
+    stack = [expr]
+    while stack:
+        node = stack[-1]
+        if node in memo:
+            stack.pop()
+            continue
+        kind = type(node)
+        kids = node.args if kind is Call else node.fields if kind is Tuple else \
+            (node.tuple_value,) if kind is TupleGetItem else ()
+        pending = [k for k in kids if k not in memo]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        if kind is Call:
+            opdef = get_def(node.op.name)
+            memo[node] = opdef.type_rel([memo[a] for a in node.args], node.attrs)
+        elif kind is Tuple:
+            memo[node] = TupleType([memo[f] for f in node.fields])
+        elif kind is TupleGetItem:
+            memo[node] = memo[node.tuple_value].fields[node.index]
+        elif kind is Constant:
+            memo[node] = TensorType(node.data.shape, node.data.dtype)
+        elif kind is Var:
+            memo[node] = node.type_annotation
+        else:
+            raise FrontendError(f"cannot type a {kind.__name__} in the ONNX frontend")
+    return memo[expr]
+
+
+def op(name: str, *args: RelayExpr, **attrs: Any) -> Call:
+    """A call of a registered Relay op."""
+    return make_call(name, list(args), **attrs)
+
+
+def const(value: Any, dtype: str) -> Constant:
+    """A constant of an explicit dtype (relay.const would narrow int64 to int32)."""
+    from compiler.ir.expr import const as relay_const
+    return relay_const(np.asarray(value, dtype=dtype), dtype=dtype)
+
+
+def onnx_dtype(elem_type: int, where: str) -> str:
+    """The numpy dtype name of an ONNX TensorProto element type; unsupported ones are errors."""
+    from onnx import TensorProto, helper
+    try:
+        np_type = helper.tensor_dtype_to_np_dtype(elem_type)
+    except (KeyError, ValueError):
+        np_type = None
+    name = np.dtype(np_type).name if np_type is not None else ""
+    if elem_type in (TensorProto.STRING, TensorProto.BFLOAT16, TensorProto.COMPLEX64,
+                     TensorProto.COMPLEX128, TensorProto.UNDEFINED) or not name or \
+            name.startswith(("float8", "int4", "uint4", "float4", "void", "object")):
+        label = TensorProto.DataType.Name(elem_type) if elem_type in \
+            TensorProto.DataType.values() else str(elem_type)
+        raise FrontendError(f"{where}: the ONNX element type {label} is not supported")
+    return name
+
+
+class StaticInputRequired(FrontendError):
+    """A node needs the compile-time value of an input that is computed from graph inputs."""
+
+    def __init__(self, message: str, value_name: str):
+        super().__init__(message)
+        self.value_name = value_name
+
+
+class NodeContext:
+    """One ONNX node being converted: its attributes, opset and access to static facts."""
+
+    def __init__(self, node, opset: int, graph):
+        self.node = node
+        self.opset = opset
+        self.graph = graph
+        self.attrs = _parse_attributes(node)
+        self.name = node.name or (node.output[0] if node.output else node.op_type)
+
+    @property
+    def where(self) -> str:
+        return f"node {self.name!r} ({self.node.op_type})"
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        return self.attrs.get(key, default)
+
+    def error(self, message: str) -> FrontendError:
+        return FrontendError(f"{self.where}: {message}")
+
+    def num_outputs(self) -> int:
+        return len(self.node.output)
+
+    def output_used(self, index: int) -> bool:
+        return index < len(self.node.output) and self.node.output[index] != ""
+
+    def type_of(self, expr: RelayExpr) -> TensorType:
+        ty = infer_type(expr, self.graph.types)
+        if not isinstance(ty, TensorType):
+            raise self.error(f"expected a tensor input, got {ty}")
+        return ty
+
+    def shape(self, expr: RelayExpr) -> tuple:
+        return self.type_of(expr).shape
+
+    def dtype(self, expr: RelayExpr) -> str:
+        return self.type_of(expr).dtype
+
+    def rank(self, expr: RelayExpr) -> int:
+        return len(self.type_of(expr).shape)
+
+    def value(self, expr: RelayExpr | None, what: str) -> np.ndarray:
+        """The compile-time value of an input; an error naming the node when it is dynamic."""
+        if expr is None:
+            raise self.error(f"the {what} input is required")
+        found = self.graph.static_value(expr)
+        if found is None:
+            names = [n for n in self.node.input if n and self.graph.values.get(n) is expr]
+            name = names[0] if names else "?"
+            raise StaticInputRequired(f"{self.where}: needs a static (constant) {what} input, "
+                                      f"but {name!r} depends on a graph input; static shapes "
+                                      "are required end to end", name)
+        return found
+
+    def maybe_value(self, expr: RelayExpr | None) -> np.ndarray | None:
+        return None if expr is None else self.graph.static_value(expr)
+
+
+def _parse_attributes(node) -> dict:
+    from onnx import AttributeProto, helper, numpy_helper
+    out = {}
+    for attr in node.attribute:
+        if attr.type == AttributeProto.TENSOR:
+            out[attr.name] = numpy_helper.to_array(attr.t)
+        elif attr.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+            out[attr.name] = attr  # subgraphs: only ops that support them look at these
+        else:
+            value = helper.get_attribute_value(attr)
+            if isinstance(value, bytes):
+                value = value.decode("utf-8")
+            elif isinstance(value, list) and value and isinstance(value[0], bytes):
+                value = [v.decode("utf-8") for v in value]
+            out[attr.name] = value
+    return out
+
+
+def norm_axis(ctx: NodeContext, axis: int, rank: int, what: str = "axis") -> int:
+    """A negative axis counted from the end; out of range is an error naming the node."""
+    if not -rank <= axis < max(rank, 1):
+        raise ctx.error(f"{what} {axis} is out of range for a rank-{rank} input")
+    return axis + rank if axis < 0 else axis
+
+
+def as_ints(values: Sequence) -> list:
+    return [int(v) for v in np.asarray(values).reshape(-1).tolist()]
+
+
+def reshape(x: RelayExpr, shape: Sequence[int]) -> Call:
+    return op("reshape", x, newshape=[int(s) for s in shape])
+
+
+def cast(x: RelayExpr, ctx: NodeContext, dtype: str) -> RelayExpr:
+    return x if ctx.dtype(x) == dtype else op("cast", x, dtype=dtype)
+
+
+def scalar_like(ctx: NodeContext, x: RelayExpr, value: float) -> Constant:
+    return const(value, ctx.dtype(x))

@@ -1,0 +1,440 @@
+"""Neural-network ONNX ops: convolutions, pooling, normalisations, Gemm/MatMul, softmax."""
+from __future__ import annotations
+
+import numpy as np
+
+from .common import NodeContext, const, converter, norm_axis, op, reshape
+
+
+def _window_pads(ctx: NodeContext, spatial, kernel, strides, dilations) -> tuple[list, list]:
+    """(begin, end) pads per spatial dim from `pads` or auto_pad SAME_UPPER/SAME_LOWER/VALID."""
+    n = len(spatial)
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for size, k, s, d in zip(spatial, kernel, strides, dilations):
+            out = -(-size // s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+            small, big = total // 2, total - total // 2
+            begin.append(small if auto_pad == "SAME_UPPER" else big)
+            end.append(big if auto_pad == "SAME_UPPER" else small)
+        return begin, end
+    if auto_pad == "VALID":
+        return [0] * n, [0] * n
+    if auto_pad not in ("NOTSET", ""):
+        raise ctx.error(f"auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got "
+                        f"{auto_pad!r}")
+    pads = list(ctx.attr("pads", [0] * (2 * n)))
+    if len(pads) != 2 * n:
+        raise ctx.error(f"pads must have {2 * n} values for {n} spatial dims, got {pads}")
+    return pads[:n], pads[n:]
+
+
+def _spatial_attrs(ctx: NodeContext, x, kernel) -> dict:
+    shape = ctx.shape(x)
+    n = len(shape) - 2
+    if n not in (1, 2):
+        raise ctx.error(f"only 1-D and 2-D spatial inputs (rank 3 or 4) are supported, got "
+                        f"shape {shape}")
+    strides = list(ctx.attr("strides", [1] * n))
+    dilations = list(ctx.attr("dilations", [1] * n))
+    begin, end = _window_pads(ctx, shape[2:], kernel, strides, dilations)
+    return {"n": n, "strides": strides, "dilations": dilations, "begin": begin, "end": end}
+
+
+def _lift(values: list, n: int, fill) -> list:
+    """1-D windows run as 2-D ones over a height-1 image."""
+    return list(values) if n == 2 else [fill] + list(values)
+
+
+def _to_2d(ctx, x):
+    shape = ctx.shape(x)
+    return x if len(shape) == 4 else reshape(x, list(shape[:2]) + [1, shape[2]])
+
+
+def _from_2d(ctx, y, n):
+    if n == 2:
+        return y
+    shape = ctx.shape(y)
+    return reshape(y, [shape[0], shape[1], shape[3]])
+
+
+@converter("Conv")
+def _conv(ctx, inputs):
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    kernel = list(ctx.attr("kernel_shape", ctx.shape(w)[2:]))
+    a = _spatial_attrs(ctx, x, kernel)
+    n = a["n"]
+    out = op("nn.conv2d", _to_2d(ctx, x), _to_2d(ctx, w), strides=_lift(a["strides"], n, 1),
+             padding=_lift(a["begin"], n, 0) + _lift(a["end"], n, 0),
+             dilation=_lift(a["dilations"], n, 1), groups=int(ctx.attr("group", 1)),
+             channels=int(ctx.shape(w)[0]), kernel_size=_lift(kernel, n, 1))
+    if bias is not None:
+        out = op("nn.bias_add", out, bias, axis=1)
+    return _from_2d(ctx, out, n)
+
+
+@converter("ConvTranspose")
+def _conv_transpose(ctx, inputs):
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    shape, wshape = ctx.shape(x), ctx.shape(w)
+    n = len(shape) - 2
+    if n not in (1, 2):
+        raise ctx.error(f"only 1-D and 2-D ConvTranspose is supported, got input {shape}")
+    kernel = list(ctx.attr("kernel_shape", wshape[2:]))
+    strides = list(ctx.attr("strides", [1] * n))
+    dilations = list(ctx.attr("dilations", [1] * n))
+    out_pad = list(ctx.attr("output_padding", [0] * n))
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    output_shape = ctx.attr("output_shape")
+    if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = list(output_shape)[-n:] if output_shape is not None else \
+            [s * st for s, st in zip(shape[2:], strides)]
+        begin, end = [], []
+        for i in range(n):
+            full = strides[i] * (shape[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
+            total = full - target[i]
+            if total < 0:  # the output is larger than the full result: extend at the end
+                out_pad[i] -= total
+                total = 0
+            small, big = total // 2, total - total // 2
+            first_small = auto_pad != "SAME_LOWER"
+            begin.append(small if first_small else big)
+            end.append(big if first_small else small)
+    elif auto_pad == "VALID":
+        begin, end = [0] * n, [0] * n
+    else:
+        pads = list(ctx.attr("pads", [0] * (2 * n)))
+        begin, end = pads[:n], pads[n:]
+    group = int(ctx.attr("group", 1))
+    out = op("nn.conv2d_transpose", _to_2d(ctx, x), _to_2d(ctx, w),
+             channels=int(wshape[1] * group), kernel_size=_lift(kernel, n, 1),
+             strides=_lift(strides, n, 1), padding=_lift(begin, n, 0) + _lift(end, n, 0),
+             output_padding=_lift(out_pad, n, 0), dilation=_lift(dilations, n, 1), groups=group)
+    if bias is not None:
+        out = op("nn.bias_add", out, bias, axis=1)
+    return _from_2d(ctx, out, n)
+
+
+def _pool(kind: str):
+    def convert(ctx: NodeContext, inputs):
+        if kind == "max" and ctx.output_used(1):
+            raise ctx.error("the Indices output of MaxPool is not supported")
+        x = inputs[0]
+        kernel = list(ctx.attr("kernel_shape"))
+        a = _spatial_attrs(ctx, x, kernel)
+        n = a["n"]
+        attrs = dict(pool_size=_lift(kernel, n, 1), strides=_lift(a["strides"], n, 1),
+                     dilation=_lift(a["dilations"], n, 1),
+                     padding=_lift(a["begin"], n, 0) + _lift(a["end"], n, 0), layout="NCHW",
+                     ceil_mode=bool(ctx.attr("ceil_mode", 0)))
+        if kind == "avg":
+            attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
+        out = op(f"nn.{kind}_pool2d", _to_2d(ctx, x), **attrs)
+        return _from_2d(ctx, _drop_padding_windows(ctx, out, x, kernel, a), n)
+    return convert
+
+
+def _drop_padding_windows(ctx, out, x, kernel, a):
+    """ONNX ceil_mode drops a last window that would start in the end padding; Relay keeps it."""
+    if not ctx.attr("ceil_mode", 0):
+        return out
+    n = a["n"]
+    spatial = ctx.shape(x)[2:]
+    got = ctx.shape(out)[2:] if n == 2 else ctx.shape(out)[3:]
+    want = []
+    for i, size in enumerate(spatial):
+        s, d = a["strides"][i], a["dilations"][i]
+        padded = size + a["begin"][i] + a["end"][i]
+        count = -(-(padded - ((kernel[i] - 1) * d + 1)) // s) + 1
+        if (count - 1) * s >= size + a["begin"][i]:
+            count -= 1
+        want.append(count)
+    if list(got) == want:
+        return out
+    axes = list(range(4 - n, 4))
+    return op("strided_slice", out, begin=[0] * n, end=want, strides=[1] * n, axes=axes,
+              slice_mode="end")
+
+
+converter("MaxPool")(_pool("max"))
+converter("AveragePool")(_pool("avg"))
+
+
+@converter("LpPool")
+def _lp_pool(ctx, inputs):
+    x = inputs[0]
+    p = float(ctx.attr("p", 2))
+    kernel = list(ctx.attr("kernel_shape"))
+    a = _spatial_attrs(ctx, x, kernel)
+    n = a["n"]
+    dtype = ctx.dtype(x)
+    powered = op("power", op("abs", x), const(p, dtype))
+    avg = op("nn.avg_pool2d", _to_2d(ctx, powered), pool_size=_lift(kernel, n, 1),
+             strides=_lift(a["strides"], n, 1), dilation=_lift(a["dilations"], n, 1),
+             padding=_lift(a["begin"], n, 0) + _lift(a["end"], n, 0), layout="NCHW",
+             ceil_mode=bool(ctx.attr("ceil_mode", 0)), count_include_pad=True)
+    total = op("multiply", avg, const(float(np.prod(kernel)), dtype))
+    return _from_2d(ctx, op("power", total, const(1.0 / p, dtype)), n)
+
+
+def _global_pool(reduce_name: str):
+    def convert(ctx: NodeContext, inputs):
+        x = inputs[0]
+        return op(reduce_name, x, axis=list(range(2, ctx.rank(x))), keepdims=True,
+                  exclude=False)
+    return convert
+
+
+converter("GlobalAveragePool")(_global_pool("mean"))
+converter("GlobalMaxPool")(_global_pool("max"))
+
+
+@converter("GlobalLpPool", since=2)
+def _global_lp_pool(ctx, inputs):
+    x = inputs[0]
+    p = float(ctx.attr("p", 2))
+    dtype = ctx.dtype(x)
+    total = op("sum", op("power", op("abs", x), const(p, dtype)),
+               axis=list(range(2, ctx.rank(x))), keepdims=True, exclude=False)
+    return op("power", total, const(1.0 / p, dtype))
+
+
+# --- normalisations ------------------------------------------------------------------------
+
+
+def _channel(ctx, v, rank: int):
+    """A per-channel vector shaped to broadcast against NC... data."""
+    return reshape(v, [ctx.shape(v)[0]] + [1] * (rank - 2))
+
+
+def _moments(x, axes: list):
+    mean = op("mean", x, axis=axes, keepdims=True, exclude=False)
+    centered = op("subtract", x, mean)
+    var = op("mean", op("multiply", centered, centered), axis=axes, keepdims=True,
+             exclude=False)
+    return mean, centered, var
+
+
+@converter("BatchNormalization")
+def _batch_norm(ctx, inputs):
+    x, scale, bias, mean, var = inputs[:5]
+    eps = float(ctx.attr("epsilon", 1e-5))
+    training = ctx.opset >= 14 and ctx.attr("training_mode", 0)
+    legacy_training = ctx.opset < 7 and not ctx.attr("is_test", 0) and \
+        any(ctx.output_used(i) for i in range(1, 5))
+    if legacy_training:
+        raise ctx.error("training-mode BatchNormalization (is_test=0) is not supported")
+    if not training:
+        if any(ctx.output_used(i) for i in range(1, 5)):
+            raise ctx.error("the running/saved statistics outputs need training_mode=1")
+        out = op("nn.batch_norm", x, scale, bias, mean, var, axis=1, epsilon=eps, center=True,
+                 scale=True)
+        return [op_getitem(out, 0)]
+    rank = ctx.rank(x)
+    dtype = ctx.dtype(x)
+    axes = [0] + list(range(2, rank))
+    bmean, centered, bvar = _moments(x, axes)
+    inv = op("rsqrt", op("add", bvar, const(eps, dtype)))
+    y = op("add", op("multiply", op("multiply", centered, inv), _channel(ctx, scale, rank)),
+           _channel(ctx, bias, rank))
+    momentum = float(ctx.attr("momentum", 0.9))
+    flat_mean = reshape(bmean, [ctx.shape(x)[1]])
+    flat_var = reshape(bvar, [ctx.shape(x)[1]])
+    run_mean = op("add", op("multiply", mean, const(momentum, dtype)),
+                  op("multiply", flat_mean, const(1 - momentum, dtype)))
+    run_var = op("add", op("multiply", var, const(momentum, dtype)),
+                 op("multiply", flat_var, const(1 - momentum, dtype)))
+    return [y, run_mean, run_var]
+
+
+def op_getitem(expr, index: int):
+    from compiler.ir.expr import TupleGetItem
+    return TupleGetItem(expr, index)
+
+
+@converter("InstanceNormalization")
+def _instance_norm(ctx, inputs):
+    x, scale, bias = inputs
+    rank, dtype = ctx.rank(x), ctx.dtype(x)
+    _, centered, var = _moments(x, list(range(2, rank)))
+    eps = float(ctx.attr("epsilon", 1e-5))
+    normed = op("multiply", centered, op("rsqrt", op("add", var, const(eps, dtype))))
+    return op("add", op("multiply", normed, _channel(ctx, scale, rank)),
+              _channel(ctx, bias, rank))
+
+
+@converter("LayerNormalization", since=17)
+def _layer_norm(ctx, inputs):
+    x, scale = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    rank, dtype = ctx.rank(x), ctx.dtype(x)
+    axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank)
+    eps = float(ctx.attr("epsilon", 1e-5))
+    stash = "float32" if ctx.attr("stash_type", 1) == 1 else dtype
+    xs = x if stash == dtype else op("cast", x, dtype=stash)
+    mean, centered, var = _moments(xs, list(range(axis, rank)))
+    inv = op("rsqrt", op("add", var, const(eps, stash)))
+    normed = op("multiply", centered, inv)
+    if stash != dtype:
+        normed = op("cast", normed, dtype=dtype)
+    y = op("multiply", normed, scale)
+    if bias is not None:
+        y = op("add", y, bias)
+    return [y, mean, inv]
+
+
+@converter("GroupNormalization", since=18)
+def _group_norm(ctx, inputs):
+    x, scale, bias = inputs
+    shape, dtype = ctx.shape(x), ctx.dtype(x)
+    groups = int(ctx.attr("num_groups"))
+    eps = float(ctx.attr("epsilon", 1e-5))
+    n, c = shape[0], shape[1]
+    grouped = reshape(x, [n, groups, -1 if c else 0])
+    _, centered, var = _moments(grouped, [2])
+    normed = op("multiply", centered, op("rsqrt", op("add", var, const(eps, dtype))))
+    rank = len(shape)
+    if ctx.shape(scale)[0] == groups and groups != c:  # opset 18: one scale per group
+        y = op("add", op("multiply", normed, reshape(scale, [groups, 1])),
+               reshape(bias, [groups, 1]))
+        return reshape(y, shape)
+    normed = reshape(normed, shape)
+    return op("add", op("multiply", normed, _channel(ctx, scale, rank)),
+              _channel(ctx, bias, rank))
+
+
+@converter("MeanVarianceNormalization")
+def _mvn(ctx, inputs):
+    x = inputs[0]
+    axes = [norm_axis(ctx, a, ctx.rank(x)) for a in ctx.attr("axes", [0, 2, 3])]
+    _, centered, var = _moments(x, axes)
+    return op("divide", centered, op("add", op("sqrt", var), const(1e-9, ctx.dtype(x))))
+
+
+@converter("LRN")
+def _lrn(ctx, inputs):
+    x = inputs[0]
+    shape, dtype = ctx.shape(x), ctx.dtype(x)
+    size = int(ctx.attr("size"))
+    alpha, beta = float(ctx.attr("alpha", 1e-4)), float(ctx.attr("beta", 0.75))
+    bias = float(ctx.attr("bias", 1.0))
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    sq = op("multiply", x, x)
+    c = shape[1]
+    zeros = [const(np.zeros((shape[0], k) + tuple(shape[2:]), dtype), dtype) for k in (lo, hi)]
+    parts = ([zeros[0]] if lo else []) + [sq] + ([zeros[1]] if hi else [])
+    from compiler.ir.expr import Tuple
+    padded = op("concatenate", Tuple(parts), axis=1) if len(parts) > 1 else sq
+    total = None
+    for offset in range(size):
+        window = op("strided_slice", padded, begin=[offset], end=[offset + c], strides=[1],
+                    axes=[1], slice_mode="end")
+        total = window if total is None else op("add", total, window)
+    denom = op("add", op("multiply", total, const(alpha / size, dtype)), const(bias, dtype))
+    return op("divide", x, op("power", denom, const(beta, dtype)))
+
+
+@converter("LpNormalization")
+def _lp_norm(ctx, inputs):
+    x = inputs[0]
+    axis = norm_axis(ctx, int(ctx.attr("axis", -1)), ctx.rank(x))
+    p = int(ctx.attr("p", 2))
+    if p == 1:
+        norm = op("sum", op("abs", x), axis=[axis], keepdims=True, exclude=False)
+    elif p == 2:
+        norm = op("sqrt", op("sum", op("multiply", x, x), axis=[axis], keepdims=True,
+                             exclude=False))
+    else:
+        raise ctx.error(f"p must be 1 or 2, got {p}")
+    zero = const(0, ctx.dtype(x))  # an all-zero slice stays zero rather than 0/0
+    return op("where", op("equal", norm, zero), zero, op("divide", x, norm))
+
+
+# --- Gemm, MatMul ---------------------------------------------------------------------------
+
+
+@converter("Gemm")
+def _gemm(ctx, inputs):
+    a, b = inputs[0], inputs[1]
+    c = inputs[2] if len(inputs) > 2 else None
+    dtype = ctx.dtype(a)
+    alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
+    if ctx.attr("transA", 0):
+        a = op("transpose", a, axes=[1, 0])
+    weight = b if ctx.attr("transB", 0) else op("transpose", b, axes=[1, 0])
+    out = op("nn.dense", a, weight, units=None, out_dtype="")
+    if alpha != 1.0:
+        out = op("multiply", out, const(alpha, dtype))
+    if c is not None and beta != 0.0:
+        out = op("add", out, c if beta == 1.0 else op("multiply", c, const(beta, dtype)))
+    return out
+
+
+@converter("MatMul")
+def _matmul(ctx, inputs):
+    a, b = inputs
+    sa, sb = ctx.shape(a), ctx.shape(b)
+    if len(sa) == 1:
+        a, sa = reshape(a, [1, sa[0]]), (1, sa[0])
+    if len(sb) == 1:
+        b, sb = reshape(b, [sb[0], 1]), (sb[0], 1)
+    out_shape = list(np.broadcast_shapes(sa[:-2], sb[:-2])) + [sa[-2], sb[-1]]
+    if len(sb) == 2:  # weights-style right operand: fold batch dims of a into rows
+        rows = reshape(a, [-1, sa[-1]]) if len(sa) != 2 else a
+        out = op("nn.dense", rows, op("transpose", b, axes=[1, 0]), units=None, out_dtype="")
+    else:
+        batch = out_shape[:-2]
+        a3 = reshape(_broadcast(a, sa, batch), [-1, sa[-2], sa[-1]])
+        b3 = reshape(_broadcast(b, sb, batch), [-1, sb[-2], sb[-1]])
+        out = op("nn.batch_matmul", a3, b3, out_dtype="", transpose_a=False, transpose_b=False)
+    final = list(out_shape)
+    if len(ctx.shape(inputs[0])) == 1:
+        final.pop(-2)
+    if len(ctx.shape(inputs[1])) == 1:
+        final.pop(-1)
+    return reshape(out, final)
+
+
+def _broadcast(x, shape, batch):
+    target = list(batch) + list(shape[-2:])
+    if list(shape) == target:
+        return x
+    return op("broadcast_to", x, shape=target)
+
+
+# --- softmax family --------------------------------------------------------------------------
+
+
+def _softmax_like(relay_name: str):
+    def convert(ctx: NodeContext, inputs):
+        x = inputs[0]
+        shape = ctx.shape(x)
+        rank = len(shape)
+        if ctx.opset >= 13:
+            axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank)
+            return _apply_softmax(relay_name, ctx, x, axis)
+        axis = norm_axis(ctx, int(ctx.attr("axis", 1)), rank)
+        flat = reshape(x, [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))])
+        return reshape(_apply_softmax(relay_name, ctx, flat, 1), shape)
+    return convert
+
+
+def _apply_softmax(relay_name, ctx, x, axis):
+    if relay_name != "hardmax":
+        return op(relay_name, x, axis=axis)
+    shape, dtype = ctx.shape(x), ctx.dtype(x)
+    arg = op("argmax", x, axis=[axis], keepdims=True, exclude=False, select_last_index=False)
+    iota_shape = [1] * len(shape)
+    iota_shape[axis] = shape[axis]
+    iota = const(np.arange(shape[axis]).reshape(iota_shape), "int32")
+    hit = op("equal", op("cast", arg, dtype="int32"), iota)
+    return op("where", hit, const(1, dtype), const(0, dtype))
+
+
+converter("Softmax")(_softmax_like("nn.softmax"))
+converter("LogSoftmax")(_softmax_like("nn.log_softmax"))
+converter("Hardmax")(_softmax_like("hardmax"))
+

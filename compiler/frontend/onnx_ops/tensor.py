@@ -1,0 +1,463 @@
+"""Shape and data-movement ONNX ops; shape-valued inputs must be static after folding."""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.ir.expr import Tuple, TupleGetItem
+
+from .common import NodeContext, as_ints, const, converter, norm_axis, op, reshape
+
+
+@converter("Constant")
+def _constant(ctx, inputs):
+    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if key in ctx.attrs:
+            value = np.asarray(ctx.attrs[key])
+            if key.startswith("value_int"):
+                value = value.astype(np.int64)
+            elif key.startswith("value_float"):
+                value = value.astype(np.float32)
+            return const(value, value.dtype.name)
+    raise ctx.error(f"unsupported Constant attribute(s) {sorted(ctx.attrs)}")
+
+
+@converter("ConstantOfShape")
+def _constant_of_shape(ctx, inputs):
+    shape = as_ints(ctx.value(inputs[0], "shape"))
+    fill = ctx.attr("value")
+    fill = np.zeros(1, np.float32) if fill is None else np.asarray(fill).reshape(-1)
+    return const(np.full(shape, fill[0], dtype=fill.dtype), fill.dtype.name)
+
+
+@converter("Shape")
+def _shape(ctx, inputs):
+    shape = ctx.shape(inputs[0])
+    start, end = ctx.attr("start", 0), ctx.attr("end", None)
+    return const(np.array(shape[start:end] if end is not None else shape[start:], np.int64),
+                 "int64")
+
+
+@converter("Size")
+def _size(ctx, inputs):
+    return const(np.int64(np.prod(ctx.shape(inputs[0]), dtype=np.int64)), "int64")
+
+
+def _resolve_reshape(ctx: NodeContext, in_shape: tuple, target: list, allowzero: bool) -> list:
+    out = [in_shape[i] if d == 0 and not allowzero else d for i, d in enumerate(target)]
+    if out.count(-1) > 1:
+        raise ctx.error(f"shape {target} has more than one -1")
+    total = int(np.prod(in_shape, dtype=np.int64))
+    if -1 in out:
+        known = int(np.prod([d for d in out if d != -1], dtype=np.int64))
+        if known == 0 or total % known:
+            raise ctx.error(f"cannot reshape {in_shape} to {target}")
+        out[out.index(-1)] = total // known
+    if int(np.prod(out, dtype=np.int64)) != total:
+        raise ctx.error(f"cannot reshape {in_shape} ({total} elements) to {target}")
+    return out
+
+
+@converter("Reshape")
+def _reshape_v1(ctx, inputs):
+    return reshape(inputs[0], _resolve_reshape(ctx, ctx.shape(inputs[0]),
+                                               list(ctx.attr("shape")), False))
+
+
+@converter("Reshape", since=5)
+def _reshape_v5(ctx, inputs):
+    target = as_ints(ctx.value(inputs[1], "shape"))
+    allowzero = bool(ctx.attr("allowzero", 0))
+    shape = _resolve_reshape(ctx, ctx.shape(inputs[0]), target, allowzero)
+    return op("reshape", inputs[0], newshape=shape, allowzero=0 in shape)
+
+
+@converter("Flatten")
+def _flatten(ctx, inputs):
+    shape = ctx.shape(inputs[0])
+    axis = ctx.attr("axis", 1)
+    axis = axis + len(shape) if axis < 0 else axis
+    if not 0 <= axis <= len(shape):
+        raise ctx.error(f"axis {ctx.attr('axis')} is out of range for shape {shape}")
+    return reshape(inputs[0], [int(np.prod(shape[:axis], dtype=np.int64)),
+                               int(np.prod(shape[axis:], dtype=np.int64))])
+
+
+@converter("Transpose")
+def _transpose(ctx, inputs):
+    rank = ctx.rank(inputs[0])
+    perm = ctx.attr("perm", list(reversed(range(rank))))
+    return op("transpose", inputs[0], axes=[int(p) for p in perm])
+
+
+@converter("Concat")
+def _concat(ctx, inputs):
+    args = [i for i in inputs if i is not None]
+    axis = norm_axis(ctx, int(ctx.attr("axis", 0 if ctx.opset < 4 else None)),
+                     ctx.rank(args[0]))
+    return op("concatenate", Tuple(args), axis=axis)
+
+
+def _axes_input(ctx: NodeContext, inputs, index: int, attr_until: int):
+    """Axes from the attribute (opset < attr_until) or the optional input."""
+    if ctx.opset < attr_until:
+        axes = ctx.attr("axes")
+        return None if axes is None else list(axes)
+    if len(inputs) > index and inputs[index] is not None:
+        return as_ints(ctx.value(inputs[index], "axes"))
+    return None
+
+
+def _squeeze(attr_until: int):
+    def convert(ctx, inputs):
+        shape = ctx.shape(inputs[0])
+        axes = _axes_input(ctx, inputs, 1, attr_until)
+        if axes is None:
+            axes = [i for i, d in enumerate(shape) if d == 1]
+        axes = sorted(norm_axis(ctx, a, len(shape)) for a in axes)
+        for a in axes:
+            if shape[a] != 1:
+                raise ctx.error(f"cannot squeeze axis {a} of shape {shape} (size {shape[a]})")
+        return reshape(inputs[0], [d for i, d in enumerate(shape) if i not in axes])
+    return convert
+
+
+def _unsqueeze(attr_until: int):
+    def convert(ctx, inputs):
+        shape = list(ctx.shape(inputs[0]))
+        axes = _axes_input(ctx, inputs, 1, attr_until)
+        if axes is None:
+            raise ctx.error("axes are required")
+        rank = len(shape) + len(axes)
+        axes = sorted(norm_axis(ctx, a, rank) for a in axes)
+        if len(set(axes)) != len(axes):
+            raise ctx.error(f"axes {axes} contain duplicates")
+        for a in axes:
+            shape.insert(a, 1)
+        return reshape(inputs[0], shape)
+    return convert
+
+
+converter("Squeeze")(_squeeze(13))
+converter("Squeeze", since=13)(_squeeze(13))
+converter("Unsqueeze")(_unsqueeze(13))
+converter("Unsqueeze", since=13)(_unsqueeze(13))
+
+
+def _strided_slice(x, begin, end, strides, axes):
+    return op("strided_slice", x, begin=begin, end=end, strides=strides, axes=axes,
+              slice_mode="end")
+
+
+def _slice_axis(dim: int, start: int, end: int, step: int) -> tuple[int, int]:
+    """ONNX clamping of one slice; the end is given so numpy/TVM agree for negative steps."""
+    start, stop, _ = slice(start, end, step).indices(dim)
+    if step < 0 and stop < 0:
+        stop = -(dim + 1)
+    return start, stop
+
+
+def _do_slice(ctx, x, starts, ends, axes, steps):
+    shape = ctx.shape(x)
+    rank = len(shape)
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    begin, end, strides, out_axes = [], [], [], []
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = norm_axis(ctx, a, rank)
+        if st == 0:
+            raise ctx.error("slice step cannot be 0")
+        b, en = _slice_axis(shape[a], int(s), int(e), int(st))
+        begin.append(b)
+        end.append(en)
+        strides.append(int(st))
+        out_axes.append(a)
+    return _strided_slice(x, begin, end, strides, out_axes)
+
+
+@converter("Slice")
+def _slice_v1(ctx, inputs):
+    return _do_slice(ctx, inputs[0], list(ctx.attr("starts")), list(ctx.attr("ends")),
+                     ctx.attr("axes"), None)
+
+
+@converter("Slice", since=10)
+def _slice_v10(ctx, inputs):
+    def opt(i, what):
+        return as_ints(ctx.value(inputs[i], what)) if len(inputs) > i and inputs[i] is not None \
+            else None
+    return _do_slice(ctx, inputs[0], opt(1, "starts"), opt(2, "ends"), opt(3, "axes"),
+                     opt(4, "steps"))
+
+
+def _normalize_indices(ctx, indices, dim: int):
+    """Negative indices count from the end (static ones are fixed at compile time)."""
+    value = ctx.maybe_value(indices)
+    dtype = ctx.dtype(indices)
+    if value is not None:
+        fixed = np.where(value < 0, value + dim, value).astype(dtype)
+        if (fixed < 0).any() or (fixed >= dim).any():
+            raise ctx.error(f"indices out of range for a dimension of size {dim}")
+        return const(fixed, dtype)
+    return op("where", op("less", indices, const(0, dtype)),
+              op("add", indices, const(dim, dtype)), indices)
+
+
+@converter("Gather")
+def _gather(ctx, inputs):
+    data, indices = inputs
+    shape = ctx.shape(data)
+    axis = norm_axis(ctx, int(ctx.attr("axis", 0)), len(shape))
+    indices = _normalize_indices(ctx, indices, shape[axis])
+    return op("take", data, indices, axis=axis, batch_dims=0, mode="clip")
+
+
+@converter("GatherElements")
+def _gather_elements(ctx, inputs):
+    data, indices = inputs
+    shape = ctx.shape(data)
+    axis = norm_axis(ctx, int(ctx.attr("axis", 0)), len(shape))
+    indices = _normalize_indices(ctx, indices, shape[axis])
+    return op("gather", data, indices, axis=axis)
+
+
+@converter("GatherND")
+def _gather_nd(ctx, inputs):
+    data, indices = inputs
+    irank = ctx.rank(indices)
+    index_rank = ctx.shape(indices)[-1]
+    moved = op("transpose", indices, axes=[irank - 1] + list(range(irank - 1)))
+    return op("gather_nd", data, moved, batch_dims=int(ctx.attr("batch_dims", 0)),
+              index_rank=int(index_rank))
+
+
+@converter("Expand", since=8)
+def _expand(ctx, inputs):
+    x = inputs[0]
+    target = as_ints(ctx.value(inputs[1], "shape"))
+    out = list(np.broadcast_shapes(tuple(ctx.shape(x)), tuple(target)))
+    if out == list(ctx.shape(x)):
+        return x
+    return op("broadcast_to", x, shape=out)
+
+
+@converter("Tile", since=6)
+def _tile(ctx, inputs):
+    reps = as_ints(ctx.value(inputs[1], "repeats"))
+    return op("tile", inputs[0], reps=reps)
+
+
+@converter("Range", since=11)
+def _range(ctx, inputs):
+    start, limit, delta = (ctx.value(i, what) for i, what in
+                           zip(inputs, ("start", "limit", "delta")))
+    dtype = ctx.dtype(inputs[0])
+    count = max(int(np.ceil((limit - start) / delta)), 0)
+    return const(start + np.arange(count, dtype=dtype) * delta, dtype)
+
+
+def _split_sizes(ctx, dim: int, split, num_outputs: int) -> list:
+    if split is not None:
+        if sum(split) != dim:
+            raise ctx.error(f"split sizes {split} do not add up to the axis length {dim}")
+        return list(split)
+    if ctx.opset >= 18 and dim % num_outputs:  # uneven split: the last chunk is smaller
+        chunk = -(-dim // num_outputs)
+        return [chunk] * (num_outputs - 1) + [dim - chunk * (num_outputs - 1)]
+    if dim % num_outputs:
+        raise ctx.error(f"axis length {dim} does not split into {num_outputs} equal parts")
+    return [dim // num_outputs] * num_outputs
+
+
+def _split(ctx, inputs, split):
+    x = inputs[0]
+    shape = ctx.shape(x)
+    axis = norm_axis(ctx, int(ctx.attr("axis", 0)), len(shape))
+    count = int(ctx.attr("num_outputs", ctx.num_outputs()))
+    sizes = _split_sizes(ctx, shape[axis], split, count)
+    bounds = np.cumsum(sizes).tolist()[:-1]
+    parts = op("split", x, indices_or_sections=bounds, axis=axis)
+    return [TupleGetItem(parts, i) for i in range(len(sizes))]
+
+
+@converter("Split")
+def _split_v1(ctx, inputs):
+    split = ctx.attr("split")
+    if split is None and len(inputs) > 1 and inputs[1] is not None:
+        split = as_ints(ctx.value(inputs[1], "split"))
+    return _split(ctx, inputs, None if split is None else list(split))
+
+
+@converter("Split", since=13)
+def _split_v13(ctx, inputs):
+    split = as_ints(ctx.value(inputs[1], "split")) if len(inputs) > 1 and \
+        inputs[1] is not None else None
+    return _split(ctx, inputs, split)
+
+
+def _pad_common(ctx, x, pads: list, mode: str, value, axes=None):
+    shape = ctx.shape(x)
+    rank = len(shape)
+    axes = list(range(rank)) if axes is None else [norm_axis(ctx, a, rank) for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise ctx.error(f"pads must have {2 * len(axes)} values, got {len(pads)}")
+    width = [[0, 0] for _ in range(rank)]
+    for i, a in enumerate(axes):
+        width[a] = [int(pads[i]), int(pads[i + len(axes)])]
+    # negative pads crop
+    if any(b < 0 or e < 0 for b, e in width):
+        begin = [max(-b, 0) for b, _ in width]
+        end = [shape[i] - max(-e, 0) for i, (_, e) in enumerate(width)]
+        x = _strided_slice(x, begin, end, [1] * rank, list(range(rank)))
+        width = [[max(b, 0), max(e, 0)] for b, e in width]
+    if all(b == 0 and e == 0 for b, e in width):
+        return x
+    if mode == "wrap":
+        return _wrap_pad(ctx, x, width)
+    if mode not in ("constant", "edge", "reflect"):
+        raise ctx.error(f"pad mode {mode!r} is not supported")
+    dtype = ctx.dtype(x)
+    fill = value if value is not None else const(0, dtype)
+    return op("nn.pad", x, fill, pad_width=[tuple(w) for w in width], pad_mode=mode)
+
+
+def _wrap_pad(ctx, x, width):
+    for axis, (before, after) in enumerate(width):
+        if not before and not after:
+            continue
+        dim = ctx.shape(x)[axis]
+        parts = []
+        if before:
+            parts.append(_strided_slice(x, [dim - before], [dim], [1], [axis]))
+        parts.append(x)
+        if after:
+            parts.append(_strided_slice(x, [0], [after], [1], [axis]))
+        x = op("concatenate", Tuple(parts), axis=axis)
+    return x
+
+
+@converter("Pad")
+def _pad_v1(ctx, inputs):
+    pads = list(ctx.attr("pads", ctx.attr("paddings", [])))
+    x = inputs[0]
+    return _pad_common(ctx, x, pads, ctx.attr("mode", "constant"),
+                       const(ctx.attr("value", 0.0), ctx.dtype(x)))
+
+
+@converter("Pad", since=11)
+def _pad_v11(ctx, inputs):
+    x = inputs[0]
+    pads = as_ints(ctx.value(inputs[1], "pads"))
+    value = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+    if value is not None and ctx.shape(value):
+        value = reshape(value, [])
+    axes = as_ints(ctx.value(inputs[3], "axes")) if len(inputs) > 3 and \
+        inputs[3] is not None else None
+    return _pad_common(ctx, x, pads, ctx.attr("mode", "constant"), value, axes)
+
+
+def _space_depth(to_depth: bool):
+    def convert(ctx, inputs):
+        x = inputs[0]
+        n, c, h, w = ctx.shape(x)
+        b = int(ctx.attr("blocksize"))
+        if to_depth:
+            y = reshape(x, [n, c, h // b, b, w // b, b])
+            crd = ctx.attr("mode", "DCR") == "CRD"
+            y = op("transpose", y, axes=[0, 1, 3, 5, 2, 4] if crd else [0, 3, 5, 1, 2, 4])
+            return reshape(y, [n, c * b * b, h // b, w // b])
+        if ctx.attr("mode", "DCR") == "DCR":
+            y = reshape(x, [n, b, b, c // (b * b), h, w])
+            y = op("transpose", y, axes=[0, 3, 4, 1, 5, 2])
+        else:
+            y = reshape(x, [n, c // (b * b), b, b, h, w])
+            y = op("transpose", y, axes=[0, 1, 4, 2, 5, 3])
+        return reshape(y, [n, c // (b * b), h * b, w * b])
+    return convert
+
+
+converter("DepthToSpace")(_space_depth(False))
+converter("SpaceToDepth")(_space_depth(True))
+
+
+@converter("Trilu", since=14)
+def _trilu(ctx, inputs):
+    x = inputs[0]
+    shape = ctx.shape(x)
+    k = int(ctx.value(inputs[1], "k")) if len(inputs) > 1 and inputs[1] is not None else 0
+    rows, cols = shape[-2], shape[-1]
+    ones = np.ones((rows, cols), bool)
+    mask = np.triu(ones, k) if ctx.attr("upper", 1) else np.tril(ones, k)
+    return op("where", const(mask, "bool"), x, const(0, ctx.dtype(x)))
+
+
+@converter("EyeLike", since=9)
+def _eye_like(ctx, inputs):
+    shape = ctx.shape(inputs[0])
+    dtype = ctx.dtype(inputs[0])
+    if ctx.attr("dtype") is not None:
+        from .common import onnx_dtype
+        dtype = onnx_dtype(ctx.attr("dtype"), ctx.where)
+    return const(np.eye(shape[0], shape[1], k=int(ctx.attr("k", 0)), dtype=dtype), dtype)
+
+
+@converter("OneHot", since=9)
+def _one_hot(ctx, inputs):
+    indices, depth, values = inputs
+    depth = int(np.asarray(ctx.value(depth, "depth")).reshape(-1)[0])
+    rank = ctx.rank(indices)
+    axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank + 1)
+    dtype = ctx.dtype(values)
+    idx_dtype = ctx.dtype(indices)
+    if not idx_dtype.startswith("int"):
+        indices = op("cast", indices, dtype="int64")
+        idx_dtype = "int64"
+    indices = op("where", op("less", indices, const(0, idx_dtype)),
+                 op("add", indices, const(depth, idx_dtype)), indices)
+    iota_shape = [1] * (rank + 1)
+    iota_shape[axis] = depth
+    iota = const(np.arange(depth, dtype=idx_dtype).reshape(iota_shape), idx_dtype)
+    expanded = reshape(indices, [*ctx.shape(inputs[0])[:axis], 1,
+                                 *ctx.shape(inputs[0])[axis:]])
+    hit = op("equal", expanded, iota)
+    off = op("take", values, const(0, "int64"), axis=0, batch_dims=0, mode="clip")
+    on = op("take", values, const(1, "int64"), axis=0, batch_dims=0, mode="clip")
+    return op("where", hit, on, off)
+
+
+@converter("CumSum", since=11)
+def _cumsum(ctx, inputs):
+    x = inputs[0]
+    axis = norm_axis(ctx, int(np.asarray(ctx.value(inputs[1], "axis")).reshape(-1)[0]),
+                     ctx.rank(x))
+    if ctx.attr("reverse", 0):
+        x = op("reverse", x, axis=axis)
+    out = op("cumsum", x, axis=axis, dtype=ctx.dtype(x), exclusive=bool(ctx.attr("exclusive", 0)))
+    if ctx.attr("reverse", 0):
+        out = op("reverse", out, axis=axis)
+    return out
+
+
+@converter("Einsum", since=12)
+def _einsum(ctx, inputs):
+    return op("einsum", Tuple(list(inputs)), equation=ctx.attr("equation"))
+
+
+@converter("ScatterElements", since=11)
+def _scatter_elements(ctx, inputs):
+    data, indices, updates = inputs
+    shape = ctx.shape(data)
+    axis = norm_axis(ctx, int(ctx.attr("axis", 0)), len(shape))
+    indices = _normalize_indices(ctx, indices, shape[axis])
+    reduction = ctx.attr("reduction", "none")
+    return op("scatter_elements", data, indices, updates, axis=axis,
+              reduction="update" if reduction == "none" else reduction)
+
+
+@converter("ScatterND", since=11)
+def _scatter_nd(ctx, inputs):
+    data, indices, updates = inputs
+    irank = ctx.rank(indices)
+    moved = op("transpose", indices, axes=[irank - 1] + list(range(irank - 1)))
+    reduction = ctx.attr("reduction", "none")
+    return op("scatter_nd", data, moved, updates,
+              mode="update" if reduction == "none" else reduction)

@@ -1,0 +1,445 @@
+"""relay.nn ops: convolution, dense/matmul, bias_add, activations, softmax.
+
+Normalisation/pad/dropout live in nn_norm.py and pooling/pixel-shuffle in nn_pool.py; this
+module re-exports them so `compiler.op.nn` (and relay.nn) is the whole namespace.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.ir.types import TensorType
+from .registry import OpDef, OpPattern, make_call, register
+from .type_relations import (check_arity, fail, identity_rel, int_tuple, normalize_axis,
+                             require_float, same_dtype, tensor_arg)
+
+__all__ = [
+    "conv2d", "conv2d_transpose", "dense", "matmul", "batch_matmul", "bias_add", "relu",
+    "leaky_relu", "prelu", "softmax", "log_softmax",
+]
+
+
+def pad_tuple2d(padding) -> tuple:
+    """TVM's get_pad_tuple2d: p -> (p,p,p,p); (ph, pw) -> (ph, pw, ph, pw); 4 values kept."""
+    if isinstance(padding, (int, np.integer)):
+        return (int(padding),) * 4
+    padding = tuple(int(p) for p in padding)
+    if len(padding) == 1:
+        return padding * 4
+    if len(padding) == 2:
+        return padding * 2
+    if len(padding) == 4:
+        return padding
+    raise ValueError(f"padding must have 1, 2 or 4 values, got {padding}")
+
+
+def pair(value) -> tuple:
+    """An int becomes (v, v); sequences are kept (as TVM's Python wrappers do)."""
+    if isinstance(value, (int, np.integer)):
+        return (int(value), int(value))
+    return tuple(value)
+
+
+def acc_dtype(dtype: str) -> np.dtype:
+    """The accumulator of a reference product: float64 for floats, int64 for integers."""
+    return np.dtype(np.float64 if np.dtype(dtype).kind == "f" else np.int64)
+
+
+def _check_layout(op: str, name: str, value: str, allowed: tuple) -> None:
+    if value not in allowed:
+        raise fail(op, f"{name}={value!r} is not supported; expected one of {allowed}")
+
+
+def _out_dtype(attrs, data: TensorType) -> str:
+    return attrs.out_dtype or data.dtype
+
+
+# --- conv2d -------------------------------------------------------------------------------
+
+
+def conv_out_dim(op: str, size: int, kernel: int, stride: int, dilation: int, pad: int,
+                 axis: str) -> int:
+    out = (size + pad - dilation * (kernel - 1) - 1) // stride + 1
+    if out <= 0:
+        raise fail(op, f"output {axis} would be {out}: input {size} (+{pad} padding) is smaller "
+                       f"than the dilated kernel {dilation * (kernel - 1) + 1}")
+    return out
+
+
+def _conv2d_rel(types, attrs):
+    op = "nn.conv2d"
+    check_arity(op, types, 2)
+    data, weight = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, "weight")
+    _check_layout(op, "data_layout", attrs.data_layout, ("NCHW",))
+    _check_layout(op, "kernel_layout", attrs.kernel_layout, ("OIHW",))
+    _check_layout(op, "out_layout", attrs.out_layout, ("", "NCHW"))
+    if data.ndim != 4 or weight.ndim != 4:
+        raise fail(op, f"data and weight must be 4-D (NCHW, OIHW), got {data.shape} and "
+                       f"{weight.shape}")
+    n, c, h, w = data.shape
+    o, i, kh, kw = weight.shape
+    groups = attrs.groups
+    if groups < 1 or c != i * groups or o % groups:
+        raise fail(op, f"channels do not match: data has {c} channels, weight {weight.shape} "
+                       f"with groups={groups} expects {i * groups} input channels and an "
+                       f"output channel count divisible by {groups}")
+    if attrs.channels is not None and attrs.channels != o:
+        raise fail(op, f"channels={attrs.channels} but weight has {o} output channels")
+    if attrs.kernel_size is not None and tuple(attrs.kernel_size) != (kh, kw):
+        raise fail(op, f"kernel_size={attrs.kernel_size} but weight kernel is {(kh, kw)}")
+    sh, sw = int_tuple(op, attrs.strides, "strides", 2)
+    dh, dw = int_tuple(op, attrs.dilation, "dilation", 2)
+    pt, pl, pb, pr = int_tuple(op, attrs.padding, "padding", 4)
+    oh = conv_out_dim(op, h, kh, sh, dh, pt + pb, "height")
+    ow = conv_out_dim(op, w, kw, sw, dw, pl + pr, "width")
+    return TensorType((n, o, oh, ow), _out_dtype(attrs, data))
+
+
+def _conv2d_ref(inputs, attrs):
+    data, weight = inputs
+    out_dtype = attrs.out_dtype or data.dtype
+    acc = acc_dtype(out_dtype)
+    pt, pl, pb, pr = attrs.padding
+    (sh, sw), (dh, dw), groups = attrs.strides, attrs.dilation, attrs.groups
+    x = np.pad(data.astype(acc), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    wgt = weight.astype(acc)
+    n, o, kh, kw = data.shape[0], weight.shape[0], weight.shape[2], weight.shape[3]
+    oh = (x.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (x.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, o, oh, ow), acc)
+    ig, og = weight.shape[1], o // groups
+    for g in range(groups):
+        xs = x[:, g * ig:(g + 1) * ig]
+        ws = wgt[g * og:(g + 1) * og]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh,
+                           j * dw:j * dw + (ow - 1) * sw + 1:sw]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, ws[:, :, i, j])
+    return out.astype(out_dtype)
+
+
+_CONV2D_ATTRS = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1,
+                 "channels": None, "kernel_size": None, "data_layout": "NCHW",
+                 "kernel_layout": "OIHW", "out_layout": "", "out_dtype": ""}
+register(OpDef(name="nn.conv2d", num_inputs=2, type_rel=_conv2d_rel,
+               pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=_conv2d_ref,
+               attrs=_CONV2D_ATTRS, attrs_type_key="relay.attrs.Conv2DAttrs"))
+
+
+def conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+           channels=None, kernel_size=None, data_layout="NCHW", kernel_layout="OIHW",
+           out_layout="", out_dtype=""):
+    """relay.nn.conv2d (NCHW data, OIHW weight; groups == channels is depthwise)."""
+    return make_call("nn.conv2d", [data, weight], strides=pair(strides),
+                     padding=pad_tuple2d(padding), dilation=pair(dilation), groups=int(groups),
+                     channels=channels, kernel_size=None if kernel_size is None
+                     else pair(kernel_size), data_layout=data_layout,
+                     kernel_layout=kernel_layout, out_layout=out_layout, out_dtype=out_dtype)
+
+
+def _conv2d_transpose_rel(types, attrs):
+    op = "nn.conv2d_transpose"
+    check_arity(op, types, 2)
+    data, weight = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, "weight")
+    _check_layout(op, "data_layout", attrs.data_layout, ("NCHW",))
+    _check_layout(op, "kernel_layout", attrs.kernel_layout, ("IOHW",))
+    _check_layout(op, "out_layout", attrs.out_layout, ("", "NCHW"))
+    if data.ndim != 4 or weight.ndim != 4:
+        raise fail(op, f"data and weight must be 4-D (NCHW, IOHW), got {data.shape} and "
+                       f"{weight.shape}")
+    n, c, h, w = data.shape
+    i, og, kh, kw = weight.shape
+    groups = attrs.groups
+    if groups < 1 or c != i or c % groups:
+        raise fail(op, f"data has {c} channels but weight {weight.shape} (IOHW) has {i} "
+                       f"input channels (groups={groups})")
+    o = og * groups
+    if attrs.channels is not None and attrs.channels != o:
+        raise fail(op, f"channels={attrs.channels} but weight gives {o} output channels")
+    sh, sw = int_tuple(op, attrs.strides, "strides", 2)
+    dh, dw = int_tuple(op, attrs.dilation, "dilation", 2)
+    pt, pl, pb, pr = int_tuple(op, attrs.padding, "padding", 4)
+    oph, opw = int_tuple(op, attrs.output_padding, "output_padding", 2)
+    oh = (h - 1) * sh - pt - pb + dh * (kh - 1) + oph + 1
+    ow = (w - 1) * sw - pl - pr + dw * (kw - 1) + opw + 1
+    if oh <= 0 or ow <= 0:
+        raise fail(op, f"output size would be {(oh, ow)}; padding {attrs.padding} is too large")
+    return TensorType((n, o, oh, ow), _out_dtype(attrs, data))
+
+
+def _conv2d_transpose_ref(inputs, attrs):
+    data, weight = inputs
+    out_dtype = attrs.out_dtype or data.dtype
+    acc = acc_dtype(out_dtype)
+    pt, pl, pb, pr = attrs.padding
+    (sh, sw), (dh, dw), groups = attrs.strides, attrs.dilation, attrs.groups
+    (oph, opw) = attrs.output_padding
+    n, c, h, w = data.shape
+    _, og, kh, kw = weight.shape
+    oh = (h - 1) * sh - pt - pb + dh * (kh - 1) + oph + 1
+    ow = (w - 1) * sw - pl - pr + dw * (kw - 1) + opw + 1
+    full_h = max((h - 1) * sh + dh * (kh - 1) + 1, pt + oh)
+    full_w = max((w - 1) * sw + dw * (kw - 1) + 1, pl + ow)
+    buf = np.zeros((n, og * groups, full_h, full_w), acc)
+    x, wgt, ig = data.astype(acc), weight.astype(acc), c // groups
+    for g in range(groups):
+        xs, ws = x[:, g * ig:(g + 1) * ig], wgt[g * ig:(g + 1) * ig]
+        for i in range(kh):
+            for j in range(kw):
+                contrib = np.einsum("nchw,co->nohw", xs, ws[:, :, i, j])
+                buf[:, g * og:(g + 1) * og, i * dh:i * dh + (h - 1) * sh + 1:sh,
+                    j * dw:j * dw + (w - 1) * sw + 1:sw] += contrib
+    return buf[:, :, pt:pt + oh, pl:pl + ow].astype(out_dtype)
+
+
+register(OpDef(name="nn.conv2d_transpose", num_inputs=2, type_rel=_conv2d_transpose_rel,
+               pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=_conv2d_transpose_ref,
+               attrs={"channels": None, "kernel_size": None, "strides": (1, 1),
+                      "padding": (0, 0, 0, 0), "output_padding": (0, 0), "dilation": (1, 1),
+                      "groups": 1, "data_layout": "NCHW", "kernel_layout": "IOHW",
+                      "out_layout": "", "out_dtype": ""},
+               attrs_type_key="relay.attrs.Conv2DTransposeAttrs"))
+
+
+def conv2d_transpose(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                     channels=None, kernel_size=None, data_layout="NCHW", kernel_layout="IOHW",
+                     out_layout="", output_padding=(0, 0), out_dtype=""):
+    """relay.nn.conv2d_transpose (NCHW data, IOHW weight)."""
+    return make_call("nn.conv2d_transpose", [data, weight], channels=channels,
+                     kernel_size=None if kernel_size is None else pair(kernel_size),
+                     strides=pair(strides), padding=pad_tuple2d(padding),
+                     output_padding=pair(output_padding), dilation=pair(dilation),
+                     groups=int(groups), data_layout=data_layout, kernel_layout=kernel_layout,
+                     out_layout=out_layout, out_dtype=out_dtype)
+
+
+# --- dense, matmul, batch_matmul -----------------------------------------------------------
+
+
+def _dense_rel(types, attrs):
+    op = "nn.dense"
+    check_arity(op, types, 2)
+    data, weight = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, "weight")
+    if data.ndim < 1 or weight.ndim != 2:
+        raise fail(op, f"expected data [..., in] and weight [units, in], got {data.shape} and "
+                       f"{weight.shape}")
+    if data.shape[-1] != weight.shape[1]:
+        raise fail(op, f"reduction dims differ: data {data.shape} has {data.shape[-1]}, "
+                       f"weight {weight.shape} has {weight.shape[1]}")
+    if attrs.units is not None and attrs.units != weight.shape[0]:
+        raise fail(op, f"units={attrs.units} but weight has {weight.shape[0]} rows")
+    return TensorType(data.shape[:-1] + (weight.shape[0],), _out_dtype(attrs, data))
+
+
+def _dense_ref(inputs, attrs):
+    data, weight = inputs
+    out_dtype = attrs.out_dtype or data.dtype
+    acc = acc_dtype(out_dtype)
+    return np.matmul(data.astype(acc), weight.astype(acc).T).astype(out_dtype)
+
+
+register(OpDef(name="nn.dense", num_inputs=2, type_rel=_dense_rel,
+               pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=_dense_ref,
+               attrs={"units": None, "out_dtype": ""}, attrs_type_key="relay.attrs.DenseAttrs"))
+
+
+def dense(data, weight, units=None, out_dtype=""):
+    """relay.nn.dense: data [..., in] x weight [units, in]^T."""
+    return make_call("nn.dense", [data, weight], units=units, out_dtype=out_dtype)
+
+
+def _matmul_rel(types, attrs):
+    op = "nn.matmul"
+    check_arity(op, types, 2)
+    a, b = tensor_arg(op, types, 0, "tensor_a"), tensor_arg(op, types, 1, "tensor_b")
+    if b.ndim != 2 or a.ndim < 1 or (attrs.transpose_a and a.ndim != 2):
+        raise fail(op, f"expected tensor_a [..., k] (2-D when transposed) and 2-D tensor_b, "
+                       f"got {a.shape} and {b.shape}")
+    k = a.shape[0] if attrs.transpose_a else a.shape[-1]
+    kb, n = (b.shape[1], b.shape[0]) if attrs.transpose_b else b.shape
+    if k != kb:
+        raise fail(op, f"reduction dims differ: {k} (tensor_a {a.shape}) vs {kb} "
+                       f"(tensor_b {b.shape})")
+    if attrs.units is not None and attrs.units != n:
+        raise fail(op, f"units={attrs.units} but the output has {n} columns")
+    lead = (a.shape[1],) if attrs.transpose_a else a.shape[:-1]
+    return TensorType(lead + (n,), _out_dtype(attrs, a))
+
+
+def _matmul_ref(inputs, attrs):
+    a, b = inputs
+    out_dtype = attrs.out_dtype or a.dtype
+    acc = acc_dtype(out_dtype)
+    a, b = a.astype(acc), b.astype(acc)
+    return np.matmul(a.T if attrs.transpose_a else a,
+                     b.T if attrs.transpose_b else b).astype(out_dtype)
+
+
+register(OpDef(name="nn.matmul", num_inputs=2, type_rel=_matmul_rel,
+               pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=_matmul_ref,
+               attrs={"units": None, "out_dtype": "", "transpose_a": False,
+                      "transpose_b": False}, attrs_type_key="relay.attrs.MatmulAttrs"))
+
+
+def matmul(tensor_a, tensor_b, units=None, out_dtype="", transpose_a=False, transpose_b=False):
+    """relay.nn.matmul: tensor_a [..., k] x tensor_b [k, n] (either may be transposed)."""
+    return make_call("nn.matmul", [tensor_a, tensor_b], units=units, out_dtype=out_dtype,
+                     transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+
+
+def _batch_matmul_rel(types, attrs):
+    op = "nn.batch_matmul"
+    check_arity(op, types, 2)
+    x, y = tensor_arg(op, types, 0, "tensor_a"), tensor_arg(op, types, 1, "tensor_b")
+    if x.ndim != 3 or y.ndim != 3:
+        raise fail(op, f"tensor_a and tensor_b must be 3-D, got {x.shape} and {y.shape}")
+    m, k = (x.shape[2], x.shape[1]) if attrs.transpose_a else x.shape[1:]
+    n, ky = y.shape[1:] if attrs.transpose_b else (y.shape[2], y.shape[1])
+    if k != ky:
+        raise fail(op, f"reduction dims differ: {k} (tensor_a {x.shape}) vs {ky} "
+                       f"(tensor_b {y.shape}), transpose_a={attrs.transpose_a}, "
+                       f"transpose_b={attrs.transpose_b}")
+    bx, by = x.shape[0], y.shape[0]
+    if bx != by and 1 not in (bx, by):
+        raise fail(op, f"batch dims {bx} and {by} differ and neither is 1")
+    return TensorType((max(bx, by), m, n), _out_dtype(attrs, x))
+
+
+def _batch_matmul_ref(inputs, attrs):
+    x, y = inputs
+    out_dtype = attrs.out_dtype or x.dtype
+    acc = acc_dtype(out_dtype)
+    x, y = x.astype(acc), y.astype(acc)
+    x = x.transpose(0, 2, 1) if attrs.transpose_a else x
+    y = y.transpose(0, 2, 1) if attrs.transpose_b else y
+    return np.matmul(x, y).astype(out_dtype)
+
+
+register(OpDef(name="nn.batch_matmul", num_inputs=2, type_rel=_batch_matmul_rel,
+               pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=_batch_matmul_ref,
+               attrs={"out_dtype": "", "transpose_a": False, "transpose_b": True},
+               attrs_type_key="relay.attrs.BatchMatmulAttrs"))
+
+
+def batch_matmul(tensor_a, tensor_b, out_dtype="", transpose_a=False, transpose_b=True):
+    """relay.nn.batch_matmul: [b, m, k] x [b, n, k]^T by default (TVM's NT layout)."""
+    return make_call("nn.batch_matmul", [tensor_a, tensor_b], out_dtype=out_dtype,
+                     transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+
+
+# --- bias_add, activations, softmax --------------------------------------------------------
+
+
+def _channel_vector_rel(op: str, vec_name: str):
+    """data plus a 1-D vector matching data.shape[attrs.axis] (bias_add, prelu)."""
+    def rel(types, attrs):
+        check_arity(op, types, 2)
+        data, vec = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, vec_name)
+        axis = normalize_axis(op, attrs.axis, data.ndim)
+        if vec.shape != (data.shape[axis],):
+            raise fail(op, f"{vec_name} must have shape ({data.shape[axis]},) to match axis "
+                           f"{attrs.axis} of data {data.shape}, got {vec.shape}")
+        same_dtype(op, data, vec, ("data", vec_name))
+        return data
+    return rel
+
+
+def _along(vec: np.ndarray, axis: int, ndim: int) -> np.ndarray:
+    shape = [1] * ndim
+    shape[axis % ndim] = vec.shape[0]
+    return vec.reshape(shape)
+
+
+def _bias_add_ref(inputs, attrs):
+    data, bias = inputs
+    return (data + _along(bias, attrs.axis, data.ndim)).astype(data.dtype, copy=False)
+
+
+def _prelu_ref(inputs, attrs):
+    data, alpha = inputs
+    return np.where(data < 0, data * _along(alpha, attrs.axis, data.ndim), data).astype(
+        data.dtype, copy=False)
+
+
+register(OpDef(name="nn.bias_add", num_inputs=2, type_rel=_channel_vector_rel("nn.bias_add",
+                                                                               "bias"),
+               pattern=OpPattern.BROADCAST, reference=_bias_add_ref, attrs={"axis": 1},
+               attrs_type_key="relay.attrs.BiasAddAttrs"))
+register(OpDef(name="nn.prelu", num_inputs=2, type_rel=_channel_vector_rel("nn.prelu", "alpha"),
+               pattern=OpPattern.BROADCAST, reference=_prelu_ref, attrs={"axis": 1},
+               attrs_type_key="relay.attrs.PReluAttrs"))
+register(OpDef(name="nn.relu", num_inputs=1, type_rel=identity_rel("nn.relu"),
+               pattern=OpPattern.ELEMWISE,
+               reference=lambda ins, attrs: np.maximum(ins[0], 0).astype(ins[0].dtype)))
+register(OpDef(name="nn.leaky_relu", num_inputs=1, type_rel=identity_rel("nn.leaky_relu"),
+               pattern=OpPattern.ELEMWISE, attrs={"alpha": 0.01},
+               attrs_type_key="relay.attrs.LeakyReluAttrs",
+               reference=lambda ins, attrs: np.where(ins[0] < 0, ins[0] * attrs.alpha,
+                                                     ins[0]).astype(ins[0].dtype)))
+
+
+def bias_add(data, bias, axis=1):
+    """relay.nn.bias_add: add a 1-D bias along axis."""
+    return make_call("nn.bias_add", [data, bias], axis=int(axis))
+
+
+def prelu(data, alpha, axis=1):
+    """relay.nn.prelu: x if x >= 0 else alpha[c] * x, alpha along axis."""
+    return make_call("nn.prelu", [data, alpha], axis=int(axis))
+
+
+def relu(data):
+    """relay.nn.relu."""
+    return make_call("nn.relu", [data])
+
+
+def leaky_relu(data, alpha=0.01):
+    """relay.nn.leaky_relu: x if x >= 0 else alpha * x."""
+    return make_call("nn.leaky_relu", [data], alpha=float(alpha))
+
+
+def _softmax_rel(op: str):
+    def rel(types, attrs):
+        check_arity(op, types, 1)
+        data = tensor_arg(op, types, 0, "data")
+        require_float(op, data)
+        normalize_axis(op, attrs.axis, data.ndim)
+        return data
+    return rel
+
+
+def _softmax_ref(inputs, attrs):
+    x = inputs[0].astype(np.float64)
+    e = np.exp(x - x.max(axis=attrs.axis, keepdims=True))
+    return (e / e.sum(axis=attrs.axis, keepdims=True)).astype(inputs[0].dtype)
+
+
+def _log_softmax_ref(inputs, attrs):
+    x = inputs[0].astype(np.float64)
+    shifted = x - x.max(axis=attrs.axis, keepdims=True)
+    lse = np.log(np.exp(shifted).sum(axis=attrs.axis, keepdims=True))
+    return (shifted - lse).astype(inputs[0].dtype)
+
+
+for _name, _ref in (("nn.softmax", _softmax_ref), ("nn.log_softmax", _log_softmax_ref)):
+    register(OpDef(name=_name, num_inputs=1, type_rel=_softmax_rel(_name),
+                   pattern=OpPattern.OPAQUE, reference=_ref, attrs={"axis": -1},
+                   attrs_type_key="relay.attrs.SoftmaxAttrs"))
+
+
+def softmax(data, axis=-1):
+    """relay.nn.softmax along axis."""
+    return make_call("nn.softmax", [data], axis=int(axis))
+
+
+def log_softmax(data, axis=-1):
+    """relay.nn.log_softmax along axis."""
+    return make_call("nn.log_softmax", [data], axis=int(axis))
+
+
+from .nn_norm import *  # noqa: E402,F401,F403
+from .nn_norm import __all__ as _norm_all  # noqa: E402
+from .nn_pool import *  # noqa: E402,F401,F403
+from .nn_pool import __all__ as _pool_all  # noqa: E402
+
+__all__ += _norm_all + _pool_all

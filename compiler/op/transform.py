@@ -1,0 +1,521 @@
+"""Shape-changing (injective) ops: reshape, transpose, concatenate, split, slicing, tiling, layouts.
+
+Indexing/scan/sort ops live in transform_index.py and constant-producing ops (full, zeros,
+arange, shape_of, ...) in transform_init.py; this module re-exports both.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.errors import CompilerError
+from compiler.ir.expr import Tuple, TupleWrapper
+from compiler.ir.types import TensorType, TupleType
+from .registry import OpDef, OpPattern, make_call, register
+from .type_relations import (as_axis_list, check_arity, fail, int_tuple, normalize_axis,
+                             tensor_arg, tuple_arg)
+
+__all__ = ["reshape", "reshape_like", "transpose", "concatenate", "split", "squeeze",
+           "expand_dims", "strided_slice", "stack", "reverse", "tile", "repeat", "broadcast_to",
+           "broadcast_to_like", "layout_transform"]
+
+
+def _injective(name: str, num_inputs: int, rel, ref, attrs=None, key: str = "Attrs",
+               pattern: OpPattern = OpPattern.INJECTIVE) -> None:
+    register(OpDef(name=name, num_inputs=num_inputs, type_rel=rel, pattern=pattern,
+                   reference=ref, attrs=attrs or {}, attrs_type_key=key))
+
+
+def _size(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+# --- reshape -------------------------------------------------------------------------------
+
+
+def infer_newshape(op: str, shape: tuple, newshape: tuple, allowzero: bool = False) -> tuple:
+    """TVM's reshape special values: 0 copy, -1 infer, -2 copy rest, -3 merge two, -4 split."""
+    out: list = []
+    src, infer_at, i = 0, None, 0
+    newshape = tuple(int(v) for v in newshape)
+    while i < len(newshape):
+        v = newshape[i]
+        if v > 0 or (v == 0 and allowzero):
+            out.append(v)
+            src += 1
+        elif v == 0:
+            if src >= len(shape):
+                raise fail(op, f"newshape {newshape}: 0 copies input dim {src}, but the input "
+                               f"{shape} has rank {len(shape)}")
+            out.append(shape[src])
+            src += 1
+        elif v == -1:
+            if infer_at is not None:
+                raise fail(op, f"newshape {newshape} has more than one -1")
+            infer_at = len(out)
+            out.append(1)
+            src += 1
+        elif v == -2:
+            out.extend(shape[src:])
+            src = len(shape)
+        elif v == -3:
+            if src + 1 >= len(shape):
+                raise fail(op, f"newshape {newshape}: -3 merges input dims {src} and {src + 1}, "
+                               f"but the input {shape} has rank {len(shape)}")
+            out.append(shape[src] * shape[src + 1])
+            src += 2
+        elif v == -4:
+            if i + 2 >= len(newshape) or src >= len(shape):
+                raise fail(op, f"newshape {newshape}: -4 needs two following values and an "
+                               f"input dim to split")
+            d0, d1, d2 = shape[src], newshape[i + 1], newshape[i + 2]
+            if d1 == -1 and d2 > 0 and d0 % d2 == 0:
+                d1 = d0 // d2
+            elif d2 == -1 and d1 > 0 and d0 % d1 == 0:
+                d2 = d0 // d1
+            if d1 <= 0 or d2 <= 0 or d1 * d2 != d0:
+                raise fail(op, f"newshape {newshape}: -4 cannot split input dim {d0} into "
+                               f"({newshape[i + 1]}, {newshape[i + 2]})")
+            out.extend((d1, d2))
+            src += 1
+            i += 2
+        else:
+            raise fail(op, f"newshape {newshape} has the invalid value {v}")
+        i += 1
+    total = _size(shape)
+    if infer_at is not None:
+        known = _size(out)
+        if known == 0 or total % known:
+            raise fail(op, f"cannot infer the -1 in newshape {newshape} for input {shape} "
+                           f"({total} elements)")
+        out[infer_at] = total // known
+    if _size(out) != total:
+        raise fail(op, f"newshape {newshape} gives {tuple(out)} ({_size(out)} elements), but "
+                       f"the input {shape} has {total} elements")
+    return tuple(out)
+
+
+def _reshape_rel(types, attrs):
+    check_arity("reshape", types, 1)
+    data = tensor_arg("reshape", types, 0, "data")
+    return TensorType(infer_newshape("reshape", data.shape, attrs.newshape, attrs.allowzero),
+                      data.dtype)
+
+
+def _reshape_ref(inputs, attrs):
+    x = inputs[0]
+    return x.reshape(infer_newshape("reshape", x.shape, attrs.newshape, attrs.allowzero))
+
+
+_injective("reshape", 1, _reshape_rel, _reshape_ref, {"newshape": (), "allowzero": False},
+           "relay.attrs.ReshapeAttrs")
+
+
+def reshape(data, newshape, allowzero=False):
+    """relay.reshape with TVM's special values (0, -1, -2, -3, -4) in newshape."""
+    if isinstance(newshape, (int, np.integer)):
+        newshape = (int(newshape),)
+    return make_call("reshape", [data], newshape=tuple(int(v) for v in newshape),
+                     allowzero=bool(allowzero))
+
+
+def _reshape_like_shape(attrs, data: tuple, like: tuple) -> tuple:
+    lhs_end = len(data) if attrs.lhs_end is None else attrs.lhs_end
+    rhs_end = len(like) if attrs.rhs_end is None else attrs.rhs_end
+    lb, le = attrs.lhs_begin % (len(data) + 1), lhs_end % (len(data) + 1)
+    rb, re = attrs.rhs_begin % (len(like) + 1), rhs_end % (len(like) + 1)
+    return data[:lb] + like[rb:re] + data[le:]
+
+
+def _reshape_like_rel(types, attrs):
+    check_arity("reshape_like", types, 2)
+    data = tensor_arg("reshape_like", types, 0, "data")
+    like = tensor_arg("reshape_like", types, 1, "shape_like")
+    out = _reshape_like_shape(attrs, data.shape, like.shape)
+    if _size(out) != data.size:
+        raise fail("reshape_like", f"cannot reshape data {data.shape} ({data.size} elements) to "
+                                   f"{out} ({_size(out)} elements)")
+    return TensorType(out, data.dtype)
+
+
+_injective("reshape_like", 2, _reshape_like_rel,
+           lambda ins, attrs: ins[0].reshape(_reshape_like_shape(attrs, ins[0].shape,
+                                                                 ins[1].shape)),
+           {"lhs_begin": 0, "lhs_end": None, "rhs_begin": 0, "rhs_end": None},
+           "relay.attrs.ReshapeLikeAttrs")
+
+
+def reshape_like(data, shape_like, lhs_begin=0, lhs_end=None, rhs_begin=0, rhs_end=None):
+    """relay.reshape_like: data reshaped to (part of) shape_like's shape."""
+    return make_call("reshape_like", [data, shape_like], lhs_begin=lhs_begin, lhs_end=lhs_end,
+                     rhs_begin=rhs_begin, rhs_end=rhs_end)
+
+
+# --- transpose -------------------------------------------------------------------------------
+
+
+def _perm(op: str, ndim: int, axes) -> list:
+    if axes is None or len(axes) == 0:
+        return list(range(ndim))[::-1]
+    if len(axes) != ndim:
+        raise fail(op, f"axes {tuple(axes)} must have one entry per dimension ({ndim})")
+    perm = [normalize_axis(op, a, ndim, "axes") for a in axes]
+    if sorted(perm) != list(range(ndim)):
+        raise fail(op, f"axes {tuple(axes)} is not a permutation of {ndim} dimensions")
+    return perm
+
+
+def _transpose_rel(types, attrs):
+    check_arity("transpose", types, 1)
+    data = tensor_arg("transpose", types, 0, "data")
+    perm = _perm("transpose", data.ndim, attrs.axes)
+    return TensorType(tuple(data.shape[p] for p in perm), data.dtype)
+
+
+_injective("transpose", 1, _transpose_rel,
+           lambda ins, attrs: ins[0].transpose(_perm("transpose", ins[0].ndim, attrs.axes)),
+           {"axes": None}, "relay.attrs.TransposeAttrs")
+
+
+def transpose(data, axes=None):
+    """relay.transpose: axes=None reverses the dimensions."""
+    return make_call("transpose", [data], axes=None if axes is None else as_axis_list(axes))
+
+
+# --- concatenate / stack / split -------------------------------------------------------------
+
+
+def _as_tuple(data):
+    if isinstance(data, TupleWrapper):
+        return data.astuple()
+    if isinstance(data, Tuple):
+        return data
+    data = list(data)
+    if not data:
+        raise CompilerError("concatenate/stack: expected at least one tensor, got none")
+    return Tuple(data)
+
+
+def _concat_rel(types, attrs):
+    op = "concatenate"
+    check_arity(op, types, 1)
+    fields = tuple_arg(op, types, 0)
+    first = fields[0]
+    axis = normalize_axis(op, attrs.axis, first.ndim)
+    total = 0
+    for i, f in enumerate(fields):
+        if f.dtype != first.dtype:
+            raise fail(op, f"data[{i}] has dtype {f.dtype}, expected {first.dtype} like data[0]")
+        if f.ndim != first.ndim:
+            raise fail(op, f"data[{i}] has rank {f.ndim}, expected {first.ndim} like data[0]")
+        for d in range(first.ndim):
+            if d != axis and f.shape[d] != first.shape[d]:
+                raise fail(op, f"data[{i}] shape {f.shape} differs from data[0] {first.shape} "
+                               f"on axis {d} (only axis {attrs.axis} may differ)")
+        total += f.shape[axis]
+    return TensorType(first.shape[:axis] + (total,) + first.shape[axis + 1:], first.dtype)
+
+
+_injective("concatenate", 1, _concat_rel,
+           lambda ins, attrs: np.concatenate(ins[0], axis=attrs.axis),
+           {"axis": 0}, "relay.attrs.ConcatenateAttrs")
+
+
+def concatenate(data, axis):
+    """relay.concatenate: data is a list/tuple of tensors (passed as one Tuple argument)."""
+    return make_call("concatenate", [_as_tuple(data)], axis=int(axis))
+
+
+def _stack_rel(types, attrs):
+    op = "stack"
+    check_arity(op, types, 1)
+    fields = tuple_arg(op, types, 0)
+    first = fields[0]
+    axis = normalize_axis(op, attrs.axis, first.ndim + 1)
+    for i, f in enumerate(fields):
+        if f.shape != first.shape or f.dtype != first.dtype:
+            raise fail(op, f"data[{i}] is {f}, expected {first} like data[0]")
+    return TensorType(first.shape[:axis] + (len(fields),) + first.shape[axis:], first.dtype)
+
+
+_injective("stack", 1, _stack_rel, lambda ins, attrs: np.stack(ins[0], axis=attrs.axis),
+           {"axis": 0}, "relay.attrs.StackAttrs")
+
+
+def stack(data, axis):
+    """relay.stack: join equal-shaped tensors along a new axis."""
+    return make_call("stack", [_as_tuple(data)], axis=int(axis))
+
+
+def _split_bounds(op: str, dim: int, spec) -> list:
+    """[(begin, end)] per output, as numpy.split computes them."""
+    if isinstance(spec, (int, np.integer)):
+        if spec <= 0 or dim % spec:
+            raise fail(op, f"indices_or_sections={spec} must evenly divide the axis size {dim}")
+        step = dim // spec
+        return [(i * step, (i + 1) * step) for i in range(spec)]
+    cuts = [int(c) for c in spec]
+    if any(b < a for a, b in zip(cuts, cuts[1:])) or any(c < 0 for c in cuts):
+        raise fail(op, f"split indices {tuple(cuts)} must be non-negative and increasing")
+    edges = [0] + [min(c, dim) for c in cuts] + [dim]
+    return [(edges[i], max(edges[i], edges[i + 1])) for i in range(len(edges) - 1)]
+
+
+def _split_rel(types, attrs):
+    check_arity("split", types, 1)
+    data = tensor_arg("split", types, 0, "data")
+    axis = normalize_axis("split", attrs.axis, data.ndim)
+    bounds = _split_bounds("split", data.shape[axis], attrs.indices_or_sections)
+    return TupleType([TensorType(data.shape[:axis] + (e - b,) + data.shape[axis + 1:], data.dtype)
+                      for b, e in bounds])
+
+
+def _split_ref(inputs, attrs):
+    x = inputs[0]
+    axis = attrs.axis % x.ndim
+    bounds = _split_bounds("split", x.shape[axis], attrs.indices_or_sections)
+    return tuple(np.take(x, np.arange(b, e), axis=axis) for b, e in bounds)
+
+
+_injective("split", 1, _split_rel, _split_ref, {"indices_or_sections": 1, "axis": 0},
+           "relay.attrs.SplitAttrs")
+
+
+def split(data, indices_or_sections, axis=0):
+    """relay.split: a TupleWrapper of the pieces (sections count or split indices)."""
+    if isinstance(indices_or_sections, (int, np.integer)):
+        spec, size = int(indices_or_sections), int(indices_or_sections)
+    else:
+        spec = tuple(int(i) for i in indices_or_sections)
+        size = len(spec) + 1
+    return TupleWrapper(make_call("split", [data], indices_or_sections=spec, axis=int(axis)),
+                        size)
+
+
+# --- squeeze / expand_dims / reverse ---------------------------------------------------------
+
+
+def _squeeze_axes(op: str, shape: tuple, axis) -> list:
+    if axis is None:
+        return [i for i, d in enumerate(shape) if d == 1]
+    axes = [normalize_axis(op, a, len(shape)) for a in axis]
+    for a in axes:
+        if shape[a] != 1:
+            raise fail(op, f"axis {a} of shape {shape} has size {shape[a]}, expected 1")
+    return axes
+
+
+def _squeeze_rel(types, attrs):
+    check_arity("squeeze", types, 1)
+    data = tensor_arg("squeeze", types, 0, "data")
+    drop = _squeeze_axes("squeeze", data.shape, attrs.axis)
+    return TensorType(tuple(d for i, d in enumerate(data.shape) if i not in drop), data.dtype)
+
+
+_injective("squeeze", 1, _squeeze_rel,
+           lambda ins, attrs: np.squeeze(ins[0], tuple(_squeeze_axes("squeeze", ins[0].shape,
+                                                                     attrs.axis))),
+           {"axis": None}, "relay.attrs.SqueezeAttrs")
+
+
+def squeeze(data, axis=None):
+    """relay.squeeze: drop the given size-1 axes (all size-1 axes when axis is None)."""
+    return make_call("squeeze", [data], axis=as_axis_list(axis))
+
+
+def _expand_dims_shape(op: str, shape: tuple, axis: int, num: int) -> tuple:
+    ndim = len(shape)
+    if not -ndim - 1 <= axis <= ndim:
+        raise fail(op, f"axis={axis} is out of range for rank {ndim} "
+                       f"(expected {-ndim - 1} <= axis <= {ndim})")
+    if num < 0:
+        raise fail(op, f"num_newaxis must be >= 0, got {num}")
+    axis = axis % (ndim + 1)
+    return shape[:axis] + (1,) * num + shape[axis:]
+
+
+def _expand_dims_rel(types, attrs):
+    check_arity("expand_dims", types, 1)
+    data = tensor_arg("expand_dims", types, 0, "data")
+    return TensorType(_expand_dims_shape("expand_dims", data.shape, attrs.axis,
+                                         attrs.num_newaxis), data.dtype)
+
+
+_injective("expand_dims", 1, _expand_dims_rel,
+           lambda ins, attrs: ins[0].reshape(_expand_dims_shape(
+               "expand_dims", ins[0].shape, attrs.axis, attrs.num_newaxis)),
+           {"axis": 0, "num_newaxis": 1}, "relay.attrs.ExpandDimsAttrs")
+
+
+def expand_dims(data, axis, num_newaxis=1):
+    """relay.expand_dims: insert num_newaxis size-1 axes at axis."""
+    return make_call("expand_dims", [data], axis=int(axis), num_newaxis=int(num_newaxis))
+
+
+def _reverse_rel(types, attrs):
+    check_arity("reverse", types, 1)
+    data = tensor_arg("reverse", types, 0, "data")
+    normalize_axis("reverse", attrs.axis, data.ndim)
+    return data
+
+
+_injective("reverse", 1, _reverse_rel, lambda ins, attrs: np.flip(ins[0], attrs.axis).copy(),
+           {"axis": 0}, "relay.attrs.ReverseAttrs")
+
+
+def reverse(data, axis):
+    """relay.reverse along one axis."""
+    return make_call("reverse", [data], axis=int(axis))
+
+
+# --- strided_slice ---------------------------------------------------------------------------
+
+
+def slices_of(op: str, shape: tuple, attrs) -> tuple:
+    """Python slices for strided_slice: numpy's clamping of begin/end; slice_mode 'size'."""
+    ndim = len(shape)
+    begin, end = list(attrs.begin), list(attrs.end)
+    strides = list(attrs.strides) if attrs.strides else [1]
+    axes = list(attrs.axes) if attrs.axes is not None else list(range(len(begin)))
+    if attrs.axes is not None and not len(axes) == len(begin) == len(end):
+        raise fail(op, f"begin {tuple(begin)}, end {tuple(end)} and axes {attrs.axes} must "
+                       f"have the same length")
+    if len(begin) > ndim or len(end) > ndim:
+        raise fail(op, f"begin {tuple(begin)} / end {tuple(end)} index more dims than data "
+                       f"{shape} has")
+    if attrs.slice_mode not in ("end", "size"):
+        raise fail(op, f"slice_mode must be 'end' or 'size', got {attrs.slice_mode!r}")
+    out = [slice(None)] * ndim
+    for i, axis in enumerate(axes):
+        axis = normalize_axis(op, axis, ndim, "axes")
+        b = begin[i]
+        e = end[i] if i < len(end) else None
+        s = strides[i] if i < len(strides) else 1
+        if attrs.slice_mode == "size":
+            s = 1
+            e = None if e is None or e < 0 else (b % shape[axis] if b < 0 else b) + e
+        if s == 0:
+            raise fail(op, f"stride on axis {axis} must not be 0")
+        out[axis] = slice(b, e, s)
+    return tuple(out)
+
+
+def _strided_slice_rel(types, attrs):
+    check_arity("strided_slice", types, 1)
+    data = tensor_arg("strided_slice", types, 0, "data")
+    slices = slices_of("strided_slice", data.shape, attrs)
+    return TensorType(tuple(len(range(*s.indices(d))) for s, d in zip(slices, data.shape)),
+                      data.dtype)
+
+
+_injective("strided_slice", 1, _strided_slice_rel,
+           lambda ins, attrs: ins[0][slices_of("strided_slice", ins[0].shape, attrs)].copy(),
+           {"begin": (), "end": (), "strides": None, "slice_mode": "end", "axes": None},
+           "relay.attrs.StridedSliceAttrs")
+
+
+def strided_slice(data, begin, end, strides=None, axes=None, slice_mode="end"):
+    """relay.strided_slice: numpy slicing per axis (bounds clamp; negative values count back)."""
+    def ints(v):
+        return None if v is None else list(int_tuple("strided_slice", v, "value"))
+    return make_call("strided_slice", [data], begin=ints(begin), end=ints(end),
+                     strides=ints(strides) if strides else [1], slice_mode=slice_mode,
+                     axes=ints(axes))
+
+
+# --- tile / repeat / broadcast_to ------------------------------------------------------------
+
+
+def _tile_shape(shape: tuple, reps: tuple) -> tuple:
+    rank = max(len(shape), len(reps))
+    shape = (1,) * (rank - len(shape)) + tuple(shape)
+    reps = (1,) * (rank - len(reps)) + tuple(reps)
+    return tuple(d * r for d, r in zip(shape, reps))
+
+
+def _tile_rel(types, attrs):
+    check_arity("tile", types, 1)
+    data = tensor_arg("tile", types, 0, "data")
+    reps = int_tuple("tile", attrs.reps, "reps")
+    if any(r < 1 for r in reps):
+        raise fail("tile", f"reps must be positive, got {reps}")
+    return TensorType(_tile_shape(data.shape, reps), data.dtype)
+
+
+_injective("tile", 1, _tile_rel, lambda ins, attrs: np.tile(ins[0], attrs.reps),
+           {"reps": ()}, "relay.attrs.TileAttrs")
+
+
+def tile(data, reps):
+    """relay.tile: numpy.tile semantics."""
+    return make_call("tile", [data], reps=int_tuple("tile", reps, "reps"))
+
+
+def _repeat_rel(types, attrs):
+    check_arity("repeat", types, 1)
+    data = tensor_arg("repeat", types, 0, "data")
+    axis = normalize_axis("repeat", attrs.axis, data.ndim)
+    if attrs.repeats < 1:
+        raise fail("repeat", f"repeats must be >= 1, got {attrs.repeats}")
+    shape = list(data.shape)
+    shape[axis] *= attrs.repeats
+    return TensorType(tuple(shape), data.dtype)
+
+
+_injective("repeat", 1, _repeat_rel,
+           lambda ins, attrs: np.repeat(ins[0], attrs.repeats, axis=attrs.axis),
+           {"repeats": 1, "axis": 0}, "relay.attrs.RepeatAttrs")
+
+
+def repeat(data, repeats, axis):
+    """relay.repeat: each element repeated along axis."""
+    return make_call("repeat", [data], repeats=int(repeats), axis=int(axis))
+
+
+def _broadcast_to_rel(types, attrs):
+    from .type_relations import broadcast_shape
+    check_arity("broadcast_to", types, 1)
+    data = tensor_arg("broadcast_to", types, 0, "data")
+    shape = int_tuple("broadcast_to", attrs.shape, "shape")
+    out = broadcast_shape("broadcast_to", data.shape, shape)
+    if out != shape:
+        raise fail("broadcast_to", f"data {data.shape} cannot be broadcast to {shape}")
+    return TensorType(shape, data.dtype)
+
+
+_injective("broadcast_to", 1, _broadcast_to_rel,
+           lambda ins, attrs: np.broadcast_to(ins[0], attrs.shape).copy(),
+           {"shape": (), "dtype": ""}, "relay.attrs.InitOpAttrs", OpPattern.BROADCAST)
+
+
+def broadcast_to(data, shape):
+    """relay.broadcast_to a static shape."""
+    return make_call("broadcast_to", [data], shape=int_tuple("broadcast_to", shape, "shape"))
+
+
+def _broadcast_to_like_rel(types, attrs):
+    from .type_relations import broadcast_shape
+    check_arity("broadcast_to_like", types, 2)
+    data = tensor_arg("broadcast_to_like", types, 0, "data")
+    like = tensor_arg("broadcast_to_like", types, 1, "broadcast_type")
+    if broadcast_shape("broadcast_to_like", data.shape, like.shape) != like.shape:
+        raise fail("broadcast_to_like", f"data {data.shape} cannot be broadcast to {like.shape}")
+    return TensorType(like.shape, data.dtype)
+
+
+_injective("broadcast_to_like", 2, _broadcast_to_like_rel,
+           lambda ins, attrs: np.broadcast_to(ins[0], ins[1].shape).copy(),
+           pattern=OpPattern.BROADCAST)
+
+
+def broadcast_to_like(data, broadcast_type):
+    """relay.broadcast_to_like: broadcast data to broadcast_type's shape."""
+    return make_call("broadcast_to_like", [data, broadcast_type])
+
+
+from .transform_layout import layout_transform  # noqa: E402,F401
+from .transform_index import *  # noqa: E402,F401,F403
+from .transform_index import __all__ as _index_all  # noqa: E402
+from .transform_init import *  # noqa: E402,F401,F403
+from .transform_init import __all__ as _init_all  # noqa: E402
+
+__all__ += _index_all + _init_all

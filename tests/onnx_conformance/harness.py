@@ -1,0 +1,223 @@
+"""ONNX backend node-test conformance: every case through from_onnx and an executor.
+
+Cases come from onnx's own backend test generators, built in memory
+(`onnx.backend.test.case.node.collect_testcases`). Each is converted, executed and compared
+with the expected outputs (rtol 1e-3, atol 1e-5 as ONNX's runner; NaN positions, dtypes and
+shapes must match), then classified as passed / wrong result / unsupported op / other error.
+
+    python -m tests.onnx_conformance.harness [--executor graph|debug] [-k substring] [-v]
+
+The executor defaults to $RELAYJIT_CONFORMANCE_EXECUTOR or "graph" (relay.build + graph
+executor, the real path); "debug" runs the numpy-reference interpreter.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+import time
+import traceback
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+PASSED, WRONG, UNSUPPORTED, ERROR = "passed", "wrong result", "unsupported op", "other error"
+STATUSES = (PASSED, WRONG, UNSUPPORTED, ERROR)
+EXPECTED_FAILURES_FILE = Path(__file__).with_name("expected_failures.txt")
+RTOL, ATOL = 1e-3, 1e-5
+
+
+def default_executor() -> str:
+    return os.environ.get("RELAYJIT_CONFORMANCE_EXECUTOR", "graph")
+
+
+@functools.lru_cache(maxsize=1)
+def all_cases() -> tuple:
+    """Every ONNX node test case (generated in memory, once per process)."""
+    from onnx.backend.test.case.node import collect_testcases
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return tuple(collect_testcases(None))
+
+
+def cases_by_name() -> dict:
+    return {case.name: case for case in all_cases()}
+
+
+def load_expected_failures(path: Path = EXPECTED_FAILURES_FILE) -> dict[str, str]:
+    """name -> reason, from lines `test_name — reason` (# comments and blank lines ignored)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, reason = line.partition(" — ")
+        if not reason.strip():
+            raise ValueError(f"{path.name}: {name!r} has no reason (expected 'name — reason')")
+        out[name.strip()] = reason.strip()
+    return out
+
+
+def _input_names(model) -> list:
+    inits = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+def _run_debug(mod, params, feeds: dict) -> list:
+    from compiler.interpreter import evaluate
+    main = mod["main"]
+    args = [params[p.name_hint] if p.name_hint in params else feeds[p.name_hint]
+            for p in main.params]
+    out = evaluate(mod, args)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def _run_graph(mod, params, feeds: dict) -> list:
+    from compiler import relay
+    from runtime import cpu, graph_executor
+    lib = relay.build(mod, target="llvm", params=params)
+    module = graph_executor.GraphModule(lib["default"](cpu(0)))
+    for name, value in feeds.items():
+        module.set_input(name, value)
+    module.run()
+    return [module.get_output(i).numpy() for i in range(module.get_num_outputs())]
+
+
+EXECUTORS = {"debug": _run_debug, "graph": _run_graph}
+
+
+def compare(expected: np.ndarray, got: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> str:
+    """'' when equal within tolerance, else what differs."""
+    expected, got = np.asarray(expected), np.asarray(got)
+    if expected.dtype != got.dtype:
+        return f"dtype {got.dtype}, expected {expected.dtype}"
+    if expected.shape != got.shape:
+        return f"shape {got.shape}, expected {expected.shape}"
+    if expected.dtype.kind in "biuUSO":
+        bad = expected != got
+    else:
+        e, g = expected.astype(np.float64), got.astype(np.float64)
+        nan_e, nan_g = np.isnan(e), np.isnan(g)
+        with np.errstate(invalid="ignore"):
+            close = (np.abs(e - g) <= atol + rtol * np.abs(e)) | (e == g)
+        bad = (nan_e != nan_g) | (~close & ~nan_e)
+    if not bad.any():
+        return ""
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    return (f"{int(bad.sum())}/{bad.size} elements differ; first at {first}: got "
+            f"{got[first]!r}, expected {expected[first]!r}")
+
+
+def _as_array(value) -> np.ndarray:
+    """Data sets hold numpy arrays or TensorProtos (e.g. the Cast cases)."""
+    from onnx import TensorProto, numpy_helper
+    return numpy_helper.to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
+
+
+def specialize(model, values: dict):
+    """A copy of model whose graph inputs named in `values` are initializers with those values.
+
+    Our compiler needs static shapes end to end; ONNX's node tests often pass shapes, axes or
+    scales as runtime inputs. The harness fixes exactly the inputs a converter asked for
+    (StaticInputRequired), which is what a user does with `freeze_params` on a real model.
+    """
+    import onnx
+    from onnx import numpy_helper
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for name, value in values.items():
+        copy.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+    return copy
+
+
+def _convert(case, inputs: list):
+    """from_onnx on the case's model, specializing inputs that must be static; also their names."""
+    from compiler.frontend import from_onnx
+    from compiler.frontend.onnx_ops.common import StaticInputRequired
+    names = _input_names(case.model)
+    feeds = dict(zip(names, inputs))
+    fixed: dict = {}
+    while True:
+        model = specialize(case.model, fixed) if fixed else case.model
+        try:
+            mod, params = from_onnx(model, freeze_params=bool(fixed))
+            return mod, params, {n: v for n, v in feeds.items() if n not in fixed}, fixed
+        except StaticInputRequired as err:
+            if err.value_name not in feeds or err.value_name in fixed:
+                raise
+            fixed[err.value_name] = feeds[err.value_name]
+
+
+def run_case(case, executor: str | None = None) -> tuple[str, str]:
+    """(status, detail) of one case under the executor ("graph" or "debug")."""
+    from compiler.errors import OpNotImplemented
+    run = EXECUTORS[executor or default_executor()]
+    try:
+        for index, (inputs, expected) in enumerate(case.data_sets):
+            mod, params, feeds, fixed = _convert(case, [_as_array(i) for i in inputs])
+            with np.errstate(all="ignore"):
+                outputs = run(mod, params, feeds)
+            if len(outputs) != len(expected):
+                return WRONG, f"data set {index}: {len(outputs)} outputs, expected {len(expected)}"
+            rtol, atol = max(RTOL, case.rtol), max(ATOL, case.atol)
+            for i, (want, got) in enumerate(zip(expected, outputs)):
+                problem = compare(_as_array(want), got, rtol, atol)
+                if problem:
+                    return WRONG, f"data set {index} output {i}: {problem}"
+    except OpNotImplemented as err:
+        return UNSUPPORTED, str(err)
+    except Exception as err:  # classified, not hidden: the detail carries type and message
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        return ERROR, f"{type(err).__name__}: {err} [{Path(where.filename).name}:{where.lineno}]"
+    return PASSED, f"static inputs: {sorted(fixed)}" if fixed else ""
+
+
+def run_all(executor: str | None = None, pattern: str = "", verbose: bool = False) -> dict:
+    """name -> (status, detail) for every case whose name contains pattern."""
+    results = {}
+    for case in all_cases():
+        if pattern and pattern not in case.name:
+            continue
+        results[case.name] = run_case(case, executor)
+        if verbose and results[case.name][0] != PASSED:
+            print(f"{case.name}: {results[case.name][0]}: {results[case.name][1][:300]}")
+    return results
+
+
+def totals_table(results: dict, expected: dict | None = None) -> str:
+    counts = Counter(status for status, _ in results.values())
+    lines = [f"{'status':<16}{'cases':>7}", "-" * 23]
+    lines += [f"{s:<16}{counts.get(s, 0):>7}" for s in STATUSES]
+    lines += ["-" * 23, f"{'total':<16}{len(results):>7}"]
+    if expected is not None:
+        unexpected = [n for n, (s, _) in results.items() if s != PASSED and n not in expected]
+        fixed = [n for n, (s, _) in results.items() if s == PASSED and n in expected]
+        lines.append(f"{'not listed, failing':<20}{len(unexpected):>3}")
+        lines.append(f"{'listed, now passing':<20}{len(fixed):>3}")
+    return "\n".join(lines)
+
+
+def main(argv: list | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--executor", choices=sorted(EXECUTORS), default=default_executor())
+    parser.add_argument("-k", "--pattern", default="", help="only cases containing this")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every failure")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    results = run_all(args.executor, args.pattern, args.verbose)
+    expected = load_expected_failures()
+    print(f"ONNX node conformance, executor={args.executor}, "
+          f"{time.perf_counter() - start:.1f} s")
+    print(totals_table(results, expected))
+    unexpected = sorted(n for n, (s, _) in results.items() if s != PASSED and n not in expected)
+    for name in unexpected:
+        status, detail = results[name]
+        print(f"  UNEXPECTED {name}: {status}: {detail[:200]}")
+    return 1 if unexpected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
