@@ -18,7 +18,9 @@ planned storage (intermediate_bytes is the peak intermediate memory of the stati
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Callable, Mapping
 
 from compiler.errors import CompilerError
 from compiler.ir.expr import Call, Function, Tuple, Var
@@ -26,7 +28,42 @@ from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order, rewrite_post_order
 from compiler.ir.types import TensorType, TupleType
 
-__all__ = ["build", "optimize", "lower_module", "kernel_name_for"]
+__all__ = ["build", "optimize", "lower_module", "kernel_name_for", "build_progress"]
+
+_PROGRESS: ContextVar[Callable[[str], None] | None] = ContextVar("build_progress", default=None)
+
+
+@contextmanager
+def build_progress(report: Callable[[str], None]):
+    """Within this block, relay.build reports each pass and each kernel to `report(message)`."""
+    token = _PROGRESS.set(report)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
+def _report(message: str) -> None:
+    report = _PROGRESS.get()
+    if report is not None:
+        report(message)
+
+
+def _progress_context():
+    """The current PassContext plus an instrument reporting each pass, when progress is on."""
+    from compiler.transform import PassContext, PassInstrument
+    report = _PROGRESS.get()
+    if report is None:
+        return None
+
+    class _ReportPasses(PassInstrument):
+        def run_before_pass(self, mod, info):
+            report(f"pass {info.name}")
+
+    ctx = PassContext.current()
+    return PassContext(opt_level=ctx.opt_level, required_pass=ctx.required_pass,
+                       disabled_pass=ctx.disabled_pass, config=ctx._config,
+                       instruments=[*ctx.instruments, _ReportPasses()])
 
 MAX_NAME_LENGTH = 80
 
@@ -58,7 +95,11 @@ def optimize(mod: IRModule) -> IRModule:
     from compiler.transform import Sequential
     seq = Sequential([InferType(), SimplifyInference(), FoldConstant(),
                       EliminateCommonSubexpr(), FuseOps(), InferType()], name="relay.build")
-    return seq(mod)
+    ctx = _progress_context()
+    if ctx is None:
+        return seq(mod)
+    with ctx:
+        return seq(mod)
 
 
 def kernel_name_for(func: Function, mod_name: str = "default") -> str:
@@ -155,12 +196,14 @@ def _lower(func: Function, name: str):
 def lower_module(main: Function, mod_name: str = "default") -> tuple[dict, list]:
     """Lower every primitive function main calls: ({id(func): kernel name}, [PrimFunc])."""
     table = _KernelTable(mod_name)
-    for node in post_order(main.body, expand=lambda e: not isinstance(e, Function)):
-        if type(node) is Call and isinstance(node.op, Function):
-            if not node.op.is_primitive:
-                raise CompilerError("relay.build: main calls a non-primitive function; only "
-                                    "fused Primitive functions can run on the graph executor")
-            table.add(node.op)
+    calls = [node for node in post_order(main.body, expand=lambda e: not isinstance(e, Function))
+             if type(node) is Call and isinstance(node.op, Function)]
+    for i, node in enumerate(calls):
+        if not node.op.is_primitive:
+            raise CompilerError("relay.build: main calls a non-primitive function; only "
+                                "fused Primitive functions can run on the graph executor")
+        _report(f"lowering fused functions {i + 1}/{len(calls)}")
+        table.add(node.op)
     return table.names, table.prim_funcs
 
 
@@ -185,7 +228,9 @@ def build(ir_mod: Any, target: Any = "llvm", target_host: Any = None,
     mod = optimize(mod)
     main = mod["main"]
     names, prim_funcs = lower_module(main, mod_name)
+    _report(f"compiling {len(prim_funcs)} kernels with LLVM")
     lib = _build_library(prim_funcs)
+    _report("planning memory")
     result = GraphCodegen(main, names).run()
     factory = GraphExecutorFactoryModule(result.graph_json, lib, result.params,
                                          libmod_name=mod_name)

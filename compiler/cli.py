@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from compiler.errors import CompilerError
+from compiler.transform import PassInstrument
 
 
 class CliError(Exception):
@@ -200,9 +201,11 @@ def cmd_inspect(args) -> int:
     ops = Counter(node.op_type for node in model.graph.node)
     print("ONNX ops: " + ", ".join(f"{op} x{n}" for op, n in ops.most_common()))
     mod, params = relay.frontend.from_onnx(model, shape=_parse_shapes(args.shape) or None)
-    instruments = [transform.PrintIR()] if args.print_ir else []
+    from compiler.passes.bind_params import bind_params_by_name
+    mod["main"] = bind_params_by_name(mod["main"], params)
+    instruments = [_PrintAfterEachPass()] if args.print_ir else []
     with transform.PassContext(opt_level=args.opt_level, instruments=instruments):
-        mod = optimize(mod, params)
+        mod = optimize(mod)
     groups = Counter()
     for node in _primitive_functions(mod["main"]):
         groups[_group_name(node)] += 1
@@ -210,6 +213,13 @@ def cmd_inspect(args) -> int:
     for name, n in groups.most_common():
         print(f"  {name} x{n}")
     return 0
+
+
+class _PrintAfterEachPass(PassInstrument):
+    """Pass instrument: the module text after every pass that ran."""
+
+    def run_after_pass(self, mod, info):
+        print(f"# after {info.name}\n{mod}\n")
 
 
 def _primitive_functions(main):
