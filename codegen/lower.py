@@ -63,6 +63,7 @@ class _Lowering:
                 out_params.append(buf)
                 copies.append((buf, t))
         stages = self.topo_stages([t for t in self.outputs if t.kind != "placeholder"])
+        stages = self.fuse_epilogues(stages, out_params)
         for t in stages:
             for n in (post_order(t.body) if t.body is not None else ()):
                 if type(n) is Load and not isinstance(n.buffer, StageBuffer) \
@@ -112,9 +113,64 @@ class _Lowering:
                 out.append(n.buffer.producer)
         return out
 
+    def fuse_epilogues(self, stages: list[Tensor], out_params: list[Buffer]) -> list[Tensor]:
+        """Fold an elementwise consumer into an extern that accepts `epilogue=` (schedules).
+
+        A compute stage without reductions whose only materialized read is the extern e, at
+        exactly its own axis (same shape and dtype), with e read by nothing else and not an
+        output, is emitted as e's fcompute writing the consumer's buffer with the consumer's
+        body as epilogue(value, indices); e's own stage and scratch buffer disappear.
+        """
+        self.fused: dict[int, Tensor] = {}
+        readers: dict[int, int] = {}
+        for t in stages:
+            deps = t.extern_inputs if t.kind == "extern" else [
+                n.buffer.producer for n in post_order(t.body)
+                if type(n) is Load and isinstance(n.buffer, StageBuffer)]
+            for d in deps:
+                readers[id(d)] = readers.get(id(d), 0) + 1
+        outs = set(out_params)
+        drop: set[int] = set()
+        for t in stages:
+            if t.kind != "compute" or t.body is None:
+                continue
+            nodes = post_order(t.body)
+            if any(type(n) is Reduce for n in nodes):
+                continue
+            loads = [n for n in nodes if type(n) is Load and isinstance(n.buffer, StageBuffer)]
+            if not loads:
+                continue
+            e = loads[0].buffer.producer
+            if (e.kind != "extern" or not getattr(e.extern_fn, "supports_epilogue", False)
+                    or e.buffer in outs or e.shape != t.shape or e.dtype != t.dtype
+                    or readers.get(id(e), 0) != len(loads)
+                    or any(n.buffer is not e.buffer or len(n.indices) != len(t.axis)
+                           or any(i is not a for i, a in zip(n.indices, t.axis))
+                           for n in loads)):
+                continue
+            self.fused[id(t)] = e
+            drop.add(id(e))
+        return [t for t in stages if id(t) not in drop]
+
+    def fused_stage(self, t: Tensor, e: Tensor) -> Stmt:
+        """e's extern statement writing t.buffer, with t's body as the epilogue."""
+        def epilogue(value: Expr, idx: tuple) -> Expr:
+            mapping = dict(zip(t.axis, idx))
+            return rewrite(t.body, lambda n: value if type(n) is Load and n.buffer is e.buffer
+                           else mapping.get(n) if type(n) is Var else None)
+
+        stmt = e.extern_fn([x.buffer for x in e.extern_inputs], [t.buffer], epilogue=epilogue)
+        if not isinstance(stmt, Stmt):
+            raise self.fail(f"extern {e.name}: fcompute must return a tir Stmt, "
+                            f"got {type(stmt).__name__}")
+        return stmt
+
     # ------------------------------------------------------------------ stages
     def stage(self, t: Tensor) -> Stmt:
         """The loop nest computing t into t.buffer."""
+        fused = getattr(self, "fused", {}).get(id(t))
+        if fused is not None:
+            return self.fused_stage(t, fused)
         if t.kind == "extern":
             stmt = t.extern_fn([x.buffer for x in t.extern_inputs], [t.buffer])
             if not isinstance(stmt, Stmt):

@@ -10,10 +10,12 @@ Kernels (all accumulate in registers through the whole reduction loop, unrolled 
 functions are `noinline` so their register allocation stays isolated):
 
 - `relayjit.ukr.gemm_<MR>x<NR>`: C[MR, NR] (+)= A_packed[kc][MR] * B_packed[kc][NR]
-  args (kc, a, b, c, ldc, accumulate). NR is a multiple of 8; MR*NR/8 + NR/8 + 1 <= 16 ymm.
-- `relayjit.ukr.conv_<P>_<C>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>`: direct convolution,
-  16 output channels x P pixels: T[p][16] = sum_{c,r,s} x_p[c*chanstep + r*dh*rowstep + s*dw]
-  * W[c][r][s][16]; args (w, t, x_0, ..., x_{P-1}).
+  args (kc, a, b, c, ldc, accumulate). A row is two vectors of NR/2 floats (6x16 with
+  <8 x float> on AVX2: 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm; 6x32
+  with <16 x float> when the host has AVX-512).
+- `relayjit.ukr.conv_<KB>_<P>_<C>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>`: direct
+  convolution, KB output channels (two vectors) x P pixels: T[p][KB] = sum_{c,r,s}
+  x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][KB]; args (w, t, x_0, ..., x_{P-1}).
 """
 from __future__ import annotations
 
@@ -22,29 +24,30 @@ from llvmlite import ir
 from .types import F32, I64, PTR
 
 PREFIX = "relayjit.ukr."
-V8 = ir.VectorType(F32, 8)
 I32 = ir.IntType(32)
 
 
-def _fma_decl(module: ir.Module) -> ir.Function:
+def _fma_decl(module: ir.Module, vw: int) -> ir.Function:
     # declare_intrinsic fails for vector types in llvmlite 0.50: declare by name
-    fn = module.globals.get("llvm.fma.v8f32")
+    vt = ir.VectorType(F32, vw)
+    fn = module.globals.get(f"llvm.fma.v{vw}f32")
     if fn is None:
-        fn = ir.Function(module, ir.FunctionType(V8, [V8, V8, V8]), "llvm.fma.v8f32")
+        fn = ir.Function(module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{vw}f32")
     return fn
 
 
-def _splat(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
+def _splat(b: ir.IRBuilder, ptr: ir.Value, vw: int) -> ir.Value:
+    vt = ir.VectorType(F32, vw)
     s = b.load(ptr, typ=F32, align=4)
-    v = b.insert_element(ir.Constant(V8, ir.Undefined), s, ir.Constant(I32, 0))
-    return b.shuffle_vector(v, ir.Constant(V8, ir.Undefined), ir.Constant(ir.VectorType(I32, 8),
-                                                                          [0] * 8))
+    v = b.insert_element(ir.Constant(vt, ir.Undefined), s, ir.Constant(I32, 0))
+    return b.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
+                            ir.Constant(ir.VectorType(I32, vw), [0] * vw))
 
 
-def _vload(b: ir.IRBuilder, base: ir.Value, offset: int) -> ir.Value:
+def _vload(b: ir.IRBuilder, base: ir.Value, offset: int, vw: int) -> ir.Value:
     p = b.gep(base, [ir.Constant(I64, offset)], inbounds=True, source_etype=F32) \
         if offset else base
-    return b.load(p, typ=V8, align=4)
+    return b.load(p, typ=ir.VectorType(F32, vw), align=4)
 
 
 def _vstore(b: ir.IRBuilder, val: ir.Value, base: ir.Value, offset: ir.Value | int) -> None:
@@ -100,22 +103,23 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4) -> ir.Func
     fn = module.globals.get(name)
     if fn is not None:
         return fn
-    assert nr % 8 == 0
-    nv = nr // 8
-    fma = _fma_decl(module)
+    nv = 2  # two vectors per row: 6x16 with <8 x float>, 6x32 with <16 x float> (AVX-512)
+    vw = nr // nv
+    assert vw in (4, 8, 16) and nv * vw == nr
+    fma = _fma_decl(module, vw)
     fn = _new_function(module, name, [I64, PTR, PTR, PTR, I64, I64])
     kc, a, bp, c, ldc, accf = fn.args
     for arg in (a, bp, c):
         arg.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    zero = ir.Constant(V8, [0.0] * 8)
+    zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
 
     def step(b, a_ptr, b_ptr, accs, u):
-        bv = [_vload(b, b_ptr, u * nr + 8 * j) for j in range(nv)]
+        bv = [_vload(b, b_ptr, u * nr + vw * j, vw) for j in range(nv)]
         out = list(accs)
         for i in range(mr):
             ap = b.gep(a_ptr, [ir.Constant(I64, u * mr + i)], inbounds=True, source_etype=F32)
-            av = _splat(b, ap)
+            av = _splat(b, ap, vw)
             for j in range(nv):
                 out[i * nv + j] = b.call(fma, [av, bv[j], out[i * nv + j]])
         return out
@@ -148,11 +152,11 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4) -> ir.Func
         for i in range(mr):
             row = b.mul(ldc, ir.Constant(I64, i)) if i else ir.Constant(I64, 0)
             for j in range(nv):
-                off = b.add(row, ir.Constant(I64, 8 * j)) if j else row
+                off = b.add(row, ir.Constant(I64, vw * j)) if j else row
                 v = accs[i * nv + j]
                 if adding:
                     p = b.gep(c, [off], inbounds=True, source_etype=F32)
-                    v = b.fadd(v, b.load(p, typ=V8, align=4))
+                    v = b.fadd(v, b.load(p, typ=v.type, align=4))
                 _vstore(b, v, c, off)
         b.branch(end_bb)
     b.position_at_end(end_bb)
@@ -161,18 +165,19 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4) -> ir.Func
 
 
 # ---------------------------------------------------------------------- conv
-def conv_kernel(module: ir.Module, p: int, c: int, r: int, s: int, rowstep: int,
+def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rowstep: int,
                 chanstep: int, dh: int, dw: int) -> ir.Function:
-    """void conv(ptr w, ptr t, ptr x_0 .. x_{p-1}): 16 channels x p pixels, see module doc."""
-    name = f"{PREFIX}conv_{p}_{c}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}"
+    """void conv(ptr w, ptr t, ptr x_0 .. x_{p-1}): kb channels x p pixels, see module doc."""
+    name = f"{PREFIX}conv_{kb}_{p}_{c}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}"
+    vw = kb // 2
     fn = module.globals.get(name)
     if fn is not None:
         return fn
-    fma = _fma_decl(module)
+    fma = _fma_decl(module, vw)
     fn = _new_function(module, name, [PTR] * (2 + p))
     w, t, *xs = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    zero = ir.Constant(V8, [0.0] * 8)
+    zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
     taps = [(rr * s + ss, rr * dh * rowstep + ss * dw) for rr in range(r) for ss in range(s)]
     # channels per loop iteration: keep about 8+ taps unrolled per trip
     cu = max(1, min(c, 8 // len(taps))) if len(taps) < 8 else 1
@@ -180,13 +185,13 @@ def conv_kernel(module: ir.Module, p: int, c: int, r: int, s: int, rowstep: int,
     def chan(b, w_ptr, x_ptrs, accs, cc):
         accs = list(accs)
         for tap, off in taps:
-            wbase = (cc * r * s + tap) * 16
-            w0, w1 = _vload(b, w_ptr, wbase), _vload(b, w_ptr, wbase + 8)
+            wbase = (cc * r * s + tap) * kb
+            w0, w1 = _vload(b, w_ptr, wbase, vw), _vload(b, w_ptr, wbase + vw, vw)
             for j in range(p):
                 xo = off + cc * chanstep
                 xp = b.gep(x_ptrs[j], [ir.Constant(I64, xo)], inbounds=True, source_etype=F32) \
                     if xo else x_ptrs[j]
-                xv = _splat(b, xp)
+                xv = _splat(b, xp, vw)
                 accs[2 * j] = b.call(fma, [xv, w0, accs[2 * j]])
                 accs[2 * j + 1] = b.call(fma, [xv, w1, accs[2 * j + 1]])
         return accs
@@ -196,7 +201,7 @@ def conv_kernel(module: ir.Module, p: int, c: int, r: int, s: int, rowstep: int,
             w_ptr, x_ptrs, accs = carried[0], carried[1:1 + p], carried[1 + p:]
             for cc in range(n_chan):
                 accs = chan(b, w_ptr, x_ptrs, accs, cc)
-            w_next = b.gep(w_ptr, [ir.Constant(I64, n_chan * r * s * 16)], inbounds=True,
+            w_next = b.gep(w_ptr, [ir.Constant(I64, n_chan * r * s * kb)], inbounds=True,
                            source_etype=F32)
             x_next = [b.gep(x, [ir.Constant(I64, n_chan * chanstep)], inbounds=True,
                             source_etype=F32) for x in x_ptrs]
@@ -209,8 +214,8 @@ def conv_kernel(module: ir.Module, p: int, c: int, r: int, s: int, rowstep: int,
         carried = make_body(c % cu)(b, None, carried)
     accs = carried[1 + p:]
     for j in range(p):
-        _vstore(b, accs[2 * j], t, 16 * j)
-        _vstore(b, accs[2 * j + 1], t, 16 * j + 8)
+        _vstore(b, accs[2 * j], t, kb * j)
+        _vstore(b, accs[2 * j + 1], t, kb * j + vw)
     b.ret_void()
     return fn
 

@@ -138,8 +138,9 @@ class GraphConverter:
         input_names = [i.name for i in graph.input]
         for name in self.shape:
             if name not in input_names or name in initializers:
+                inputs = [n for n in input_names if n not in initializers]
                 raise FrontendError(f"shape= names {name!r}, which is not a graph input; the "
-                                    f"inputs are {[n for n in input_names if n not in initializers]}")
+                                    f"inputs are {inputs}")
         user_inputs = []
         for info in graph.input:
             if info.name in initializers:

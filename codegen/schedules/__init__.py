@@ -1,0 +1,14 @@
+"""Schedules written for speed for the anchor ops (dense, batch_matmul/matmul, conv2d).
+
+Each returns a `te.extern` tensor whose fcompute accepts an `epilogue` keyword:
+`epilogue(value, out_indices) -> value`. codegen.lower fuses an elementwise consumer of such
+an extern into it (FuseOps groups: anchor + bias/relu/residual/clip ...), so the consumer is
+applied while the output tile is cache-hot instead of in a second pass over memory.
+"""
+from __future__ import annotations
+
+from .conv2d import conv2d_nchw, conv2d_applicable
+from .gemm import batch_matmul, dense, gemm_applicable, matmul
+
+__all__ = ["dense", "batch_matmul", "matmul", "conv2d_nchw", "gemm_applicable",
+           "conv2d_applicable"]

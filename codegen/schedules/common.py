@@ -1,0 +1,70 @@
+"""Small TIR-building helpers shared by the schedules."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..tir.expr import Call, Expr, IntImm, Load, Var
+from ..tir.ops import cast, const
+from ..tir.stmt import Buffer, Evaluate, For, Stmt, seq
+
+Epilogue = Callable[[Expr, tuple], Expr]
+
+F32 = "float32"
+I64 = "int64"
+
+
+def var(name: str) -> Var:
+    return Var(name, I64)
+
+
+def imm(v: int) -> IntImm:
+    return IntImm(int(v), I64)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def loop(v: Var, extent: int, body: Stmt, kind: str = "serial") -> Stmt:
+    """A For, or the body with v bound to 0 when the extent is 1 (via a LetStmt)."""
+    if extent == 0:
+        return seq()
+    return For(v, extent, body, kind)
+
+
+def addr(buf: Buffer, *indices) -> Load:
+    """A micro-kernel pointer argument: the address of buf[indices]."""
+    return Load(buf, tuple(imm(i) if isinstance(i, int) else cast(i, I64) for i in indices),
+                buf.dtype)
+
+
+def ukr_call(name: str, *args) -> Stmt:
+    """Evaluate a relayjit.ukr.* micro-kernel call (see codegen/llvm/microkernels.py)."""
+    out = []
+    for a in args:
+        out.append(imm(a) if isinstance(a, int) else a)
+    return Evaluate(Call("relayjit.ukr." + name, tuple(out), "int32"))
+
+
+def zero() -> Expr:
+    return const(0.0, F32)
+
+
+def mark_epilogue(fn):
+    """Mark an extern fcompute as accepting `epilogue=` (codegen.lower fuses consumers)."""
+    fn.supports_epilogue = True
+    return fn
+
+
+def vector_width() -> int:
+    """Floats per micro-kernel vector: 16 with AVX-512 on the host, else 8 (AVX2).
+
+    RELAYJIT_VECTOR_WIDTH=8|16 overrides (tests exercise both kernels)."""
+    import os
+
+    forced = os.environ.get("RELAYJIT_VECTOR_WIDTH")
+    if forced in ("8", "16"):
+        return int(forced)
+    from runtime.target import host_info
+
+    return 16 if "+avx512f" in host_info().features.split(",") else 8

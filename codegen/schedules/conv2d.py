@@ -1,0 +1,151 @@
+"""conv2d NCHW / OIHW float32: direct convolution with a 16-channel x 6-pixel register tile.
+
+out[n, k, oh, ow] = sum_{c, r, s} x[n, g*Cg + c, oh*sh + r*dh - pt, ow*sw + s*dw - pl]
+                                  * w[k, c, r, s]                 (g = k // Kg)
+
+Schedule (general groups, any stride/padding/dilation):
+
+    pack weights Wp[g][Kg/16][Cg][R][S][16]          (zero padded channels)
+    for n:
+      pad x[n] into Xp[C][Hp][Wp] (skipped when there is no padding)
+      for g, for pixel tile t (6 consecutive flattened output pixels, any row crossing):
+        x_j = &Xp[g*Cg, oh_j*sh, ow_j*sw]           (one base pointer per pixel)
+        for kb in Kg/16:
+          micro-kernel: 12 ymm accumulators (6 pixels x 2 <8 x float>), loop over c with
+                        the R*S taps unrolled: 2 weight vector loads + 6 broadcasts, 12 FMA
+          tile T[6][16] -> out[n, k, oh_j, ow_j] with the fused epilogue (cache hot)
+
+Depthwise-like convs (Cg == 1) use a plain vectorised loop over output width instead: the
+16-channel tile would be mostly padding there.
+"""
+from __future__ import annotations
+
+from .. import te
+from ..tir.expr import Load, Var
+from ..tir.ops import floordiv, floormod, ge, if_then_else, logical_and, lt
+from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
+from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, vector_width, zero
+
+PB = 6  # pixels per tile; output channels per block KB = two vectors (16 or 32)
+
+
+def conv2d_applicable(dtype: str = "float32") -> bool:
+    """The schedule handles every float32 NCHW/OIHW conv2d."""
+    return dtype == "float32"
+
+
+def conv2d_nchw(x: te.Tensor, w: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0),
+                dilation=(1, 1), groups: int = 1, name: str = "T_conv2d") -> te.Tensor:
+    """NCHW conv2d; padding is (top, left, bottom, right)."""
+    n, c, h, wd = x.shape
+    k, cg, r, s = w.shape
+    sh, sw = strides
+    dh, dw = dilation
+    pt, pl, pb, pr = padding
+    hp, wp = h + pt + pb, wd + pl + pr
+    oh = (hp - dh * (r - 1) - 1) // sh + 1
+    ow = (wp - dw * (s - 1) - 1) // sw + 1
+    kg = k // groups
+    geo = dict(n=n, c=c, h=h, w=wd, k=k, cg=cg, r=r, s=s, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt,
+               pl=pl, hp=hp, wp=wp, oh=oh, ow=ow, g=groups, kg=kg)
+
+    def fcompute(ins, outs, epilogue=None):
+        if cg == 1:
+            return _depthwise(ins[0], ins[1], outs[0], geo, epilogue, name)
+        return _direct(ins[0], ins[1], outs[0], geo, epilogue, name)
+
+    return te.extern((n, k, oh, ow), [x, w], mark_epilogue(fcompute), name=name)
+
+
+def _pad(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer | None, Stmt]:
+    """Xp[C][Hp][Wp] = zero-padded x[ni] (None when no padding is needed)."""
+    if g["hp"] == g["h"] and g["wp"] == g["w"]:
+        return None, seq()
+    xp = Buffer(f"{name}_xpad", (g["c"], g["hp"], g["wp"]), F32)
+    ci, hi, wi = var(f"{name}_pc"), var(f"{name}_ph"), var(f"{name}_pw")
+    ih, iw = hi - g["pt"], wi - g["pl"]
+    inside = logical_and(logical_and(ge(ih, 0), lt(ih, g["h"])),
+                         logical_and(ge(iw, 0), lt(iw, g["w"])))
+    val = if_then_else(inside, Load(xb, (ni, ci, ih, iw), F32), zero())
+    return xp, For(ci, g["c"], For(hi, g["hp"], For(wi, g["wp"], Store(xp, (ci, hi, wi), val),
+                                                      "vectorized")))
+
+
+def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> Stmt:
+    cg, r, s, kg, groups = g["cg"], g["r"], g["s"], g["kg"], g["g"]
+    KB = 2 * vector_width()  # noqa: N806 - 16 (AVX2) or 32 (AVX-512)
+    nkb = ceil_div(kg, KB)
+    npix = g["oh"] * g["ow"]
+    # ---- weights: Wp[gi, kb, c, r, s, v]
+    wpk = Buffer(f"{name}_wpack", (groups, nkb, cg, r, s, KB), F32)
+    gi, kb, ci, ri, si, vi = (var(f"{name}_w{x}") for x in "gkcrsv")
+    kk = kb * KB + vi
+    wval = Load(wb, (gi * kg + kk, ci, ri, si), F32)
+    if kg % KB:
+        wval = if_then_else(lt(kk, kg), wval, zero())
+    pack_w = For(gi, groups, For(kb, nkb, For(ci, cg, For(ri, r, For(si, s, For(
+        vi, KB, Store(wpk, (gi, kb, ci, ri, si, vi), wval)))))))
+    tile = Buffer(f"{name}_tile", (PB, KB), F32)
+    ni = var(f"{name}_n")
+    xp, pad = _pad(xb, ni, g, name)
+    src = xp if xp is not None else xb
+    rowstep, chanstep = (g["wp"], g["hp"] * g["wp"])
+    gg, kb2 = var(f"{name}_g"), var(f"{name}_kb")
+
+    def tile_stmt(t, npx: int) -> Stmt:
+        ohs = [Var(f"{name}_oh{j}", "int64") for j in range(npx)]
+        ows = [Var(f"{name}_ow{j}", "int64") for j in range(npx)]
+        xptrs = [addr(src, *(() if xp is not None else (ni,)), gg * cg, ohs[j] * g["sh"],
+                      ows[j] * g["sw"]) for j in range(npx)]
+        kern = f"conv_{KB}_{npx}_{cg}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
+        call = ukr_call(kern, addr(wpk, gg, kb2, 0, 0, 0, 0), addr(tile, 0, 0), *xptrs)
+        vv = var(f"{name}_v")
+        kout = gg * kg + kb2 * KB + vv
+        stores = []
+        for j in range(npx):
+            idx = (ni, kout, ohs[j], ows[j])
+            val = Load(tile, (imm(j), vv), F32)
+            if epilogue is not None:
+                val = epilogue(val, idx)
+            st: Stmt = Store(out, idx, val)
+            if kg % KB:
+                st = IfThenElse(lt(kb2 * KB + vv, kg), st)
+            stores.append(st)
+        body: Stmt = For(kb2, nkb, seq(call, For(vv, KB, seq(*stores))))
+        for j in reversed(range(npx)):
+            p = t * PB + j
+            body = LetStmt(ohs[j], floordiv(p, g["ow"]), LetStmt(ows[j], floormod(p, g["ow"]),
+                                                                  body))
+        return body
+
+    tt = var(f"{name}_t")
+    full, rest = divmod(npix, PB)
+    pixels = seq(For(tt, full, tile_stmt(tt, PB)) if full else None,
+                 tile_stmt(imm(full), rest) if rest else None)
+    stmt = seq(pack_w, For(ni, g["n"], seq(pad, For(gg, groups, pixels))))
+    for buf in (tile, wpk) + ((xp,) if xp is not None else ()):
+        stmt = Allocate(buf, stmt)
+    return stmt
+
+
+def _depthwise(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> Stmt:
+    """Cg == 1: out[n, k] = sum_rs xpad[k // Kg] * w[k, 0]; vectorised along output width."""
+    ni, ki, hi, wi = (var(f"{name}_d{x}") for x in "nkhw")
+    xp, pad = _pad(xb, ni, g, name)
+    kg = g["kg"]
+    cin = floordiv(ki, kg) if kg != 1 else ki
+    acc = None
+    for rr in range(g["r"]):
+        for ss in range(g["s"]):
+            ih = hi * g["sh"] + rr * g["dh"]
+            iw = wi * g["sw"] + ss * g["dw"]
+            xv = Load(xp, (cin, ih, iw), F32) if xp is not None else \
+                Load(xb, (ni, cin, ih, iw), F32)
+            term = xv * Load(wb, (ki, imm(0), imm(rr), imm(ss)), F32)
+            acc = term if acc is None else acc + term
+    idx = (ni, ki, hi, wi)
+    val = acc if epilogue is None else epilogue(acc, idx)
+    body = For(ki, g["k"], For(hi, g["oh"], For(wi, g["ow"], Store(out, idx, val),
+                                                "vectorized")))
+    stmt = For(ni, g["n"], seq(pad, body))
+    return Allocate(xp, stmt) if xp is not None else stmt

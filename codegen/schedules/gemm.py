@@ -1,0 +1,230 @@
+"""GEMM schedule (dense, batch_matmul, matmul): packed panels + a 6x16 register micro-kernel.
+
+C[b, m, n] = sum_k A(b, m, k) * B(b, n, k), float32, BLIS loop order:
+
+    for b in batch:
+      pack B[b] into Bp[N/16][Kp][16]            (zero padded in n and k)
+      for pc in K blocks (KC ~ 256):
+        for ic in M blocks (MC = 144):
+          pack A block into Ap[MC/6][KC][6]      (zero padded in m and k; L2 resident)
+          for jt in N/16:                        (B micro-panel KC x 16: L1 resident)
+            for it in MC/6:
+              full tile : micro-kernel writes/accumulates C directly (ldc = N)
+              edge tile : micro-kernel writes a 6x16 scratch tile, guarded copy into C
+              last K block: epilogue applied to the tile just written (cache hot)
+
+K is split into nb equal blocks (KC = ceil(K / nb)), so the zero padding Kp - K < nb and
+every micro-kernel call has the same static kc. Accumulators stay in 12 ymm registers
+through the k loop (unrolled 4x inside the micro-kernel).
+"""
+from __future__ import annotations
+
+from .. import te
+from ..tir.expr import Expr, Load
+from ..tir.ops import cast, eq, gt, if_then_else, logical_and, lt, select
+from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
+from .common import (
+    F32, I64, Epilogue, addr, ceil_div, imm, loop, mark_epilogue, ukr_call, var,
+    vector_width, zero,
+)
+
+KC_TARGET = 256
+MC_ROWS = {8: 144, 16: 288}  # rows of A per L2 block, by vector width
+
+
+def gemm_applicable(m: int, n: int, k: int, dtype: str = "float32") -> bool:
+    """Whether the packed schedule pays (float32; not for matrix-vector shapes)."""
+    return dtype == "float32" and m >= 2 and n >= 4 and k >= 1
+
+
+def dense(x: te.Tensor, w: te.Tensor, name: str = "T_dense") -> te.Tensor:
+    """x[..., M, K] . w[N, K]^T -> [..., M, N] (leading dims of x are flattened into M)."""
+    *lead, k = x.shape
+    n = w.shape[0]
+    m = 1
+    for d in lead:
+        m *= d
+    shape = (*lead, n)
+
+    def fcompute(ins, outs, epilogue=None):
+        xb, wb = ins
+        return gemm_stmt(
+            m, n, k, (), lambda b, i, j: Load(xb, (*_unflatten(i, lead), j), F32),
+            lambda b, i, j: Load(wb, (i, j), F32), outs[0], "mk", "nk", epilogue, name,
+            out_index=lambda b, i, j: (*_unflatten(i, lead), j))
+
+    return te.extern(shape, [x, w], mark_epilogue(fcompute), name=name)
+
+
+def batch_matmul(x: te.Tensor, y: te.Tensor, transpose_a: bool = False,
+                 transpose_b: bool = True, name: str = "T_batch_matmul") -> te.Tensor:
+    """x[B, M, K] (or [B, K, M]) times y[B, N, K] (or [B, K, N]) -> [B, M, N]; batch 1 broadcasts."""
+    bx, *xs = x.shape
+    by, *ys = y.shape
+    m, k = (xs[1], xs[0]) if transpose_a else (xs[0], xs[1])
+    n = ys[1] if not transpose_b else ys[0]
+    batch = max(bx, by)
+    shape = (batch, m, n)
+
+    def fcompute(ins, outs, epilogue=None):
+        xb, yb = ins
+        bxi = (lambda b: b) if bx != 1 else (lambda b: imm(0))
+        byi = (lambda b: b) if by != 1 else (lambda b: imm(0))
+        a_load = (lambda b, i, j: Load(xb, (bxi(b[0]), j, i), F32)) if transpose_a else \
+            (lambda b, i, j: Load(xb, (bxi(b[0]), i, j), F32))
+        b_load = (lambda b, i, j: Load(yb, (byi(b[0]), i, j), F32)) if transpose_b else \
+            (lambda b, i, j: Load(yb, (byi(b[0]), j, i), F32))
+        return gemm_stmt(m, n, k, (batch,), a_load, b_load, outs[0],
+                         "km" if transpose_a else "mk", "nk" if transpose_b else "kn",
+                         epilogue, name)
+
+    return te.extern(shape, [x, y], mark_epilogue(fcompute), name=name)
+
+
+def matmul(a: te.Tensor, b: te.Tensor, transpose_a: bool = False, transpose_b: bool = False,
+           name: str = "T_matmul") -> te.Tensor:
+    """2-d a[M, K] (or [K, M]) times b[K, N] (or [N, K]) -> [M, N]."""
+    m, k = (a.shape[1], a.shape[0]) if transpose_a else a.shape
+    n = b.shape[0] if transpose_b else b.shape[1]
+
+    def fcompute(ins, outs, epilogue=None):
+        ab, bb = ins
+        a_load = (lambda _, i, j: Load(ab, (j, i), F32)) if transpose_a else \
+            (lambda _, i, j: Load(ab, (i, j), F32))
+        b_load = (lambda _, i, j: Load(bb, (i, j), F32)) if transpose_b else \
+            (lambda _, i, j: Load(bb, (j, i), F32))
+        return gemm_stmt(m, n, k, (), a_load, b_load, outs[0], "km" if transpose_a else "mk",
+                         "nk" if transpose_b else "kn", epilogue, name)
+
+    return te.extern((m, n), [a, b], mark_epilogue(fcompute), name=name)
+
+
+def _unflatten(i: Expr, lead: list[int]) -> tuple:
+    """Indices of the leading dims from a flat row index."""
+    if len(lead) <= 1:
+        return (i,) if lead else ()
+    out = []
+    for d in reversed(lead):
+        out.append(i % d)
+        i = i // d
+    return tuple(reversed(out))
+
+
+def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
+              a_layout: str, b_layout: str, epilogue: Epilogue | None, name: str,
+              out_index=None) -> Stmt:
+    """The TIR of C[*b, m, n] = sum_k a(b, m, k) * b(b, n, k) with an optional epilogue."""
+    if m == 0 or n == 0:
+        return seq()
+    vw = vector_width()
+    # AVX2: 6x16 = 12 ymm accumulators (of 16); AVX-512: 12x32 = 24 zmm (of 32)
+    NR = 2 * vw  # noqa: N806
+    MR = 6 if vw == 8 else 12  # noqa: N806
+    MC_TILES = MC_ROWS[vw] // MR  # noqa: N806
+    nt = ceil_div(n, NR)
+    nb = max(1, ceil_div(k, KC_TARGET))
+    kc = max(1, ceil_div(k, nb))
+    kp = nb * kc
+    mtb = min(MC_TILES, ceil_div(m, MR))
+    mc = mtb * MR
+    mb = ceil_div(m, mc)
+    bp = Buffer(f"{name}_bpack", (nt, kp, NR), F32)
+    ap = Buffer(f"{name}_apack", (mtb, kc, MR), F32)
+    tile = Buffer(f"{name}_tile", (MR, NR), F32)
+    bvars = [var(f"{name}_b{d}") for d in range(len(batch))]
+    bidx = tuple(bvars)
+    if out_index is None:
+        out_index = lambda b, i, j: (*b, i, j)  # noqa: E731
+
+    # ---- pack B: Bp[jt, kk, v] = B(n = jt*16 + v, kk), zero padded
+    jt, kk, vv = var(f"{name}_pj"), var(f"{name}_pk"), var(f"{name}_pv")
+    nn = jt * NR + vv
+    if k == 0:
+        pack_b = seq()
+    elif b_layout == "nk":  # rows of B are contiguous along k
+        copy = For(kk, k, Store(bp, (jt, kk, vv), b_load(bidx, nn, kk)))
+        zrow = For(kk, kp, Store(bp, (jt, kk, vv), zero()))
+        row = copy if n % NR == 0 else IfThenElse(lt(nn, n), copy, zrow)
+        pack_b = For(jt, nt, For(vv, NR, row))
+    else:  # B is [K, N]: copy 16 contiguous n per k
+        val = b_load(bidx, nn, kk)
+        if n % NR:
+            val = if_then_else(lt(nn, n), val, zero())
+        pack_b = For(jt, nt, For(kk, k, For(vv, NR, Store(bp, (jt, kk, vv), val), "vectorized")))
+    if kp > k:
+        kt = var(f"{name}_pkt")
+        pack_b = seq(pack_b, For(jt, nt, For(kt, kp - k, For(vv, NR, Store(
+            bp, (jt, kt + k, vv), zero()), "vectorized"))))
+
+    # ---- per (pc, ic): pack A block
+    pc, ic = var(f"{name}_pc"), var(f"{name}_ic")
+    it, rr, ka = var(f"{name}_ai"), var(f"{name}_ar"), var(f"{name}_ak")
+    mm = ic * mc + it * MR + rr
+    kg = pc * kc + ka
+    aval = a_load(bidx, mm, kg)
+    conds = []
+    if kp > k:
+        conds.append(lt(kg, k))
+    if mb * mc > m:
+        conds.append(lt(mm, m))
+    if conds:
+        c = conds[0] if len(conds) == 1 else logical_and(conds[0], conds[1])
+        aval = if_then_else(c, aval, zero())
+    if a_layout == "mk":
+        pack_a = For(it, mtb, For(rr, MR, For(ka, kc, Store(ap, (it, ka, rr), aval))))
+    else:
+        pack_a = For(it, mtb, For(ka, kc, For(rr, MR, Store(ap, (it, ka, rr), aval))))
+
+    # ---- micro tiles
+    jt2, it2 = var(f"{name}_jt"), var(f"{name}_it")
+    m0 = ic * mc + it2 * MR
+    n0 = jt2 * NR
+    accumulate = cast(gt(pc, 0), I64) if nb > 1 else imm(0)
+    last = eq(pc, nb - 1) if nb > 1 else None
+    kern = f"gemm_{MR}x{NR}"
+    a_ptr = addr(ap, it2, 0, 0)
+    b_ptr = addr(bp, jt2, pc * kc, 0)
+
+    ti, tj = var(f"{name}_ti"), var(f"{name}_tj")
+    cidx = out_index(bidx, m0 + ti, n0 + tj)
+    full = ukr_call(kern, kc, a_ptr, b_ptr, addr(out, *out_index(bidx, m0, n0)), n, accumulate)
+    if epilogue is not None:
+        cur = Load(out, cidx, F32)
+        epi = For(ti, MR, For(tj, NR, Store(out, cidx, epilogue(cur, cidx)), "vectorized"))
+        full = seq(full, epi if last is None else IfThenElse(last, epi))
+    # edge: scratch tile, guarded merge
+    tval = Load(tile, (ti, tj), F32)
+    if nb > 1:
+        tval = tval + select(gt(pc, 0), Load(out, cidx, F32), zero())
+    store = Store(out, cidx, tval)
+    if epilogue is not None:
+        fin = Store(out, cidx, epilogue(tval, cidx))
+        store = fin if last is None else IfThenElse(last, fin, store)
+    edge = seq(ukr_call(kern, kc, a_ptr, b_ptr, addr(tile, 0, 0), NR, 0),
+               For(ti, MR, For(tj, NR, IfThenElse(
+                   logical_and(lt(m0 + ti, m), lt(n0 + tj, n)), store))))
+    is_full = []
+    if m % MR or mb * mc > m:
+        is_full.append(lt(m0 + (MR - 1), m))
+    if n % NR:
+        is_full.append(lt(n0 + (NR - 1), n))
+    if not is_full:
+        tile_stmt = full
+    else:
+        cond = is_full[0] if len(is_full) == 1 else logical_and(*is_full)
+        tile_stmt = IfThenElse(cond, full, edge)
+    if mb * mc > m:  # the last M block has tiles past the end
+        tile_stmt = IfThenElse(lt(m0, m), tile_stmt)
+    micro = For(jt2, nt, For(it2, mtb, tile_stmt))
+    body = For(pc, nb, For(ic, mb, seq(pack_a, micro)))
+    if k == 0:  # C = epilogue(0)
+        ci, cj = var(f"{name}_zi"), var(f"{name}_zj")
+        zidx = out_index(bidx, ci, cj)
+        val = zero() if epilogue is None else epilogue(zero(), zidx)
+        body = For(ci, m, For(cj, n, Store(out, zidx, val), "vectorized"))
+    stmt = seq(pack_b, body)
+    for bv, ext in reversed(list(zip(bvars, batch))):
+        stmt = loop(bv, ext, stmt)
+    for buf in (tile, ap, bp):
+        stmt = Allocate(buf, stmt)
+    return stmt
