@@ -267,7 +267,8 @@ def _batch_flatten_rel(types, attrs):
 
 register(OpDef(name="nn.batch_flatten", num_inputs=1, type_rel=_batch_flatten_rel,
                pattern=OpPattern.INJECTIVE,
-               reference=lambda ins, attrs: ins[0].reshape(ins[0].shape[0], -1)))
+               reference=lambda ins, attrs: ins[0].reshape(ins[0].shape[0], -1),
+               reshape_only=True))
 
 
 def batch_flatten(data):

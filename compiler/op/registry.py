@@ -46,6 +46,8 @@ class OpDef:
     compute(inputs, attrs, out_type) -> te.Tensor or tuple of them (codegen.te); registered by
         compiler/op/compute/*.py through `register_compute`.
     attrs: the attribute schema, name -> default (REQUIRED when it has none), in print order.
+    reshape_only: the output is the input's bytes under another shape (a fused group of only
+        such ops becomes "__nop" in the graph and shares its input's storage).
     """
 
     name: str
@@ -57,6 +59,8 @@ class OpDef:
     attrs_type_key: str = "Attrs"
     compute: Callable | None = None
     stateful: bool = False
+    reshape_only: bool = False  # only reinterprets the shape (TVM's TReshapeOp): may alias
+    non_computational: bool = False  # TVM's TNonComputational: FoldConstant leaves it alone
     description: str = ""
     op: Op | None = None
 

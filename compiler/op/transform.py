@@ -20,9 +20,10 @@ __all__ = ["reshape", "reshape_like", "transpose", "concatenate", "split", "sque
 
 
 def _injective(name: str, num_inputs: int, rel, ref, attrs=None, key: str = "Attrs",
-               pattern: OpPattern = OpPattern.INJECTIVE) -> None:
+               pattern: OpPattern = OpPattern.INJECTIVE, reshape_only: bool = False) -> None:
     register(OpDef(name=name, num_inputs=num_inputs, type_rel=rel, pattern=pattern,
-                   reference=ref, attrs=attrs or {}, attrs_type_key=key))
+                   reference=ref, attrs=attrs or {}, attrs_type_key=key,
+                   reshape_only=reshape_only))
 
 
 def _size(shape) -> int:
@@ -107,7 +108,7 @@ def _reshape_ref(inputs, attrs):
 
 
 _injective("reshape", 1, _reshape_rel, _reshape_ref, {"newshape": (), "allowzero": False},
-           "relay.attrs.ReshapeAttrs")
+           "relay.attrs.ReshapeAttrs", reshape_only=True)
 
 
 def reshape(data, newshape, allowzero=False):
@@ -141,7 +142,7 @@ _injective("reshape_like", 2, _reshape_like_rel,
            lambda ins, attrs: ins[0].reshape(_reshape_like_shape(attrs, ins[0].shape,
                                                                  ins[1].shape)),
            {"lhs_begin": 0, "lhs_end": None, "rhs_begin": 0, "rhs_end": None},
-           "relay.attrs.ReshapeLikeAttrs")
+           "relay.attrs.ReshapeLikeAttrs", reshape_only=True)
 
 
 def reshape_like(data, shape_like, lhs_begin=0, lhs_end=None, rhs_begin=0, rhs_end=None):
@@ -314,7 +315,7 @@ def _squeeze_rel(types, attrs):
 _injective("squeeze", 1, _squeeze_rel,
            lambda ins, attrs: np.squeeze(ins[0], tuple(_squeeze_axes("squeeze", ins[0].shape,
                                                                      attrs.axis))),
-           {"axis": None}, "relay.attrs.SqueezeAttrs")
+           {"axis": None}, "relay.attrs.SqueezeAttrs", reshape_only=True)
 
 
 def squeeze(data, axis=None):
@@ -343,7 +344,7 @@ def _expand_dims_rel(types, attrs):
 _injective("expand_dims", 1, _expand_dims_rel,
            lambda ins, attrs: ins[0].reshape(_expand_dims_shape(
                "expand_dims", ins[0].shape, attrs.axis, attrs.num_newaxis)),
-           {"axis": 0, "num_newaxis": 1}, "relay.attrs.ExpandDimsAttrs")
+           {"axis": 0, "num_newaxis": 1}, "relay.attrs.ExpandDimsAttrs", reshape_only=True)
 
 
 def expand_dims(data, axis, num_newaxis=1):

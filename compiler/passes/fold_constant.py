@@ -188,7 +188,7 @@ def _fold_call(call: Call, old: Call) -> RelayExpr:
     shaped = _shape_const(old)
     if shaped is not None:
         return shaped
-    if getattr(opdef, "non_computational", False):
+    if opdef.non_computational:
         return call
     if not all(is_constant(a) for a in call.args):
         return call

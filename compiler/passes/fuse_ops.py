@@ -54,9 +54,6 @@ __all__ = ["FuseOps", "fuse_ops", "is_reshape_op", "is_non_computational"]
 
 DEFAULT_MAX_DEPTH = 256
 _SIMPLE_CONST_DTYPES = {"int32", "int64", "float32", "float64", "bool"}
-# TVM marks these TReshapeOp; an OpDef may also say so with `reshape_only = True`.
-_RESHAPE_OPS = frozenset({"reshape", "squeeze", "expand_dims", "batch_flatten", "reshape_like",
-                          "contrib_reverse_reshape"})
 
 ELEMWISE, BROADCAST, INJECTIVE = OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPattern.INJECTIVE
 COMM_REDUCE, OUT_EWISE = OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE
@@ -65,15 +62,12 @@ TUPLE, OPAQUE = OpPattern.TUPLE, OpPattern.OPAQUE
 
 def is_reshape_op(op: RelayExpr) -> bool:
     """True for ops that only reinterpret the shape (TVM's TReshapeOp)."""
-    if not isinstance(op, Op):
-        return False
-    flag = getattr(op.op_def, "reshape_only", None)
-    return bool(flag) if flag is not None else op.name in _RESHAPE_OPS
+    return isinstance(op, Op) and op.op_def.reshape_only
 
 
 def is_non_computational(op: RelayExpr) -> bool:
     """TVM's TNonComputational: an OpDef may set `non_computational = True`."""
-    return isinstance(op, Op) and bool(getattr(op.op_def, "non_computational", False))
+    return isinstance(op, Op) and op.op_def.non_computational
 
 
 # ---- 1. indexed forward graph ------------------------------------------------------------
