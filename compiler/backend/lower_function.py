@@ -22,6 +22,9 @@ from compiler.ir.types import TensorType, TupleType, Type
 __all__ = ["lower_primitive_function", "lower_to_tensors"]
 
 Value = te.Tensor | tuple
+# Inlining a long elementwise chain builds one deep tir expression, and codegen's expression
+# functors recurse per node; past this many inlined ops a tensor is materialized instead.
+MAX_INLINE_DEPTH = 32
 
 
 def lower_primitive_function(func: Function, name: str) -> PrimFunc:
@@ -41,6 +44,7 @@ def lower_to_tensors(func: Function, name: str) -> tuple[list[te.Tensor], list[t
     import compiler.op.compute  # noqa: F401  (registers every compute rule)
 
     env: dict[RelayExpr, Value] = {}
+    depth: dict[int, int] = {}  # id(tensor) -> ops inlined into it
     inputs: list[te.Tensor] = []
     used: set[str] = set()
     for k, p in enumerate(func.params):
@@ -62,7 +66,7 @@ def lower_to_tensors(func: Function, name: str) -> tuple[list[te.Tensor], list[t
         if kind is Op:
             continue
         if kind is Call:
-            env[node] = _lower_call(node, env, ctx)
+            env[node] = _bound_depth(_lower_call(node, env, ctx), node, env, depth)
         elif kind is Tuple:
             env[node] = tuple(env[f] for f in node.fields)
         elif kind is TupleGetItem:
@@ -107,6 +111,21 @@ def _lower_call(call: Call, env: dict, ctx: str) -> Value:
         raise LoweringError(f"{where}: {err}") from None
     _check_result(result, out_type, where)
     return result
+
+
+def _bound_depth(result: Value, call: Call, env: dict, depth: dict) -> Value:
+    """Materialize outputs whose inlined chain got too deep (see MAX_INLINE_DEPTH)."""
+    below = max((depth.get(id(t), 0) for a in call.args for t in _flatten_any(env[a])),
+                default=0)
+    cut = below + 1 >= MAX_INLINE_DEPTH
+    out = [te.materialize(t) if cut else t for t in _flatten_any(result)]
+    for t in out:
+        depth[id(t)] = 0 if t.materialized else below + 1
+    return tuple(out) if isinstance(result, tuple) else out[0]
+
+
+def _flatten_any(value: Value) -> list:
+    return list(value) if isinstance(value, tuple) else [value]
 
 
 def _check_result(result: Value, ty: Type, where: str) -> None:

@@ -3,3 +3,4 @@ from . import registry  # noqa: F401
 from .registry import (OpDef, OpPattern, get_def, get_op, list_ops, make_call,  # noqa: F401
                        register, register_compute)
 from . import tensor, nn, reduce, transform  # noqa: F401,E402
+from . import scatter  # noqa: F401,E402

@@ -1,2 +1,8 @@
-"""Compute rules (codegen.te lowering) for every registered op; importing registers them all."""
-from . import elemwise  # noqa: F401
+"""Compute rules (codegen.te lowering) for every registered op; importing registers them all.
+
+elemwise: unary/binary/broadcast tables, clip, cast, where, fills, activations; reduce:
+reductions; transform: injective index arithmetic; index: take/gather/scan/sort/init ops;
+nn: conv2d/dense/matmul anchors; norm: softmax and normalisations; pool: pooling;
+scatter: scatter_elements / scatter_nd.
+"""
+from . import elemwise, index, nn, norm, pool, reduce, scatter, transform  # noqa: F401

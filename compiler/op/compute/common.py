@@ -12,8 +12,7 @@ Expr = tir.Expr
 
 
 def rule(*names: str) -> Callable:
-    """Register one compute function for several ops (names missing from the registry are skipped,
-    so a renamed op shows up in the coverage test instead of breaking the import)."""
+    """Register fn for several ops; unknown names are skipped so the coverage test reports them."""
     def decorate(fn: Callable) -> Callable:
         list_ops()
         for name in names:
@@ -35,7 +34,7 @@ def tensor_name(op: str) -> str:
 
 def broadcast_indices(shape: Sequence[int], out_shape: Sequence[int],
                       idx: Sequence[Expr]) -> tuple:
-    """Indices into a tensor of `shape` numpy-broadcast to out_shape (right-aligned, size-1 -> 0)."""
+    """Indices into a tensor of `shape` broadcast to out_shape (right-aligned; size-1 -> 0)."""
     lead = len(out_shape) - len(shape)
     return tuple(0 if d == 1 and out_shape[lead + k] != 1 else idx[lead + k]
                  for k, d in enumerate(shape))

@@ -72,16 +72,25 @@ for _n in ("isnan", "isinf", "isfinite"):
 # --- binary ------------------------------------------------------------------------------
 
 
-def _int_power(a: Expr, b: Expr) -> Expr:
-    """a ** b for integers by repeated squaring over the exponent's bits (wrapping, as numpy)."""
+def _int_power(shape: tuple, a: te.Tensor, b: te.Tensor, out_dtype: str) -> te.Tensor:
+    """a ** b for integers by squaring over the exponent's bits (wrapping, as numpy).
+
+    The squares a**(2**k) are materialized stages: as one expression the repeated `base * base`
+    would be a DAG whose printed form (the JIT cache key) doubles with every bit."""
     from codegen.tir.dtype import bits as nbits
 
-    result, base, e = tir.const(1, a.dtype), a, b
-    for _ in range(nbits(a.dtype)):
-        odd = tir.eq(tir.floormod(e, 2), tir.const(1, e.dtype))
-        result = tir.select(odd, result * base, result)
-        base = base * base
-        e = tir.floordiv(e, 2)
+    result = te.compute(shape, lambda *i: tir.const(1, out_dtype), name="T_power")
+    base = te.compute(shape, lambda *i: bcast(a, shape, i), name="T_power_base")
+    for k in range(nbits(out_dtype)):
+        def step(*i, r=result, s=base, k=k):
+            e = bcast(b, shape, i)
+            odd = tir.eq(tir.floormod(tir.floordiv(e, tir.const(1 << k, e.dtype)), 2),
+                         tir.const(1, e.dtype)) if k < nbits(out_dtype) - 1 else \
+                tir.lt(e, tir.const(0, e.dtype))
+            return r[i] * tir.select(odd, s[i], tir.const(1, out_dtype))
+        result = te.compute(shape, step, name="T_power")
+        base = te.materialize(te.compute(shape, lambda *i, s=base: s[i] * s[i],
+                                         name="T_power_base"))
     return result
 
 
@@ -108,7 +117,7 @@ BINARY: dict[str, Callable[[Expr, Expr], Expr]] = {
     "add": tir.add, "subtract": tir.sub, "multiply": tir.mul, "divide": tir.div,
     "trunc_divide": tir.truncdiv, "floor_divide": tir.floordiv, "floor_mod": _floor_mod,
     "trunc_mod": _trunc_mod, "mod": _trunc_mod,
-    "power": lambda a, b: tir.pow(a, b) if is_float(a.dtype) else _int_power(a, b),
+    "power": tir.pow,
     "maximum": tir.max, "minimum": tir.min,
     "logical_and": _logic(tir.logical_and), "logical_or": _logic(tir.logical_or),
     "logical_xor": _logic(tir.ne),
@@ -133,6 +142,8 @@ def _binary(name: str, fn: Callable[[Expr, Expr], Expr]) -> None:
             f = _bool_arith(name)
         elif is_bool(a.dtype) and name in ("left_shift", "right_shift", "power", "subtract"):
             raise fail(name, f"{name} on bool tensors is not supported")
+        elif name == "power" and not is_float(a.dtype):
+            return _int_power(shape, a, b, out_type.dtype)
         return te.compute(shape, lambda *i: tir.cast(f(bcast(a, shape, i), bcast(b, shape, i)),
                                                      out_type.dtype), name=tensor_name(name))
 

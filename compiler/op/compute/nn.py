@@ -1,0 +1,106 @@
+"""Anchor ops (conv2d, conv2d_transpose, dense, matmul, batch_matmul) as plain reductions.
+
+Correctness first: padding is a guard on the reduction (`where`), not a padded copy. Fast
+schedules replace these rules later through extern tensors; keep them in this one module.
+"""
+from __future__ import annotations
+
+from .common import rule, te, tir
+
+
+def _acc(x, dtype: str):
+    return tir.cast(x, dtype)
+
+
+@rule("nn.conv2d")
+def _conv2d(inputs, attrs, out_type):
+    data, weight = inputs
+    dt = out_type.dtype
+    _, c, h, w = data.shape
+    o, ig, kh, kw = weight.shape
+    og = o // attrs.groups
+    (sh, sw), (dh, dw) = attrs.strides, attrs.dilation
+    pt, pl = attrs.padding[0], attrs.padding[1]
+
+    def f(n, oc, y, x):
+        ic = te.reduce_axis(ig, "ic")
+        ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+        iy = y * sh + ry * dh - pt if pt else y * sh + ry * dh
+        ix = x * sw + rx * dw - pl if pl else x * sw + rx * dw
+        ch = tir.floordiv(oc, og) * ig + ic if attrs.groups > 1 else ic
+        conds = []
+        if pt or (h - 1) < ((out_type.shape[2] - 1) * sh + (kh - 1) * dh):
+            conds += [tir.ge(iy, 0), tir.lt(iy, h)]
+        if pl or (w - 1) < ((out_type.shape[3] - 1) * sw + (kw - 1) * dw):
+            conds += [tir.ge(ix, 0), tir.lt(ix, w)]
+        prod = _acc(data[n, ch, iy, ix], dt) * _acc(weight[oc, ic, ry, rx], dt)
+        return te.sum(prod, (ic, ry, rx), where=tir.all(*conds) if conds else None)
+    return te.compute(out_type.shape, f, name="T_conv2d")
+
+
+@rule("nn.conv2d_transpose")
+def _conv2d_transpose(inputs, attrs, out_type):
+    data, weight = inputs
+    dt = out_type.dtype
+    _, c, h, w = data.shape
+    _, og, kh, kw = weight.shape
+    ig = c // attrs.groups
+    (sh, sw), (dh, dw) = attrs.strides, attrs.dilation
+    pt, pl = attrs.padding[0], attrs.padding[1]
+
+    def f(n, oc, y, x):
+        ic = te.reduce_axis(ig, "ic")
+        ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+        ty = y + pt - ry * dh  # = iy * sh for the contributing input row
+        tx = x + pl - rx * dw
+        iy, ix = tir.floordiv(ty, sh), tir.floordiv(tx, sw)
+        ch = tir.floordiv(oc, og) * ig + ic if attrs.groups > 1 else ic
+        conds = [tir.ge(ty, 0), tir.ge(tx, 0), tir.lt(iy, h), tir.lt(ix, w)]
+        if sh > 1:
+            conds.append(tir.eq(tir.floormod(ty, sh), tir.const(0, "int64")))
+        if sw > 1:
+            conds.append(tir.eq(tir.floormod(tx, sw), tir.const(0, "int64")))
+        prod = _acc(data[n, ch, iy, ix], dt) * _acc(weight[ch, tir.floormod(oc, og), ry, rx], dt)
+        return te.sum(prod, (ic, ry, rx), where=tir.all(*conds))
+    return te.compute(out_type.shape, f, name="T_conv2d_transpose")
+
+
+@rule("nn.dense")
+def _dense(inputs, attrs, out_type):
+    data, weight = inputs
+    dt, kdim = out_type.dtype, data.shape[-1]
+
+    def f(*i):
+        k = te.reduce_axis(kdim, "k")
+        return te.sum(_acc(data[i[:-1] + (k,)], dt) * _acc(weight[i[-1], k], dt), k)
+    return te.compute(out_type.shape, f, name="T_dense")
+
+
+@rule("nn.matmul")
+def _matmul(inputs, attrs, out_type):
+    a, b = inputs
+    dt = out_type.dtype
+    kdim = a.shape[0] if attrs.transpose_a else a.shape[-1]
+
+    def f(*i):
+        k = te.reduce_axis(kdim, "k")
+        av = a[k, i[0]] if attrs.transpose_a else a[i[:-1] + (k,)]
+        bv = b[i[-1], k] if attrs.transpose_b else b[k, i[-1]]
+        return te.sum(_acc(av, dt) * _acc(bv, dt), k)
+    return te.compute(out_type.shape, f, name="T_matmul")
+
+
+@rule("nn.batch_matmul")
+def _batch_matmul(inputs, attrs, out_type):
+    a, b = inputs
+    dt = out_type.dtype
+    kdim = a.shape[1] if attrs.transpose_a else a.shape[2]
+
+    def f(bi, m, n):
+        k = te.reduce_axis(kdim, "k")
+        ba = 0 if a.shape[0] == 1 else bi
+        bb = 0 if b.shape[0] == 1 else bi
+        av = a[ba, k, m] if attrs.transpose_a else a[ba, m, k]
+        bv = b[bb, n, k] if attrs.transpose_b else b[bb, k, n]
+        return te.sum(_acc(av, dt) * _acc(bv, dt), k)
+    return te.compute(out_type.shape, f, name="T_batch_matmul")

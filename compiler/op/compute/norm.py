@@ -1,0 +1,154 @@
+"""softmax / log_softmax (max, exp, sum stages: numerically stable), layer/instance/group/batch
+norm, lrn and dropout."""
+from __future__ import annotations
+
+from .common import is_float, rule, te, tir
+
+
+def _along(x: te.Tensor, axis: int, fn, name: str) -> te.Tensor:
+    """A keep-dims reduction along one axis: out[..., 0, ...] = fn(source at k, k)."""
+    shape = x.shape[:axis] + (1,) + x.shape[axis + 1:]
+
+    def f(*i):
+        k = te.reduce_axis(x.shape[axis], "k")
+        return fn(i[:axis] + (k,) + i[axis + 1:], k)
+    return te.compute(shape, f, name=name)
+
+
+def _at0(t: te.Tensor, i: tuple, axes) -> object:
+    return t[tuple(0 if d in axes else v for d, v in enumerate(i))]
+
+
+def _softmax(log: bool):
+    def compute(inputs, attrs, out_type):
+        (x,) = inputs
+        axis = attrs.axis % x.ndim
+        mx = _along(x, axis, lambda j, k: te.max(x[j], k), "T_softmax_max")
+        shifted = te.compute(x.shape, lambda *i: x[i] - _at0(mx, i, (axis,)),
+                             name="T_softmax_shift")
+        e = te.materialize(te.compute(x.shape, lambda *i: tir.exp(shifted[i]),
+                                      name="T_softmax_exp"))
+        s = _along(x, axis, lambda j, k: te.sum(e[j], k), "T_softmax_sum")
+        if log:
+            return te.compute(x.shape, lambda *i: shifted[i] - tir.log(_at0(s, i, (axis,))),
+                              name="T_log_softmax")
+        return te.compute(x.shape, lambda *i: e[i] / _at0(s, i, (axis,)), name="T_softmax")
+    return compute
+
+
+rule("nn.softmax")(_softmax(False))
+rule("nn.log_softmax")(_softmax(True))
+
+
+def normalize(x: te.Tensor, axes: tuple, eps: float, name: str) -> te.Tensor:
+    """(x - mean) / sqrt(var + eps) over `axes` (two-pass: mean, then centred squares)."""
+    n = 1
+    for d in axes:
+        n *= x.shape[d]
+    shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
+    dt = x.dtype
+
+    def red(fn):
+        def f(*i):
+            ks = {d: te.reduce_axis(x.shape[d], f"k{d}") for d in axes}
+            j = tuple(ks.get(d, v) for d, v in enumerate(i))
+            return fn(j, tuple(ks.values()))
+        return f
+    mean = te.compute(shape, red(lambda j, k: te.sum(x[j], k) / tir.const(n, dt)),
+                      name=f"{name}_mean")
+
+    def sq(j, k):
+        d = x[j] - _at0(mean, j, axes)
+        return te.sum(d * d, k) / tir.const(n, dt)
+    var = te.compute(shape, red(sq), name=f"{name}_var")
+    denom = te.materialize(te.compute(shape, lambda *i: tir.sqrt(var[i] + tir.const(eps, dt)),
+                                      name=f"{name}_std"))
+    return te.compute(x.shape, lambda *i: (x[i] - _at0(mean, i, axes)) / _at0(denom, i, axes),
+                      name=name)
+
+
+def _affine(y: te.Tensor, gamma: te.Tensor, beta: te.Tensor, axis: int, attrs,
+            name: str) -> te.Tensor:
+    def f(*i):
+        v = y[i]
+        if attrs.scale:
+            v = v * gamma[i[axis]]
+        if attrs.center:
+            v = v + beta[i[axis]]
+        return v
+    return te.compute(y.shape, f, name=name)
+
+
+def _require_float(op: str, x: te.Tensor) -> None:
+    if not is_float(x.dtype):
+        from .common import fail
+        raise fail(op, f"needs a float tensor, got {x.dtype}")
+
+
+@rule("nn.layer_norm")
+def _layer_norm(inputs, attrs, out_type):
+    x, gamma, beta = inputs
+    _require_float("nn.layer_norm", x)
+    axis = attrs.axis % x.ndim
+    y = normalize(x, (axis,), attrs.epsilon, "T_layer_norm_n")
+    return _affine(y, gamma, beta, axis, attrs, "T_layer_norm")
+
+
+@rule("nn.instance_norm")
+def _instance_norm(inputs, attrs, out_type):
+    x, gamma, beta = inputs
+    _require_float("nn.instance_norm", x)
+    axis = attrs.axis % x.ndim
+    axes = tuple(d for d in range(1, x.ndim) if d != axis)
+    y = normalize(x, axes, attrs.epsilon, "T_instance_norm_n")
+    return _affine(y, gamma, beta, axis, attrs, "T_instance_norm")
+
+
+@rule("nn.group_norm")
+def _group_norm(inputs, attrs, out_type):
+    x, gamma, beta = inputs
+    _require_float("nn.group_norm", x)
+    axis = attrs.axis % x.ndim
+    g = attrs.num_groups
+    from .transform import reshape_to
+    gshape = x.shape[:axis] + (g, x.shape[axis] // g) + x.shape[axis + 1:]
+    grouped = reshape_to(x, gshape, "T_group_norm_g")
+    y = normalize(grouped, tuple(range(axis + 1, len(gshape))), attrs.epsilon, "T_group_norm_n")
+    return _affine(reshape_to(y, x.shape, "T_group_norm_r"), gamma, beta, axis, attrs,
+                   "T_group_norm")
+
+
+@rule("nn.batch_norm")
+def _batch_norm(inputs, attrs, out_type):
+    x, gamma, beta, mean, var = inputs
+    _require_float("nn.batch_norm", x)
+    axis = attrs.axis % x.ndim
+    eps = tir.const(attrs.epsilon, x.dtype)
+    y = te.compute(x.shape, lambda *i: (x[i] - mean[i[axis]]) / tir.sqrt(var[i[axis]] + eps),
+                   name="T_batch_norm_n")
+    return _affine(y, gamma, beta, axis, attrs, "T_batch_norm"), mean, var
+
+
+@rule("nn.lrn")
+def _lrn(inputs, attrs, out_type):
+    (x,) = inputs
+    _require_float("nn.lrn", x)
+    axis, size = attrs.axis % x.ndim, attrs.size
+    n, half, dt = x.shape[axis], size // 2, x.dtype
+
+    def total(*i):
+        r = te.reduce_axis(size, "r")
+        c = i[axis] + r - half
+        v = x[i[:axis] + (c,) + i[axis + 1:]]
+        return te.sum(v * v, r, where=tir.all(tir.ge(c, 0), tir.lt(c, n)))
+    sq = te.compute(x.shape, total, name="T_lrn_sum")
+    alpha, bias, beta = (tir.const(v, dt) for v in (attrs.alpha, attrs.bias, attrs.beta))
+    return te.compute(x.shape, lambda *i: x[i] / tir.pow(
+        bias + alpha * sq[i] / tir.const(size, dt), beta), name="T_lrn")
+
+
+@rule("nn.dropout")
+def _dropout(inputs, attrs, out_type):
+    (x,) = inputs  # inference: identity, and an all-ones mask
+    out = te.compute(x.shape, lambda *i: x[i], name="T_dropout")
+    return out, te.compute(x.shape, lambda *i: tir.const(1, x.dtype), name="T_dropout_mask")

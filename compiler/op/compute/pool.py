@@ -1,0 +1,99 @@
+"""Pooling: max/avg with padding (guarded reductions), ceil_mode, count_include_pad, dilation;
+global and adaptive pools. NCHW and NHWC."""
+from __future__ import annotations
+
+from .common import fail, is_bool, is_float, rule, te, tensor_name, tir
+
+
+def _hw(layout: str) -> tuple:
+    return (2, 3) if layout == "NCHW" else (1, 2)
+
+
+def _with(idx: tuple, hi: int, wi: int, y, x) -> tuple:
+    out = list(idx)
+    out[hi], out[wi] = y, x
+    return tuple(out)
+
+
+def _window_count(base, k: int, d: int, size: int):
+    """#{r in [0, k): 0 <= base + r*d < size} in closed form (int64)."""
+    lo = tir.max(tir.const(0, "int64"), tir.floordiv(-base + (d - 1), d))
+    hi = tir.min(tir.const(k - 1, "int64"), tir.floordiv(size - 1 - base, d))
+    return tir.max(hi - lo + 1, tir.const(0, "int64"))
+
+
+def _pool(kind: str):
+    def compute(inputs, attrs, out_type):
+        (x,) = inputs
+        op = f"nn.{kind}_pool2d"
+        if is_bool(x.dtype):
+            raise fail(op, "pooling of bool tensors is not supported")
+        hi, wi = _hw(attrs.layout)
+        h, w = x.shape[hi], x.shape[wi]
+        (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
+        pt, pl = attrs.padding[0], attrs.padding[1]
+        acc = x.dtype if is_float(x.dtype) else "int64"
+
+        def f(*i):
+            ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+            by, bx = i[hi] * sh - pt, i[wi] * sw - pl
+            iy, ix = by + ry * dh, bx + rx * dw
+            inside = tir.all(tir.ge(iy, 0), tir.lt(iy, h), tir.ge(ix, 0), tir.lt(ix, w))
+            v = x[_with(i, hi, wi, iy, ix)]
+            if kind == "max":
+                return te.max(v, (ry, rx), where=inside)
+            total = te.sum(tir.cast(v, acc), (ry, rx), where=inside)
+            if attrs.count_include_pad:
+                count = tir.const(kh * kw, "int64")
+            else:
+                count = tir.max(_window_count(by, kh, dh, h) * _window_count(bx, kw, dw, w),
+                                tir.const(1, "int64"))
+            if is_float(x.dtype):
+                return total / tir.cast(count, acc)
+            return tir.cast(tir.truncdiv(total, count), x.dtype)
+        return te.compute(out_type.shape, f, name=tensor_name(op))
+    return compute
+
+
+rule("nn.max_pool2d")(_pool("max"))
+rule("nn.avg_pool2d")(_pool("avg"))
+
+
+def _adaptive(kind: str, is_global: bool):
+    def compute(inputs, attrs, out_type):
+        (x,) = inputs
+        op = f"nn.{'global' if is_global else 'adaptive'}_{kind}_pool2d"
+        if is_bool(x.dtype):
+            raise fail(op, "pooling of bool tensors is not supported")
+        hi, wi = _hw(attrs.layout)
+        h, w = x.shape[hi], x.shape[wi]
+        oh, ow = out_type.shape[hi], out_type.shape[wi]
+        acc = x.dtype if is_float(x.dtype) else "int64"
+        # the widest bin bounds the reduce axes; narrower bins mask the rest
+        kh = max(-(-((i + 1) * h) // oh) - (i * h) // oh for i in range(oh))
+        kw = max(-(-((j + 1) * w) // ow) - (j * w) // ow for j in range(ow))
+
+        def f(*i):
+            y0 = tir.floordiv(i[hi] * h, oh)
+            y1 = tir.floordiv((i[hi] + 1) * h + (oh - 1), oh)
+            x0 = tir.floordiv(i[wi] * w, ow)
+            x1 = tir.floordiv((i[wi] + 1) * w + (ow - 1), ow)
+            ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+            inside = tir.all(tir.lt(y0 + ry, y1), tir.lt(x0 + rx, x1))
+            full = kh * oh == h and kw * ow == w  # every bin has the same size
+            v = x[_with(i, hi, wi, y0 + ry, x0 + rx)]
+            where = None if full else inside
+            if kind == "max":
+                return te.max(v, (ry, rx), where=where)
+            total = te.sum(tir.cast(v, acc), (ry, rx), where=where)
+            count = (y1 - y0) * (x1 - x0)
+            if is_float(x.dtype):
+                return total / tir.cast(count, acc)
+            return tir.cast(tir.truncdiv(total, count), x.dtype)
+        return te.compute(out_type.shape, f, name=tensor_name(op))
+    return compute
+
+
+for _kind in ("max", "avg"):
+    rule(f"nn.global_{_kind}_pool2d")(_adaptive(_kind, True))
+    rule(f"nn.adaptive_{_kind}_pool2d")(_adaptive(_kind, False))
