@@ -87,13 +87,14 @@ def _to_module(mod_or_func: Any) -> IRModule:
 
 def optimize(mod: IRModule) -> IRModule:
     """The build pipeline under the current PassContext (TVM's OptimizeImpl, graph path)."""
+    from compiler.passes.alter_op_layout import AlterOpLayout
     from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
     from compiler.passes.fold_constant import FoldConstant
     from compiler.passes.fuse_ops import FuseOps
     from compiler.passes.infer_type import InferType
     from compiler.passes.simplify_inference import SimplifyInference
     from compiler.transform import Sequential
-    seq = Sequential([InferType(), SimplifyInference(), FoldConstant(),
+    seq = Sequential([InferType(), SimplifyInference(), AlterOpLayout(), FoldConstant(),
                       EliminateCommonSubexpr(), FuseOps(), InferType()], name="relay.build")
     ctx = _progress_context()
     if ctx is None:

@@ -13,6 +13,9 @@ functions are `noinline` so their register allocation stays isolated):
   args (kc, a, b, c, ldc, accumulate). A row is two vectors of NR/2 floats (6x16 with
   <8 x float> on AVX2: 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm; 6x32
   with <16 x float> when the host has AVX-512).
+- `relayjit.ukr.gemv_<NR>`: c[NR] = sum_k x[k] * B_packed[k][NR] (matrix-vector, M = 1 dense
+  on a pre-packed weight panel); args (k, x, b, c). Four k steps in flight, each with its own
+  two accumulators, so FMA latency is hidden while the panel streams from memory.
 - `relayjit.ukr.conv_<KB>_<P>_<C>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>`: direct
   convolution, KB output channels (two vectors) x P pixels: T[p][KB] = sum_{c,r,s}
   x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][KB]; args (w, t, x_0, ..., x_{P-1}).
@@ -164,6 +167,55 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4) -> ir.Func
     return fn
 
 
+# ---------------------------------------------------------------------- GEMV
+def gemv_kernel(module: ir.Module, nr: int, unroll: int = 4) -> ir.Function:
+    """void gemv(i64 k, ptr x, ptr b, ptr c): c[0:nr] = sum_kk x[kk] * b[kk*nr : kk*nr + nr]."""
+    name = f"{PREFIX}gemv_{nr}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    nv = 2
+    vw = nr // nv
+    fma = _fma_decl(module, vw)
+    fn = _new_function(module, name, [I64, PTR, PTR, PTR])
+    kk, x, bp, c = fn.args
+    for arg in (x, bp, c):
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
+
+    def make_body(u_count):
+        def body(b, it, carried):
+            x_ptr, b_ptr, accs = carried[0], carried[1], list(carried[2:])
+            for u in range(u_count):
+                xp = b.gep(x_ptr, [ir.Constant(I64, u)], inbounds=True, source_etype=F32) \
+                    if u else x_ptr
+                xv = _splat(b, xp, vw)
+                for j in range(nv):
+                    bv = _vload(b, b_ptr, u * nr + vw * j, vw)
+                    slot = (u % unroll) * nv + j
+                    accs[slot] = b.call(fma, [xv, bv, accs[slot]])
+            x_next = b.gep(x_ptr, [ir.Constant(I64, u_count)], inbounds=True, source_etype=F32)
+            b_next = b.gep(b_ptr, [ir.Constant(I64, u_count * nr)], inbounds=True,
+                           source_etype=F32)
+            return [x_next, b_next, *accs]
+        return body
+
+    carried = [x, bp] + [zero] * (unroll * nv)
+    main = b.ashr(kk, ir.Constant(I64, {1: 0, 2: 1, 4: 2, 8: 3}[unroll]))
+    carried = _counted_loop(b, fn, main, carried, make_body(unroll), "k4")
+    rem = b.and_(kk, ir.Constant(I64, unroll - 1))
+    carried = _counted_loop(b, fn, rem, carried, make_body(1), "k1")
+    accs = carried[2:]
+    for j in range(nv):
+        total = accs[j]
+        for u in range(1, unroll):
+            total = b.fadd(total, accs[u * nv + j])
+        _vstore(b, total, c, vw * j)
+    b.ret_void()
+    return fn
+
+
 # ---------------------------------------------------------------------- conv
 def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rowstep: int,
                 chanstep: int, dh: int, dw: int) -> ir.Function:
@@ -231,6 +283,8 @@ def emit_call(emitter, e) -> ir.Value:
     if kind == "gemm":
         mr, nr = (int(x) for x in params[0].split("x"))
         fn = gemm_kernel(module, mr, nr)
+    elif kind == "gemv":
+        fn = gemv_kernel(module, int(params[0]))
     elif kind == "conv":
         fn = conv_kernel(module, *(int(x) for x in params))
     else:

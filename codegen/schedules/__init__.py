@@ -7,8 +7,10 @@ applied while the output tile is cache-hot instead of in a second pass over memo
 """
 from __future__ import annotations
 
-from .conv2d import conv2d_nchw, conv2d_applicable
-from .gemm import batch_matmul, dense, gemm_applicable, matmul
+from .conv2d import conv2d_applicable, conv2d_nchw, conv2d_nchw_packed, conv2d_pack_geometry
+from .gemm import (batch_matmul, dense, dense_pack_geometry, dense_packed, gemm_applicable,
+                   matmul)
 
 __all__ = ["dense", "batch_matmul", "matmul", "conv2d_nchw", "gemm_applicable",
-           "conv2d_applicable"]
+           "conv2d_applicable", "conv2d_nchw_packed", "conv2d_pack_geometry", "dense_packed",
+           "dense_pack_geometry"]

@@ -34,11 +34,37 @@ def conv2d_applicable(dtype: str = "float32") -> bool:
     return dtype == "float32"
 
 
+def conv2d_pack_geometry(k: int, cg: int, r: int, s: int, groups: int = 1,
+                         vw: int | None = None) -> tuple:
+    """Shape of the packed weight the direct micro-kernel reads for an OIHW weight [K, Cg, R, S]:
+    Wp[G, ceil(Kg/KB), Cg, R, S, KB] with Wp[g, kb, c, r, s, v] = w[g*Kg + kb*KB + v, c, r, s]
+    (zero where kb*KB + v >= Kg), KB = two vectors."""
+    kb = 2 * (vector_width() if vw is None else vw)
+    return (groups, ceil_div(k // groups, kb), cg, r, s, kb)
+
+
+def conv2d_nchw_packed(x: te.Tensor, wp: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0),
+                       dilation=(1, 1), groups: int = 1, channels: int | None = None,
+                       name: str = "T_conv2d") -> te.Tensor:
+    """conv2d_nchw on a weight pre-packed per conv2d_pack_geometry (no run-time packing)."""
+    g_, nkb, cg, r, s, kb = wp.shape
+    k = channels
+    if g_ != groups or k is None or k % groups or ceil_div(k // groups, kb) != nkb:
+        raise ValueError(f"conv2d_nchw_packed: packed weight {wp.shape} does not fit "
+                         f"channels={k}, groups={groups}")
+    return _conv(x, wp, (k, cg, r, s), strides, padding, dilation, groups, name, packed=True)
+
+
 def conv2d_nchw(x: te.Tensor, w: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0),
                 dilation=(1, 1), groups: int = 1, name: str = "T_conv2d") -> te.Tensor:
     """NCHW conv2d; padding is (top, left, bottom, right)."""
+    return _conv(x, w, w.shape, strides, padding, dilation, groups, name, packed=False)
+
+
+def _conv(x: te.Tensor, w: te.Tensor, wshape, strides, padding, dilation, groups: int,
+          name: str, packed: bool) -> te.Tensor:
     n, c, h, wd = x.shape
-    k, cg, r, s = w.shape
+    k, cg, r, s = wshape
     sh, sw = strides
     dh, dw = dilation
     pt, pl, pb, pr = padding
@@ -50,9 +76,9 @@ def conv2d_nchw(x: te.Tensor, w: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0)
                pl=pl, hp=hp, wp=wp, oh=oh, ow=ow, g=groups, kg=kg)
 
     def fcompute(ins, outs, epilogue=None):
-        if cg == 1:
+        if cg == 1 and not packed:
             return _depthwise(ins[0], ins[1], outs[0], geo, epilogue, name)
-        return _direct(ins[0], ins[1], outs[0], geo, epilogue, name)
+        return _direct(ins[0], ins[1], outs[0], geo, epilogue, name, packed)
 
     return te.extern((n, k, oh, ow), [x, w], mark_epilogue(fcompute), name=name)
 
@@ -71,19 +97,20 @@ def _pad(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer | None, Stmt]:
                                                       "vectorized")))
 
 
-def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> Stmt:
+def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
+            packed: bool = False) -> Stmt:
     cg, r, s, kg, groups = g["cg"], g["r"], g["s"], g["kg"], g["g"]
-    KB = 2 * vector_width()  # noqa: N806 - 16 (AVX2) or 32 (AVX-512)
+    KB = wb.shape[-1] if packed else 2 * vector_width()  # noqa: N806 - 16 (AVX2) / 32 (AVX-512)
     nkb = ceil_div(kg, KB)
     npix = g["oh"] * g["ow"]
     # ---- weights: Wp[gi, kb, c, r, s, v]
-    wpk = Buffer(f"{name}_wpack", (groups, nkb, cg, r, s, KB), F32)
+    wpk = wb if packed else Buffer(f"{name}_wpack", (groups, nkb, cg, r, s, KB), F32)
     gi, kb, ci, ri, si, vi = (var(f"{name}_w{x}") for x in "gkcrsv")
     kk = kb * KB + vi
-    wval = Load(wb, (gi * kg + kk, ci, ri, si), F32)
-    if kg % KB:
+    wval = zero() if packed else Load(wb, (gi * kg + kk, ci, ri, si), F32)
+    if kg % KB and not packed:
         wval = if_then_else(lt(kk, kg), wval, zero())
-    pack_w = For(gi, groups, For(kb, nkb, For(ci, cg, For(ri, r, For(si, s, For(
+    pack_w = None if packed else For(gi, groups, For(kb, nkb, For(ci, cg, For(ri, r, For(si, s, For(
         vi, KB, Store(wpk, (gi, kb, ci, ri, si, vi), wval)))))))
     tile = Buffer(f"{name}_tile", (PB, KB), F32)
     ni = var(f"{name}_n")
@@ -122,8 +149,8 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -
     full, rest = divmod(npix, PB)
     pixels = seq(For(tt, full, tile_stmt(tt, PB)) if full else None,
                  tile_stmt(imm(full), rest) if rest else None)
-    stmt = seq(pack_w, For(ni, g["n"], seq(pad, For(gg, groups, pixels))))
-    for buf in (tile, wpk) + ((xp,) if xp is not None else ()):
+    stmt = seq(None if packed else pack_w, For(ni, g["n"], seq(pad, For(gg, groups, pixels))))
+    for buf in (tile,) + (() if packed else (wpk,)) + ((xp,) if xp is not None else ()):
         stmt = Allocate(buf, stmt)
     return stmt
 

@@ -37,6 +37,70 @@ def gemm_applicable(m: int, n: int, k: int, dtype: str = "float32") -> bool:
     return dtype == "float32" and m >= 2 and n >= 4 and k >= 1
 
 
+def dense_pack_geometry(n: int, k: int, vw: int | None = None) -> tuple[int, int, int]:
+    """(panels, Kp, NR): the shape of the packed B the GEMM micro-kernel reads for w[N, K].
+
+    Bp[jt, kk, v] = w[jt*NR + v, kk] (zero where jt*NR + v >= N or kk >= K); Kp is K rounded
+    up to the K-block split gemm_stmt uses (nb equal blocks of kc)."""
+    vw = vector_width() if vw is None else vw
+    nr = 2 * vw
+    nb = max(1, ceil_div(k, KC_TARGET))
+    kc = max(1, ceil_div(k, nb))
+    return ceil_div(n, nr), nb * kc, nr
+
+
+def dense_packed(x: te.Tensor, wp: te.Tensor, units: int, name: str = "T_dense") -> te.Tensor:
+    """x[..., M, K] . w^T with w pre-packed by dense_pack_geometry ([N/NR][Kp][NR]) -> [..., M, N].
+
+    The run-time packing of B is skipped; M <= GEMV_MAX_M runs a matrix-vector micro-kernel
+    per row (vectorised over N, streaming the packed panels) instead of the MRxNR tile."""
+    *lead, k = x.shape
+    n = units
+    nt, kp, nr = wp.shape
+    m = 1
+    for d in lead:
+        m *= d
+    if (nt, kp) != dense_pack_geometry(n, k, nr // 2)[:2]:
+        raise ValueError(f"dense_packed: packed weight {wp.shape} does not match N={n}, K={k}")
+    shape = (*lead, n)
+
+    def fcompute(ins, outs, epilogue=None):
+        xb, wb = ins
+        out_index = lambda b, i, j: (*_unflatten(i, lead), j)  # noqa: E731
+        if m <= GEMV_MAX_M:
+            return gemv_stmt(m, n, k, xb, lead, wb, outs[0], epilogue, name, out_index)
+        return gemm_stmt(
+            m, n, k, (), lambda b, i, j: Load(xb, (*_unflatten(i, lead), j), F32),
+            None, outs[0], "mk", "nk", epilogue, name, out_index=out_index, b_packed=wb)
+
+    return te.extern(shape, [x, wp], mark_epilogue(fcompute), name=name)
+
+
+GEMV_MAX_M = 4
+
+
+def gemv_stmt(m: int, n: int, k: int, xb: Buffer, lead: list, wp: Buffer, out: Buffer,
+              epilogue: Epilogue | None, name: str, out_index) -> Stmt:
+    """Per row i and N panel jt: tile[NR] = x[i, :] . Bp[jt] (micro-kernel), then the guarded
+    epilogue copy into out[i, jt*NR : jt*NR + NR]."""
+    nt, kp, nr = wp.shape
+    tile = Buffer(f"{name}_vtile", (nr,), F32)
+    ii, jt, vv = var(f"{name}_gi"), var(f"{name}_gj"), var(f"{name}_gv")
+    row = _unflatten(ii, lead)
+    nn = jt * nr + vv
+    idx = out_index((), ii, nn)
+    val = Load(tile, (vv,), F32)
+    if epilogue is not None:
+        val = epilogue(val, idx)
+    st: Stmt = Store(out, idx, val)
+    if n % nr:
+        st = IfThenElse(lt(nn, n), st)
+    call = ukr_call(f"gemv_{nr}", k, addr(xb, *row, 0), addr(wp, jt, 0, 0), addr(tile, 0))
+    body = loop(ii, m, For(jt, nt, seq(call, For(vv, nr, st, "vectorized" if not n % nr
+                                                  else "serial"))))
+    return Allocate(tile, body)
+
+
 def dense(x: te.Tensor, w: te.Tensor, name: str = "T_dense") -> te.Tensor:
     """x[..., M, K] . w[N, K]^T -> [..., M, N] (leading dims of x are flattened into M)."""
     *lead, k = x.shape
@@ -112,7 +176,7 @@ def _unflatten(i: Expr, lead: list[int]) -> tuple:
 
 def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
               a_layout: str, b_layout: str, epilogue: Epilogue | None, name: str,
-              out_index=None) -> Stmt:
+              out_index=None, b_packed: Buffer | None = None) -> Stmt:
     """The TIR of C[*b, m, n] = sum_k a(b, m, k) * b(b, n, k) with an optional epilogue."""
     if m == 0 or n == 0:
         return seq()
@@ -128,7 +192,9 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     mtb = min(MC_TILES, ceil_div(m, MR))
     mc = mtb * MR
     mb = ceil_div(m, mc)
-    bp = Buffer(f"{name}_bpack", (nt, kp, NR), F32)
+    bp = b_packed if b_packed is not None else Buffer(f"{name}_bpack", (nt, kp, NR), F32)
+    if b_packed is not None and tuple(b_packed.shape) != (nt, kp, NR):
+        raise ValueError(f"gemm: packed B {b_packed.shape} != expected {(nt, kp, NR)}")
     ap = Buffer(f"{name}_apack", (mtb, kc, MR), F32)
     tile = Buffer(f"{name}_tile", (MR, NR), F32)
     bvars = [var(f"{name}_b{d}") for d in range(len(batch))]
@@ -139,7 +205,7 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     # ---- pack B: Bp[jt, kk, v] = B(n = jt*16 + v, kk), zero padded
     jt, kk, vv = var(f"{name}_pj"), var(f"{name}_pk"), var(f"{name}_pv")
     nn = jt * NR + vv
-    if k == 0:
+    if k == 0 or b_packed is not None:
         pack_b = seq()
     elif b_layout == "nk":  # rows of B are contiguous along k
         copy = For(kk, k, Store(bp, (jt, kk, vv), b_load(bidx, nn, kk)))
@@ -151,7 +217,7 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         if n % NR:
             val = if_then_else(lt(nn, n), val, zero())
         pack_b = For(jt, nt, For(kk, k, For(vv, NR, Store(bp, (jt, kk, vv), val), "vectorized")))
-    if kp > k:
+    if kp > k and b_packed is None:
         kt = var(f"{name}_pkt")
         pack_b = seq(pack_b, For(jt, nt, For(kt, kp - k, For(vv, NR, Store(
             bp, (jt, kt + k, vv), zero()), "vectorized"))))
@@ -225,6 +291,6 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     stmt = seq(pack_b, body)
     for bv, ext in reversed(list(zip(bvars, batch))):
         stmt = loop(bv, ext, stmt)
-    for buf in (tile, ap, bp):
+    for buf in (tile, ap) + ((bp,) if b_packed is None else ()):
         stmt = Allocate(buf, stmt)
     return stmt

@@ -1,4 +1,4 @@
-"""Scatter ops: scatter_elements and scatter_nd (TVM's), a copy of data with updates applied in order.
+"""Scatter ops (TVM's scatter_elements, scatter_nd): a copy of data with updates applied in order.
 
 Updates are applied sequentially in row-major order of the indices, so with reduction
 "update" the last duplicate wins and "add"/"mul"/"min"/"max" combine every duplicate.

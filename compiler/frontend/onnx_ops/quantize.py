@@ -180,16 +180,16 @@ def _qlinear_matmul(ctx, inputs):
     rank_a, rank_b = ctx.rank(a), ctx.rank(b)
     acc = _matmul(ctx, _centered(ctx, a, a_zp, max(rank_a - 2, 0)),
                   _centered(ctx, b, b_zp, rank_b - 1))
-    a_s = _scalar_or(ctx, a_scale, rank_a, max(rank_a - 2, 0), ctx.shape(a))
-    b_s = _scalar_or(ctx, b_scale, rank_b, rank_b - 1, ctx.shape(b))
-    multiplier = op("divide", op("multiply", a_s, b_s), _scalar_or(ctx, y_scale, 0, 0, ()))
+    a_s = _scalar_or(ctx, a_scale, max(rank_a - 2, 0), ctx.shape(a))
+    b_s = _scalar_or(ctx, b_scale, rank_b - 1, ctx.shape(b))
+    multiplier = op("divide", op("multiply", a_s, b_s), _scalar_or(ctx, y_scale, 0, ()))
     y_dtype = ctx.dtype(y_zp) if y_zp is not None else ctx.dtype(a)
-    y_zp = None if y_zp is None else _scalar_or(ctx, y_zp, 0, 0, ())
+    y_zp = None if y_zp is None else _scalar_or(ctx, y_zp, 0, ())
     return _requantize(ctx, acc, multiplier, y_zp, y_dtype)
 
 
-def _scalar_or(ctx: NodeContext, param, rank: int, axis: int, shape: tuple):
-    """A one-element parameter as a scalar; a vector broadcast along `axis` of a rank-`rank` x."""
+def _scalar_or(ctx: NodeContext, param, axis: int, shape: tuple):
+    """A one-element parameter as a scalar; a vector broadcast along `axis` of a `shape` x."""
     pshape = ctx.shape(param)
     if not pshape or int(np.prod(pshape)) == 1:
         return reshape(param, []) if pshape else param
@@ -205,12 +205,10 @@ def _qlinear_conv(ctx, inputs):
     if bias is not None:
         acc = op("add", acc, reshape(op("cast", bias, dtype="int32"),
                                      [-1] + [1] * (rank - 2)))
-    w_s = _scalar_or(ctx, w_scale, 0, 0, ())
-    if ctx.shape(w_s):
-        w_s = reshape(w_s, [-1] + [1] * (rank - 2))
-    multiplier = op("divide", op("multiply", _scalar_or(ctx, x_scale, 0, 0, ()), w_s),
-                    _scalar_or(ctx, y_scale, 0, 0, ()))
+    w_s = _scalar_or(ctx, w_scale, 1, ctx.shape(acc))  # per output channel
+    multiplier = op("divide", op("multiply", _scalar_or(ctx, x_scale, 0, ()), w_s),
+                    _scalar_or(ctx, y_scale, 0, ()))
     y_dtype = ctx.dtype(y_zp) if y_zp is not None else ctx.dtype(x)
-    y_zp = None if y_zp is None else _scalar_or(ctx, y_zp, 0, 0, ())
+    y_zp = None if y_zp is None else _scalar_or(ctx, y_zp, 0, ())
     return _requantize(ctx, acc, multiplier, y_zp, y_dtype)
 

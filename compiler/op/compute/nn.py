@@ -1,11 +1,21 @@
-"""Anchor ops (conv2d, conv2d_transpose, dense, matmul, batch_matmul) as plain reductions.
+"""Anchor ops (conv2d, conv2d_transpose, dense, matmul, batch_matmul).
 
-Correctness first: padding is a guard on the reduction (`where`), not a padded copy. Fast
-schedules replace these rules later through extern tensors; keep them in this one module.
+float32 conv2d / dense / matmul / batch_matmul lower through the schedules written for speed
+(codegen.schedules: packed panels, LLVM micro-kernels, fused epilogues); other dtypes (and
+matrix-vector dense shapes) keep the plain reductions below, where padding is a guard on the
+reduction (`where`), not a padded copy.
 """
 from __future__ import annotations
 
+from codegen import schedules
+
 from .common import rule, te, tir
+
+F32 = "float32"
+
+
+def _all_f32(*tensors, out_type=None) -> bool:
+    return all(t.dtype == F32 for t in tensors) and (out_type is None or out_type.dtype == F32)
 
 
 def _acc(x, dtype: str):
@@ -16,6 +26,9 @@ def _acc(x, dtype: str):
 def _conv2d(inputs, attrs, out_type):
     data, weight = inputs
     dt = out_type.dtype
+    if _all_f32(data, weight, out_type=out_type) and schedules.conv2d_applicable(dt):
+        return schedules.conv2d_nchw(data, weight, tuple(attrs.strides), tuple(attrs.padding),
+                                     tuple(attrs.dilation), attrs.groups)
     _, c, h, w = data.shape
     o, ig, kh, kw = weight.shape
     og = o // attrs.groups
@@ -69,6 +82,12 @@ def _conv2d_transpose(inputs, attrs, out_type):
 def _dense(inputs, attrs, out_type):
     data, weight = inputs
     dt, kdim = out_type.dtype, data.shape[-1]
+    m = 1
+    for d in data.shape[:-1]:
+        m *= d
+    if _all_f32(data, weight, out_type=out_type) and \
+            schedules.gemm_applicable(m, weight.shape[0], kdim, dt):
+        return schedules.dense(data, weight)
 
     def f(*i):
         k = te.reduce_axis(kdim, "k")
@@ -81,6 +100,9 @@ def _matmul(inputs, attrs, out_type):
     a, b = inputs
     dt = out_type.dtype
     kdim = a.shape[0] if attrs.transpose_a else a.shape[-1]
+    if a.ndim == 2 and _all_f32(a, b, out_type=out_type) and schedules.gemm_applicable(
+            out_type.shape[0], out_type.shape[1], kdim, dt):
+        return schedules.matmul(a, b, bool(attrs.transpose_a), bool(attrs.transpose_b))
 
     def f(*i):
         k = te.reduce_axis(kdim, "k")
@@ -95,6 +117,9 @@ def _batch_matmul(inputs, attrs, out_type):
     a, b = inputs
     dt = out_type.dtype
     kdim = a.shape[1] if attrs.transpose_a else a.shape[2]
+    if _all_f32(a, b, out_type=out_type) and schedules.gemm_applicable(
+            out_type.shape[1], out_type.shape[2], kdim, dt):
+        return schedules.batch_matmul(a, b, bool(attrs.transpose_a), bool(attrs.transpose_b))
 
     def f(bi, m, n):
         k = te.reduce_axis(kdim, "k")
