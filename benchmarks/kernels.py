@@ -4,7 +4,8 @@
 
 Figures: median (and best) over interleaved repeats. Each kernel is built through the real
 path (relay program -> relay.build -> graph executor) when that works for the op; otherwise
-through the schedule + codegen.jit directly; the line says which.
+through the schedule + codegen.jit directly; the line says which. Weights are constants, as in
+a real model, built under PassContext(opt_level=3): AlterOpLayout packs them at compile time.
 """
 from __future__ import annotations
 
@@ -46,8 +47,11 @@ def _relay_build(build_expr, inputs: dict):
 
         import runtime
 
+        from compiler.transform import PassContext
+
         func = build_expr(relay)
-        lib = relay.build(IRModule.from_expr(func), target="llvm")
+        with PassContext(opt_level=3):
+            lib = relay.build(IRModule.from_expr(func), target="llvm")
         gm = graph_executor.GraphModule(lib["default"](runtime.cpu(0)))
         for k, v in inputs.items():
             gm.set_input(k, v)
@@ -101,18 +105,17 @@ def bench_elementwise(repeat: int) -> None:
            times, "relayjit add+relu", path)
 
 
-def bench_dense(repeat: int) -> None:
+def bench_dense(repeat: int, m: int = 1024, n: int = 1024, k: int = 1024) -> None:
     from codegen import te
     from codegen.schedules import dense
 
-    m = n = k = 1024
     xa, wa = np.random.rand(m, k).astype("f4"), np.random.rand(n, k).astype("f4")
 
     def expr(relay):
-        x, w = relay.var("x", shape=(m, k)), relay.var("w", shape=(n, k))
-        return relay.Function([x, w], relay.nn.dense(x, w))
+        x = relay.var("x", shape=(m, k))
+        return relay.Function([x], relay.nn.dense(x, relay.const(wa)))
 
-    run, get, why = _relay_build(expr, {"x": xa, "w": wa})
+    run, get, why = _relay_build(expr, {"x": xa})
     path = "relay.build + graph executor"
     if run is None:
         path = f"codegen.schedules.dense + codegen.jit (relay path failed: {why})"
@@ -123,16 +126,17 @@ def bench_dense(repeat: int) -> None:
     wt = np.ascontiguousarray(wa.T)
     times = interleaved({"relayjit dense": run, "numpy matmul (OpenBLAS, 1 thr)":
                          lambda: xa @ wt}, repeat)
-    report("dense 1024x1024x1024 float32 (GFLOP/s)", 2.0 * m * n * k, "GFLOP/s", times,
-           "relayjit dense", path)
+    report(f"dense M={m} N={n} K={k} float32, constant weight (GFLOP/s)", 2.0 * m * n * k,
+           "GFLOP/s", times, "relayjit dense", path)
 
 
-def _onnx_conv(xs, ws, pads):
+def _onnx_conv(xs, ws, pads, strides=(1, 1), group=1):
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=list(pads), strides=[1, 1])
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=list(pads), strides=list(strides),
+                            group=group)
     graph = helper.make_graph([node], "conv", [
         helper.make_tensor_value_info("x", TensorProto.FLOAT, list(xs)),
         helper.make_tensor_value_info("w", TensorProto.FLOAT, list(ws))],
@@ -146,42 +150,50 @@ def _onnx_conv(xs, ws, pads):
                                 providers=["CPUExecutionProvider"])
 
 
-def bench_conv(repeat: int) -> None:
+def bench_conv(repeat: int, xs=(1, 64, 56, 56), ws=(64, 64, 3, 3), pad: int = 1,
+               stride: int = 1, groups: int = 1, label: str = "ResNet-50 layer") -> None:
     from codegen import te
     from codegen.schedules import conv2d_nchw
 
-    xs, ws = (1, 64, 56, 56), (64, 64, 3, 3)
     xa, wa = np.random.rand(*xs).astype("f4"), np.random.rand(*ws).astype("f4") - 0.5
+    pads = (pad,) * 4
 
     def expr(relay):
-        x, w = relay.var("x", shape=xs), relay.var("w", shape=ws)
-        return relay.Function([x, w], relay.nn.conv2d(x, w, padding=(1, 1), kernel_size=(3, 3),
-                                                      channels=64))
+        x = relay.var("x", shape=xs)
+        return relay.Function([x], relay.nn.conv2d(x, relay.const(wa), strides=(stride, stride),
+                                                   padding=(pad, pad), groups=groups))
 
-    run, get, why = _relay_build(expr, {"x": xa, "w": wa})
+    run, get, why = _relay_build(expr, {"x": xa})
     path = "relay.build + graph executor"
     if run is None:
         path = f"codegen.schedules.conv2d_nchw + codegen.jit (relay path failed: {why})"
         x, w = te.placeholder(xs, name="x"), te.placeholder(ws, name="w")
-        run, get = _te_build([x, w], [conv2d_nchw(x, w, (1, 1), (1, 1, 1, 1))], [xa, wa],
-                             "conv")
+        run, get = _te_build([x, w], [conv2d_nchw(x, w, (stride, stride), pads, (1, 1),
+                                                  groups)], [xa, wa], "conv")
     run()
-    sess = _onnx_conv(xs, ws, (1, 1, 1, 1))
+    sess = _onnx_conv(xs, ws, pads, (stride, stride), groups)
     ref = sess.run(None, {"x": xa, "w": wa})[0]
     np.testing.assert_allclose(get(), ref, rtol=1e-3, atol=1e-3)
+    fns = {"relayjit conv2d": run,
+           "onnxruntime Conv (1 thr)": lambda: sess.run(None, {"x": xa, "w": wa})}
+    if groups == 1:
+        r, s = ws[2], ws[3]
+        oh = (xs[2] + 2 * pad - r) // stride + 1
+        ow = (xs[3] + 2 * pad - s) // stride + 1
 
-    def im2col():
-        xp = np.pad(xa[0], ((0, 0), (1, 1), (1, 1)))
-        cols = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(1, 2))
-        cols = cols.transpose(0, 3, 4, 1, 2).reshape(64 * 9, 56 * 56)
-        return wa.reshape(64, -1) @ cols
-
-    times = interleaved({"relayjit conv2d": run,
-                         "onnxruntime Conv (1 thr)": lambda: sess.run(None, {"x": xa, "w": wa}),
-                         "numpy im2col + matmul": im2col}, repeat)
-    flops = 2.0 * 64 * 56 * 56 * 64 * 9
-    report("conv2d 3x3 1x64x56x56 -> 64 (ResNet-50 layer), float32 (GFLOP/s)", flops,
-           "GFLOP/s", times, "relayjit conv2d", path)
+        def im2col():
+            xp = np.pad(xa[0], ((0, 0), (pad, pad), (pad, pad)))
+            cols = np.lib.stride_tricks.sliding_window_view(xp, (r, s), axis=(1, 2))
+            cols = cols[:, ::stride, ::stride][:, :oh, :ow]
+            cols = cols.transpose(0, 3, 4, 1, 2).reshape(xs[1] * r * s, oh * ow)
+            return wa.reshape(ws[0], -1) @ cols
+        fns["numpy im2col + matmul"] = im2col
+    times = interleaved(fns, repeat)
+    out = ref.shape
+    flops = 2.0 * out[1] * out[2] * out[3] * ws[1] * ws[2] * ws[3]
+    report(f"conv2d {ws[2]}x{ws[3]}/{stride} {'x'.join(map(str, xs))} -> {ws[0]}"
+           f"{' groups=' + str(groups) if groups > 1 else ''} ({label}), float32 (GFLOP/s)",
+           flops, "GFLOP/s", times, "relayjit conv2d", path)
 
 
 def main() -> None:
@@ -200,7 +212,12 @@ def main() -> None:
           f"{'.'.join(map(str, llvm.llvm_version_info))}")
     bench_elementwise(args.repeat)
     bench_dense(args.repeat)
+    bench_dense(args.repeat, 1, 1000, 4096)  # the batch-1 classifier of VGG / AlexNet
     bench_conv(args.repeat)
+    bench_conv(args.repeat, (1, 256, 56, 56), (64, 256, 1, 1), 0, label="1x1 ResNet-50")
+    bench_conv(args.repeat, (1, 3, 224, 224), (64, 3, 7, 7), 3, 2, label="first layer")
+    bench_conv(args.repeat, (1, 128, 56, 56), (128, 1, 3, 3), 1, groups=128,
+               label="depthwise")
 
 
 if __name__ == "__main__":

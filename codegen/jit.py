@@ -1,4 +1,10 @@
-"""Compile PrimFuncs to host object code with llvmlite (new pass manager) and load them."""
+"""Compile PrimFuncs to host object code with llvmlite (new pass manager) and load them.
+
+Two in-process caches, both keyed by tir.structural's name-free digest: object code per
+(digest, kernel names), and the optimised module per digest. Identical kernels under other
+names (FoldConstant names each kernel uniquely) reuse the optimised module: the exported
+functions are renamed and only machine-code emission runs, skipping the O-level pipeline.
+"""
 from __future__ import annotations
 
 import threading
@@ -9,9 +15,12 @@ import llvmlite.binding as llvm
 from .errors import CodegenError
 from .llvm.emit import emit_module
 from .tir.stmt import PrimFunc
+from .tir.structural import structural_digest
 
-_CACHE: OrderedDict[str, bytes] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, tuple[str, ...]], bytes] = OrderedDict()
+_MODULES: OrderedDict[str, tuple[tuple[str, ...], bytes]] = OrderedDict()  # digest -> bitcode
 _CACHE_SIZE = 256
+_STATS = {"hits": 0, "renamed": 0, "misses": 0}
 _lock = threading.Lock()
 
 
@@ -22,9 +31,8 @@ def _target_machine(opt_level: int) -> llvm.TargetMachine:
 
 
 def structural_key(funcs: list[PrimFunc], opt_level: int) -> str:
-    """A string identifying the code: the printed kernels (names, shapes, dtypes, bodies)."""
-    return f"opt{opt_level}\n" + "\n".join(
-        f"{f}\nattrs={sorted(f.attrs.items())}" for f in funcs)
+    """Digest of the generated code: kernels' structure, shapes, dtypes, attrs; not names."""
+    return structural_digest(funcs, f"opt{opt_level}")
 
 
 def _optimised_module(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.ModuleRef,
@@ -53,19 +61,54 @@ def _optimised_module(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.Modul
 
 def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3) -> bytes:
     """Object code of one LLVM module holding all kernels (cached by structural key)."""
-    key = structural_key(funcs, opt_level)
+    key, names = structural_key(funcs, opt_level), tuple(f.name for f in funcs)
     with _lock:
-        obj = _CACHE.get(key)
+        obj = _CACHE.get((key, names))
         if obj is not None:
-            _CACHE.move_to_end(key)
+            _CACHE.move_to_end((key, names))
+            _STATS["hits"] += 1
             return obj
-    mod, tm = _optimised_module(funcs, opt_level)
-    obj = tm.emit_object(mod)
+        known = _MODULES.get(key)
+    obj = _renamed_object(known, names, opt_level) if known is not None else None
+    if obj is not None:
+        _STATS["renamed"] += 1
+    else:
+        _STATS["misses"] += 1
+        mod, tm = _optimised_module(funcs, opt_level)
+        bitcode = mod.as_bitcode()
+        obj = tm.emit_object(mod)
+        with _lock:
+            _remember(_MODULES, key, (names, bitcode))
     with _lock:
-        _CACHE[key] = obj
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        _remember(_CACHE, (key, names), obj)
     return obj
+
+
+def _renamed_object(known: tuple[tuple[str, ...], bytes], names: tuple[str, ...],
+                    opt_level: int) -> bytes | None:
+    """Object code of a cached optimised module with its kernels renamed (None if not)."""
+    old_names, bitcode = known
+    mod = llvm.parse_bitcode(bitcode)
+    fns = [mod.get_function(n) for n in old_names]
+    for k, fn in enumerate(fns):  # via temporary names, so swapped names cannot collide
+        fn.name = f"relayjit.rename.{k}"
+    for fn, name in zip(fns, names):
+        fn.name = name
+        if fn.name != name:  # LLVM renames on a clash with another global: compile afresh
+            return None
+    return _target_machine(opt_level).emit_object(mod)
+
+
+def _remember(cache: OrderedDict, key, value) -> None:
+    cache[key] = value
+    while len(cache) > _CACHE_SIZE:
+        cache.popitem(last=False)
+
+
+def cache_stats() -> dict[str, int]:
+    """Counts of exact hits, hits under other kernel names (renamed) and misses."""
+    with _lock:
+        return dict(_STATS)
 
 
 def build_library(funcs: list[PrimFunc], opt_level: int = 3):
@@ -93,6 +136,7 @@ def clear_cache() -> None:
     """Forget compiled objects (tests, benchmarks of compile time)."""
     with _lock:
         _CACHE.clear()
+        _MODULES.clear()
 
 
 def build_te(inputs: list, outputs: list, name: str = "kernel", opt_level: int = 3):

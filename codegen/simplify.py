@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tir.dtype import is_bool, is_float, is_integer, wrap_int
+from .tir.dtype import bits, float_to_int, is_bool, is_float, is_integer, wrap_int
 from .tir.expr import BinaryOp, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Not, Select, Var
 from .tir.functor import rewrite
 
@@ -28,32 +28,45 @@ class _Simplifier:
 
     def __init__(self, bounds: Bounds) -> None:
         self.bounds = bounds
-        self.ranges: dict[int, tuple[int, int] | None] = {}
+        self.ranges: dict[int, tuple[Expr, tuple[int, int] | None]] = {}
 
     def run(self, e: Expr) -> Expr:
         return rewrite(e, self.visit)
 
     # ---------------------------------------------------------------- intervals
     def range_of(self, e: Expr) -> tuple[int, int] | None:
-        """Inclusive [lo, hi] of an integer expression, or None when unknown."""
-        key = id(e)
-        if key in self.ranges:
-            return self.ranges[key]
-        out = self._range(e)
-        self.ranges[key] = out
-        return out
+        """Inclusive [lo, hi] of an integer expression, or None when unknown (explicit stack)."""
+        got = self.ranges.get(id(e))
+        if got is not None:
+            return got[1]
+        stack: list[tuple[Expr, bool]] = [(e, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if id(node) in self.ranges:
+                continue
+            kids = _range_children(node)
+            if not expanded and kids:
+                stack.append((node, True))
+                stack.extend((c, False) for c in kids if id(c) not in self.ranges)
+                continue
+            self.ranges[id(node)] = (node, self._range(node))  # node kept alive: ids unique
+        return self.ranges[id(e)][1]
+
+    def _known(self, e: Expr) -> tuple[int, int] | None:
+        return self.ranges[id(e)][1]
 
     def _range(self, e: Expr) -> tuple[int, int] | None:
+        """Range of e from its children's ranges (already computed by range_of)."""
         t = type(e)
         if t is IntImm:
             return (e.value, e.value)
         if t is Var:
             return self.bounds.get(e)
-        if t is Cast and is_integer(e.dtype) and is_integer(e.value.dtype):
-            return self.range_of(e.value)
-        if t is not BinaryOp or not is_integer(e.dtype):
+        if not _range_children(e):
             return None
-        ra, rb = self.range_of(e.a), self.range_of(e.b)
+        if t is Cast:
+            return self._known(e.value)
+        ra, rb = self._known(e.a), self._known(e.b)
         if ra is None or rb is None:
             return None
         k = e.kind
@@ -166,6 +179,16 @@ class _Simplifier:
         return BinaryOp("floormod", r_expr, IntImm(c, e.dtype), e.dtype)
 
 
+def _range_children(e: Expr) -> tuple[Expr, ...]:
+    """Children whose ranges determine e's: int->int casts and integer binary ops."""
+    t = type(e)
+    if t is Cast and is_integer(e.dtype) and is_integer(e.value.dtype):
+        return (e.value,)
+    if t is BinaryOp and is_integer(e.dtype):
+        return (e.a, e.b)
+    return ()
+
+
 def _is(e: Expr, v: int) -> bool:
     return type(e) in (IntImm, FloatImm) and e.value == v
 
@@ -239,6 +262,8 @@ def _fold(e: BinaryOp) -> Expr | None:
     if k in ("and", "or"):
         v = (a.value and b.value) if k == "and" else (a.value or b.value)
         return IntImm(int(bool(v)), "bool")
+    if k in _BIT:
+        return IntImm(wrap_int(_BIT[k](a.value, b.value, dt), dt), dt)
     if is_bool(dt):
         return None
     if is_float(dt):
@@ -272,14 +297,26 @@ def _fold(e: BinaryOp) -> Expr | None:
     return IntImm(wrap_int(v, dt), dt)
 
 
+def _shift(x: int, y: int, dt: str, left: bool) -> int:
+    """numpy's shift of constants: amounts outside [0, width) give 0 (or -1 for x < 0 >> y)."""
+    if 0 <= y < bits(dt):
+        return x << y if left else x >> y
+    return -1 if not left and x < 0 else 0
+
+
+# bit ops on the (wrapped) values; Python's & | ^ on negative ints are two's complement
+_BIT = {"bitand": lambda x, y, dt: x & y, "bitor": lambda x, y, dt: x | y,
+        "bitxor": lambda x, y, dt: x ^ y,
+        "shl": lambda x, y, dt: _shift(x, y, dt, True),
+        "shr": lambda x, y, dt: _shift(x, y, dt, False)}
+
+
 def _fold_cast(e: Cast) -> Expr | None:
     v, dt = e.value, e.dtype
     if is_float(dt):
         return FloatImm(float(np.array(v.value).astype(dt)), dt)
     if is_bool(dt):
         return IntImm(int(v.value != 0), "bool")
-    if type(v) is FloatImm:
-        if not np.isfinite(v.value):
-            return None
-        return IntImm(wrap_int(int(v.value), dt), dt)
+    if type(v) is FloatImm:  # the value as its dtype holds it, then the emitter's conversion
+        return IntImm(float_to_int(float(np.array(v.value, dtype=v.dtype)), dt), dt)
     return IntImm(wrap_int(v.value, dt), dt)

@@ -87,6 +87,11 @@ def _load_any(path: str, shapes, opt_level: int, quiet: bool):
     return factory, model
 
 
+def _cpu():
+    import runtime
+    return runtime.cpu()
+
+
 def _executor(factory):
     import runtime
     from runtime import graph_executor
@@ -157,7 +162,7 @@ def cmd_bench(args) -> int:
                                args.quiet)
     gmod = _executor(factory)
     feeds = _default_inputs(gmod)
-    result = gmod.benchmark(None, repeat=args.repeat, number=args.number, **feeds)
+    result = gmod.benchmark(_cpu(), repeat=args.repeat, number=args.number, **feeds)
     ms = [t * 1e3 for t in result.results]
     print(f"relayjit    median {np.median(ms):8.3f} ms  min {min(ms):8.3f}  max {max(ms):8.3f}"
           f"  ({args.repeat} x {args.number} runs)")
@@ -248,7 +253,7 @@ def cmd_demo(args) -> int:
     gmod.run(**feeds)
     out = gmod.get_output(0).numpy()
     expected = reference_outputs(path)[0]
-    result = gmod.benchmark(None, repeat=5, number=3, **feeds)
+    result = gmod.benchmark(_cpu(), repeat=5, number=3, **feeds)
     print(_summary("output", out))
     error = float(np.max(np.abs(out - expected)))
     ok = out.shape == expected.shape and np.allclose(out, expected, rtol=1e-3, atol=1e-5)

@@ -10,7 +10,7 @@ from ..tir.dtype import is_bool, is_float, is_int, is_uint, itemsize
 from ..tir.expr import (
     BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Select, Var,
 )
-from ..tir.functor import post_order
+from ..tir.functor import children, post_order
 from ..tir.stmt import Buffer
 from . import mathlib
 from .types import F32, F64, I1, I64, intrinsic, mem_type, reg_type
@@ -42,19 +42,36 @@ class ExprEmitter:
     def pop(self) -> None:
         self.memo.pop()
 
-    def expr(self, e: Expr) -> ir.Value:
-        """LLVM value of e (i1 for bool)."""
+    def lookup(self, e: Expr) -> ir.Value | None:
+        """The value of e already emitted in a dominating scope, if any."""
         key = (id(e), self.clamp)
         for scope in reversed(self.memo):
             got = scope.get(key)
             if got is not None:
                 return got
-        method = _DISPATCH.get(type(e))
-        if method is None:
-            raise self.fail(f"cannot emit {type(e).__name__} (reductions must be lowered first)")
-        val = method(self, e)
-        self.memo[-1][key] = val
-        return val
+        return None
+
+    def expr(self, e: Expr) -> ir.Value:
+        """LLVM value of e (i1 for bool); operands first in explicit-stack post-order."""
+        got = self.lookup(e)
+        if got is not None:
+            return got
+        stack: list[tuple[Expr, bool]] = [(e, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if self.lookup(node) is not None:
+                continue
+            kids = _eager_children(node)
+            if not expanded and kids:
+                stack.append((node, True))
+                stack.extend((c, False) for c in reversed(kids) if self.lookup(c) is None)
+                continue
+            method = _DISPATCH.get(type(node))
+            if method is None:
+                raise self.fail(f"cannot emit {type(node).__name__} "
+                                "(reductions must be lowered first)")
+            self.memo[-1][(id(node), self.clamp)] = method(self, node)
+        return self.lookup(e)
 
     # ------------------------------------------------------------------ leaves
     def _int(self, e: IntImm) -> ir.Value:
@@ -121,10 +138,14 @@ class ExprEmitter:
             if is_uint(dt) or is_bool(dt):
                 return bld.icmp_unsigned(_FCMP[k], a, b)
             return bld.icmp_signed(_FCMP[k], a, b)
-        if k == "and":
+        if k in ("and", "bitand"):
             return bld.and_(a, b)
-        if k == "or":
+        if k in ("or", "bitor"):
             return bld.or_(a, b)
+        if k == "bitxor":
+            return bld.xor(a, b)
+        if k in ("shl", "shr"):
+            return self._shift(k, dt, a, b)
         if is_float(dt):
             return self._float_binary(e, k, a, b)
         return self._int_binary(e, k, a, b)
@@ -150,12 +171,14 @@ class ExprEmitter:
             return bld.frem(a, b)
         if k == "floordiv":
             return intrinsic(bld, "floor", bld.fdiv(a, b))
-        if k == "floormod":  # numpy.mod: result has the sign of b
+        if k == "floormod":  # numpy.mod exactly: fmod, moved to b's side, zero signed like b
             r = bld.frem(a, b)
             zero = ir.Constant(a.type, 0.0)
             fix = bld.and_(bld.fcmp_ordered("!=", r, zero),
                            bld.xor(bld.fcmp_ordered("<", r, zero), bld.fcmp_ordered("<", b, zero)))
-            return bld.select(fix, bld.fadd(r, b), r)
+            out = bld.select(fix, bld.fadd(r, b), r)
+            return bld.select(bld.fcmp_ordered("==", r, zero),
+                              intrinsic(bld, "copysign", zero, b), out)
         raise self.fail(f"float op {k} not supported")
 
     def _is_acc_update(self, e: BinaryOp) -> bool:
@@ -178,6 +201,17 @@ class ExprEmitter:
         if k in ("div", "mod", "floordiv", "floormod"):
             return self._int_divmod(e, k, a, b)
         raise self.fail(f"integer op {k} not supported for {dt}")
+
+    def _shift(self, k: str, dt: str, a: ir.Value, b: ir.Value) -> ir.Value:
+        """Shifts with numpy results where LLVM's are poison: amounts outside [0, width)."""
+        bld, ty = self.builder, a.type
+        width = ir.Constant(ty, ty.width)
+        ok = bld.icmp_unsigned("<", b, width)  # a negative signed amount is huge unsigned
+        if k == "shr" and is_int(dt):  # ashr by width-1 gives the 0 / -1 fill
+            return bld.ashr(a, bld.select(ok, b, ir.Constant(ty, ty.width - 1)))
+        amount = bld.select(ok, b, ir.Constant(ty, 0))
+        r = bld.shl(a, amount) if k == "shl" else bld.lshr(a, amount)
+        return bld.select(ok, r, ir.Constant(ty, 0))
 
     def _int_divmod(self, e: BinaryOp, k: str, a: ir.Value, b: ir.Value) -> ir.Value:
         """Integer division with numpy results for x/0 (0) and INT_MIN/-1 (wraps), no traps."""
@@ -271,7 +305,7 @@ class ExprEmitter:
         if is_float(src):
             if is_float(dst):
                 return bld.fpext(v, to) if to == F64 else bld.fptrunc(v, to)
-            return bld.fptosi(v, to) if is_int(dst) else bld.fptoui(v, to)
+            return self._float_to_int(v, dst, to)
         if is_float(dst):
             return bld.sitofp(v, to) if is_int(src) else bld.uitofp(v, to)
         if v.type.width == to.width:
@@ -279,6 +313,29 @@ class ExprEmitter:
         if v.type.width > to.width:
             return bld.trunc(v, to)
         return bld.sext(v, to) if is_int(src) else bld.zext(v, to)
+
+    def _float_to_int(self, v: ir.Value, dst: str, to: ir.IntType) -> ir.Value:
+        """x86 cvtt* semantics (see tir.dtype.float_to_int) instead of fptosi's poison."""
+        bld = self.builder
+        if dst == "uint64":
+            top = ir.Constant(v.type, 2.0 ** 63)
+            high = bld.fcmp_ordered(">=", v, top)
+            r = self._cvtt(bld.select(high, bld.fsub(v, top), v), 64)
+            flip = bld.select(high, ir.Constant(I64, -(1 << 63)), ir.Constant(I64, 0))
+            return bld.xor(r, flip)
+        width = 64 if dst in ("int64", "uint32") else 32
+        r = self._cvtt(v, width)
+        return r if width == to.width else bld.trunc(r, to)
+
+    def _cvtt(self, v: ir.Value, width: int) -> ir.Value:
+        """Truncate to a signed width-bit int; NaN and out-of-range give INT_MIN."""
+        bld, ty = self.builder, ir.IntType(width)
+        bound = float(1 << (width - 1))
+        ok = bld.and_(bld.fcmp_ordered(">=", v, ir.Constant(v.type, -bound)),
+                      bld.fcmp_ordered("<", v, ir.Constant(v.type, bound)))
+        # select picks INT_MIN wherever fptosi would be poison; poison in the unpicked arm is
+        # harmless for select
+        return bld.select(ok, bld.fptosi(v, ty), ir.Constant(ty, -(1 << (width - 1))))
 
     # ------------------------------------------------------------------ math
     def _call(self, e: Call) -> ir.Value:
@@ -330,6 +387,17 @@ def emit_math(b: ir.IRBuilder, name: str, args: list[ir.Value], dtype: str, fail
     if x.type == F32 and name in mathlib.F32_POLY:  # vectorisable polynomials
         return mathlib.F32_POLY[name](b, x)
     return mathlib.libm_call(b, name, args)
+
+
+def _eager_children(e: Expr) -> tuple[Expr, ...]:
+    """Operands emitted before e at the same place: all but if_then_else arms (emitted in
+    their own blocks or clamped) and micro-kernel arguments (Loads there are addresses)."""
+    t = type(e)
+    if t is IfThenElseExpr:
+        return (e.cond,)
+    if t is Call and e.name.startswith("relayjit.ukr."):
+        return ()
+    return children(e)
 
 
 def _align(dtype: str) -> int:

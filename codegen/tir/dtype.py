@@ -84,6 +84,31 @@ def max_value(dtype: str) -> float | int:
     return (1 << bits(dtype)) - 1
 
 
+def float_to_int(value: float, dtype: str) -> int:
+    """float -> integer dtype as numpy does on x86 (the emitter's semantics; no UB, no poison).
+
+    cvttss2si/cvttsd2si give INT_MIN of their 32/64-bit register for NaN and out-of-range
+    values; narrower types (and uint32) convert through the 32-bit (64-bit) instruction and
+    keep the low bits; uint64 subtracts 2**63 from values >= 2**63 and flips the top bit back.
+    (numpy's vectorised loops for uint32 take the uint64 route instead: results differ from
+    its scalar loop for out-of-range inputs; this follows the scalar loop.)
+    """
+    if dtype == "uint64":
+        high = value >= 2.0 ** 63
+        r = _cvtt(value - 2.0 ** 63 if high else value, 64)
+        return wrap_int(r ^ (-(1 << 63) if high else 0), dtype)
+    width = 64 if dtype in ("int64", "uint32") else 32
+    return wrap_int(_cvtt(value, width), dtype)
+
+
+def _cvtt(value: float, width: int) -> int:
+    """x86 truncating conversion to a signed `width`-bit register (INT_MIN when invalid)."""
+    lo = -(1 << (width - 1))
+    if value != value or not lo <= value < -lo:
+        return lo
+    return int(value)
+
+
 def wrap_int(value: int, dtype: str) -> int:
     """Wrap a Python int to the range of an integer dtype, as the hardware does."""
     if dtype == "bool":

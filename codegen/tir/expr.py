@@ -12,7 +12,9 @@ if TYPE_CHECKING:
 ARITH_KINDS = frozenset(["add", "sub", "mul", "div", "floordiv", "floormod", "mod", "min", "max"])
 COMPARE_KINDS = frozenset(["eq", "ne", "lt", "le", "gt", "ge"])
 LOGIC_KINDS = frozenset(["and", "or"])
-BINARY_KINDS = ARITH_KINDS | COMPARE_KINDS | LOGIC_KINDS
+# integer bit ops (bool allowed for bitand/bitor/bitxor); shifts follow numpy for any amount
+BIT_KINDS = frozenset(["bitand", "bitor", "bitxor", "shl", "shr"])
+BINARY_KINDS = ARITH_KINDS | COMPARE_KINDS | LOGIC_KINDS | BIT_KINDS
 REDUCE_KINDS = frozenset(["sum", "prod", "max", "min", "argmax", "argmin", "argmax_last",
                           "argmin_last"])
 

@@ -1,4 +1,4 @@
-"""Generic traversal of expressions: children, rebuild, substitute (memoised, per-kernel trees)."""
+"""Generic traversal of expressions: children, rebuild, substitute (iterative, memoised DAGs)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -52,21 +52,29 @@ def with_children(e: Expr, new: tuple[Expr, ...]) -> Expr:
 
 
 def rewrite(e: Expr, fn: Callable[[Expr], Expr | None], memo: dict | None = None) -> Expr:
-    """Post-order rebuild: fn(node with rewritten children) returns a replacement or None."""
+    """Post-order rebuild: fn(node with rewritten children) returns a replacement or None.
+
+    Iterative (explicit stack) and memoised on node identity, so depth and sharing are free:
+    a chain of 10^5 nodes or a DAG with exponentially many paths costs one visit per node.
+    """
     memo = {} if memo is None else memo
-    return _rewrite(e, fn, memo)
-
-
-def _rewrite(e: Expr, fn: Callable[[Expr], Expr | None], memo: dict) -> Expr:
     got = memo.get(id(e))
     if got is not None:
         return got[1]
-    kids = children(e)
-    node = with_children(e, tuple(_rewrite(c, fn, memo) for c in kids)) if kids else e
-    out = fn(node)
-    out = node if out is None else out
-    memo[id(e)] = (e, out)  # keep e alive so its id is not reused
-    return out
+    stack: list[tuple[Expr, bool]] = [(e, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in memo:
+            continue
+        kids = children(node)
+        if not expanded and kids:
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(kids) if id(c) not in memo)
+            continue
+        new = with_children(node, tuple(memo[id(c)][1] for c in kids)) if kids else node
+        out = fn(new)
+        memo[id(node)] = (node, new if out is None else out)  # keep node alive: ids stay unique
+    return memo[id(e)][1]
 
 
 def substitute(e: Expr, mapping: dict[Var, Expr]) -> Expr:

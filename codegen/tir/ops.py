@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from ..errors import CodegenError
 from .dtype import as_dtype, is_bool, is_float, is_integer, wrap_int
 from .expr import (
-    ARITH_KINDS, BINARY_KINDS, COMPARE_KINDS, BinaryOp, Call, Cast, Expr, FloatImm,
+    ARITH_KINDS, BINARY_KINDS, BIT_KINDS, COMPARE_KINDS, BinaryOp, Call, Cast, Expr, FloatImm,
     IfThenElseExpr, IntImm, Not, Select,
 )
 
@@ -79,6 +79,9 @@ def binary(kind: str, a: Any, b: Any) -> Expr:
         if not is_bool(a.dtype):
             raise CodegenError(f"logical {kind}: expected bool operands, got {a.dtype}")
         return BinaryOp(kind, a, b, "bool")
+    bool_ok = kind in ("bitand", "bitor", "bitxor")
+    if kind in BIT_KINDS and not (is_integer(a.dtype) or bool_ok and is_bool(a.dtype)):
+        raise CodegenError(f"{kind}: expected integer operands, got {a.dtype}")
     if is_bool(a.dtype) and kind in ARITH_KINDS - {"min", "max"}:
         raise CodegenError(f"{kind}: arithmetic on bool operands; cast to a number first")
     return BinaryOp(kind, a, b, a.dtype)
@@ -172,6 +175,39 @@ def logical_and(a: Any, b: Any) -> Expr:
 def logical_or(a: Any, b: Any) -> Expr:
     """a || b on bools."""
     return binary("or", a, b)
+
+
+def bitwise_and(a: Any, b: Any) -> Expr:
+    """a & b on integers (or bools)."""
+    return binary("bitand", a, b)
+
+
+def bitwise_or(a: Any, b: Any) -> Expr:
+    """a | b on integers (or bools)."""
+    return binary("bitor", a, b)
+
+
+def bitwise_xor(a: Any, b: Any) -> Expr:
+    """a ^ b on integers (or bools)."""
+    return binary("bitxor", a, b)
+
+
+def bitwise_not(a: Any) -> Expr:
+    """~a: a ^ -1 on integers (logical not on bools)."""
+    a = convert(a)
+    if is_bool(a.dtype):
+        return Not(a)
+    return binary("bitxor", a, const(-1, a.dtype))
+
+
+def shift_left(a: Any, b: Any) -> Expr:
+    """numpy.left_shift: a << b, 0 when b is negative or >= the bit width."""
+    return binary("shl", a, b)
+
+
+def shift_right(a: Any, b: Any) -> Expr:
+    """numpy.right_shift: arithmetic for signed a; b out of [0, width) gives 0 or -1 (a < 0)."""
+    return binary("shr", a, b)
 
 
 def logical_not(a: Any) -> Expr:

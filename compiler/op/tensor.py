@@ -66,9 +66,19 @@ def _floor_div(a, b):
 
 def _floor_mod(a, b):
     if not _is_int(a):
-        return a - np.floor(a / b) * b
+        return _float_mod(a, b)
     safe = np.where(b == 0, 1, b)
     return np.where(b == 0, 0, np.mod(a, safe))
+
+
+def _float_mod(a, b):
+    """np.mod for floats spelled out: fmod, plus b when the signs differ, zero signed as b.
+
+    (a - floor(a/b)*b, used before, gave NaN for an infinite b and lost the sign of zero.)
+    """
+    mod = np.fmod(a, b)
+    out = np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
+    return np.where(mod == 0, np.copysign(np.zeros_like(out), b), out)
 
 
 def _trunc_mod(a, b):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lowering_harness import check_op, rand
+from tests.codegen_ops.lowering_harness import check_op, rand
 
 FLOAT_UNARY = {  # op -> input range (lo, hi)
     "exp": (-10, 10), "fast_exp": (-10, 10), "log": (0.01, 100), "log2": (0.01, 100),

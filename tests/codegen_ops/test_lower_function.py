@@ -15,7 +15,7 @@ from compiler.ir.expr import Function, Tuple, TupleGetItem, const, var
 from compiler.ir.types import TensorType, TupleType
 from compiler.op.registry import get_def, list_ops, make_call
 from compiler.passes.infer_type import InferTypeLocal
-from lowering_harness import compile_function, rand
+from tests.codegen_ops.lowering_harness import compile_function, rand
 
 OPS_TESTED: set = set()
 

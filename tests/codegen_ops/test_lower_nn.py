@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lowering_harness import check_op, rand
+from tests.codegen_ops.lowering_harness import check_op, rand
 
 OPS_TESTED = {"nn.conv2d", "nn.conv2d_transpose", "nn.dense", "nn.matmul", "nn.batch_matmul",
               "nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.instance_norm",

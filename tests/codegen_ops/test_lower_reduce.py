@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lowering_harness import check_op, rand
+from tests.codegen_ops.lowering_harness import check_op, rand
 
 REDUCERS = ["sum", "mean", "max", "min", "prod", "all", "any"]
 OPS_TESTED = {*REDUCERS, "argmax", "argmin", "variance"}

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lowering_harness import check_op, rand
+from tests.codegen_ops.lowering_harness import check_op, rand
 
 OPS_TESTED = {"reshape", "reshape_like", "transpose", "concatenate", "stack", "split", "squeeze",
               "expand_dims", "reverse", "strided_slice", "tile", "repeat", "broadcast_to",
@@ -180,7 +180,7 @@ def test_sorts(ascend):
 
 
 def test_init_ops():
-    from lowering_harness import run_op
+    from tests.codegen_ops.lowering_harness import run_op
     for start, stop, step, dtype in ((0, 5, 1, "float32"), (2.5, -1.0, -0.75, "float32"),
                                      (1, 10, 3, "int32")):
         check_op("arange", [np.array(start, "float32"), np.array(stop, "float32"),

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from _opcheck import check
+from tests.op._opcheck import check
 from compiler.errors import TypeInferenceError
 from compiler.ir.expr import var
 from compiler.op import nn, tensor, transform

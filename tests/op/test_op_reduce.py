@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _opcheck import check, infer
+from tests.op._opcheck import check, infer
 from compiler.errors import TypeInferenceError
 from compiler.ir.expr import var
 from compiler.ir.types import TensorType

@@ -11,7 +11,7 @@ import pytest
 import runtime
 from runtime import GraphExecutorFactoryModule, graph_executor, load_module, nd
 
-import _runtime_kernels as K
+from tests.runtime import _runtime_kernels as K
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 P0 = np.linspace(-1, 1, 8).astype(np.float32)

@@ -8,7 +8,7 @@ import pytest
 import runtime
 from runtime import KernelError, graph_executor, nd, save_param_dict
 
-import _runtime_kernels as K
+from tests.runtime import _runtime_kernels as K
 
 N = 8
 RNG = np.random.default_rng(42)

@@ -6,7 +6,7 @@ import pytest
 
 from runtime import KernelError, KernelLibrary, host_target_machine, nd
 
-import _runtime_kernels as K
+from tests.runtime import _runtime_kernels as K
 
 
 @pytest.fixture(scope="module")

@@ -82,6 +82,10 @@ def const(value: Any, dtype: str) -> Constant:
     return relay_const(np.asarray(value, dtype=dtype), dtype=dtype)
 
 
+_SUPPORTED_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                     "uint64", "float16", "float32", "float64"}
+
+
 def onnx_dtype(elem_type: int, where: str) -> str:
     """The numpy dtype name of an ONNX TensorProto element type; unsupported ones are errors."""
     from onnx import TensorProto, helper
@@ -92,7 +96,7 @@ def onnx_dtype(elem_type: int, where: str) -> str:
     name = np.dtype(np_type).name if np_type is not None else ""
     if elem_type in (TensorProto.STRING, TensorProto.BFLOAT16, TensorProto.COMPLEX64,
                      TensorProto.COMPLEX128, TensorProto.UNDEFINED) or not name or \
-            name.startswith(("float8", "int4", "uint4", "float4", "void", "object")):
+            name not in _SUPPORTED_DTYPES:
         label = TensorProto.DataType.Name(elem_type) if elem_type in \
             TensorProto.DataType.values() else str(elem_type)
         raise FrontendError(f"{where}: the ONNX element type {label} is not supported")

@@ -95,8 +95,7 @@ def _int_power(shape: tuple, a: te.Tensor, b: te.Tensor, out_dtype: str) -> te.T
 
 
 def _floor_mod(a: Expr, b: Expr) -> Expr:
-    if is_float(a.dtype):  # the reference's formula, so rounding matches it exactly
-        return a - tir.floor(a / b) * b
+    """numpy.mod for floats and ints (x % 0 is 0 for ints): tir.floormod is exactly that."""
     return tir.floormod(a, b)
 
 

@@ -22,6 +22,60 @@ def _window_count(base, k: int, d: int, size: int):
     return tir.max(hi - lo + 1, tir.const(0, "int64"))
 
 
+# Windows up to this many taps are unrolled into one elementwise expression (no reduction loop),
+# so the output row loop vectorises; taps outside the input read a clamped index, then select.
+MAX_UNROLLED_TAPS = 16
+
+
+def _max_nan(a, b):
+    """max that propagates NaN, as the reduction's update does."""
+    return tir.select(tir.logical_or(tir.gt(b, a), tir.ne(b, b)), b, a)
+
+
+def _unrolled(kind: str, x, attrs, out_type, hi: int, wi: int, op: str):
+    from codegen.tir.dtype import min_value
+    h, w = x.shape[hi], x.shape[wi]
+    (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
+    pt, pl = attrs.padding[0], attrs.padding[1]
+    oh, ow = out_type.shape[hi], out_type.shape[wi]
+    dt = x.dtype
+    # which taps can fall outside along each axis (static)
+    y_out = [pt > r * dh or (oh - 1) * sh - pt + r * dh >= h for r in range(kh)]
+    x_out = [pl > c * dw or (ow - 1) * sw - pl + c * dw >= w for c in range(kw)]
+
+    def f(*i):
+        by, bx = i[hi] * sh - pt, i[wi] * sw - pl
+        acc = None
+        for r in range(kh):
+            iy = by + r * dh
+            cy = tir.min(tir.max(iy, 0), h - 1) if y_out[r] else iy
+            for c in range(kw):
+                ix = bx + c * dw
+                cx = tir.min(tir.max(ix, 0), w - 1) if x_out[c] else ix
+                v = x[_with(i, hi, wi, cy, cx)]
+                conds = []
+                if y_out[r]:
+                    conds += [tir.ge(iy, 0), tir.lt(iy, h)]
+                if x_out[c]:
+                    conds += [tir.ge(ix, 0), tir.lt(ix, w)]
+                if conds:
+                    fill = tir.const(min_value(dt), dt) if kind == "max" else tir.const(0, dt)
+                    v = tir.select(tir.all(*conds), v, fill)
+                if acc is None:
+                    acc = v
+                else:
+                    acc = _max_nan(acc, v) if kind == "max" else acc + v
+        if kind == "max":
+            return acc
+        if attrs.count_include_pad:
+            count = tir.const(kh * kw, "int64")
+        else:
+            count = tir.max(_window_count(by, kh, dh, h) * _window_count(bx, kw, dw, w),
+                            tir.const(1, "int64"))
+        return acc / tir.cast(count, dt)
+    return te.compute(out_type.shape, f, name=tensor_name(op))
+
+
 def _pool(kind: str):
     def compute(inputs, attrs, out_type):
         (x,) = inputs
@@ -33,6 +87,8 @@ def _pool(kind: str):
         (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
         pt, pl = attrs.padding[0], attrs.padding[1]
         acc = x.dtype if is_float(x.dtype) else "int64"
+        if is_float(x.dtype) and kh * kw <= MAX_UNROLLED_TAPS:
+            return _unrolled(kind, x, attrs, out_type, hi, wi, op)
 
         def f(*i):
             ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
