@@ -107,21 +107,26 @@ def _gather_nd_rel(types, attrs):
     check_arity(op, types, 2)
     data, indices = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, "indices")
     require_int(op, indices)
-    if attrs.batch_dims != 0:
-        raise fail(op, f"batch_dims={attrs.batch_dims} is not supported (only 0)")
     if indices.ndim < 1:
         raise fail(op, "indices must have rank >= 1")
-    m = indices.shape[0]
+    m, b = indices.shape[0], attrs.batch_dims
     if attrs.index_rank is not None and attrs.index_rank != m:
         raise fail(op, f"index_rank={attrs.index_rank} but indices.shape[0] is {m}")
-    if m > data.ndim:
-        raise fail(op, f"indices.shape[0]={m} exceeds the rank of data {data.shape}")
-    return TensorType(indices.shape[1:] + data.shape[m:], data.dtype)
+    if b < 0 or b >= indices.ndim or data.shape[:b] != indices.shape[1:1 + b]:
+        raise fail(op, f"batch_dims={b}: the leading dims of data {data.shape} must equal "
+                       f"indices.shape[1:{1 + b}] of indices {indices.shape}")
+    if b + m > data.ndim:
+        raise fail(op, f"batch_dims + indices.shape[0] = {b + m} exceeds the rank of data "
+                       f"{data.shape}")
+    return TensorType(indices.shape[1:] + data.shape[b + m:], data.dtype)
 
 
 def _gather_nd_ref(inputs, attrs):
     data, indices = inputs
-    return data[tuple(indices.astype(np.int64))]
+    b = attrs.batch_dims
+    grids = np.indices(indices.shape[1:1 + b], sparse=True)
+    lead = tuple(g.reshape(g.shape + (1,) * (indices.ndim - 1 - b)) for g in grids)
+    return data[lead + tuple(indices.astype(np.int64))]
 
 
 _reg("gather_nd", 2, _gather_nd_rel, _gather_nd_ref, {"batch_dims": 0, "index_rank": None},

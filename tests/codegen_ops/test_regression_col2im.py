@@ -11,7 +11,7 @@ floordiv/floormod were simplified with wrong ranges. The cache must own its keys
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from codegen.simplify import _Simplifier, simplify
 from codegen.tir.expr import BinaryOp, IntImm, Var
@@ -207,9 +207,7 @@ def _chains(draw):
     return n, m, sh, sw, branches, (H, W)
 
 
-@settings(max_examples=25, deadline=None)
-@given(_chains())
-def test_reshape_concat_slice_pad_add_chains(case):
+def _check_chain(case):
     n, m, sh, sw, branches, out_hw = case
     params, body = _relay_chain(n, m, sh, sw, branches, out_hw)
     xs = np.arange(1, n * m + 1, dtype="float32")
@@ -217,3 +215,22 @@ def test_reshape_concat_slice_pad_add_chains(case):
     got = compile_function(params, body)(xs, *zs)[0]
     want = _np_chain(xs, n, m, sh, sw, branches, out_hw)
     np.testing.assert_array_equal(got, want, err_msg=str(case))
+
+
+# Minimal chain that miscompiled: x(4) -> reshape(1,2,2,1) -> reshape(1,2,1,2) -> concatenate
+# with zeros (1,2,2,2) on axis 2 -> reshape(1,6,2) -> strided_slice rows [0:4] -> two branches
+# strided_slice -> reshape -> nn.pad to (1,4,2) -> add. The stale range made the simplifier
+# turn floormod(floormod(i1, 3) + 1, 3) into floormod(i1, 3) + 1 (its range is [1, 3], not
+# [0, 2]), so concatenate's `< 1` guard picked the zeros for row 2: got 0, 0 instead of 3, 4.
+MINIMAL = (2, 2, 3, 1, [(0, 2, 0, 1, 0, 0), (1, 4, 0, 2, 0, 0)], (4, 2))
+
+
+def test_minimal_concat_slice_pad_add_chain():
+    _check_chain(MINIMAL)
+
+
+@settings(max_examples=30, deadline=None)
+@given(_chains())
+@example(MINIMAL)
+def test_reshape_concat_slice_pad_add_chains(case):
+    _check_chain(case)

@@ -33,9 +33,9 @@ def _window_pads(ctx: NodeContext, spatial, kernel, strides, dilations) -> tuple
 def _spatial_attrs(ctx: NodeContext, x, kernel) -> dict:
     shape = ctx.shape(x)
     n = len(shape) - 2
-    if n not in (1, 2):
-        raise ctx.error(f"only 1-D and 2-D spatial inputs (rank 3 or 4) are supported, got "
-                        f"shape {shape}")
+    if n not in (1, 2, 3):
+        raise ctx.error(f"only 1-D, 2-D and 3-D spatial inputs (rank 3 to 5) are supported, "
+                        f"got shape {shape}")
     strides = list(ctx.attr("strides", [1] * n))
     dilations = list(ctx.attr("dilations", [1] * n))
     begin, end = _window_pads(ctx, shape[2:], kernel, strides, dilations)
@@ -66,6 +66,8 @@ def _conv(ctx, inputs):
     kernel = list(ctx.attr("kernel_shape", ctx.shape(w)[2:]))
     a = _spatial_attrs(ctx, x, kernel)
     n = a["n"]
+    if n == 3:
+        return _conv3d(ctx, x, w, bias, kernel, a)
     out = op("nn.conv2d", _to_2d(ctx, x), _to_2d(ctx, w), strides=_lift(a["strides"], n, 1),
              padding=_lift(a["begin"], n, 0) + _lift(a["end"], n, 0),
              dilation=_lift(a["dilations"], n, 1), groups=int(ctx.attr("group", 1)),
@@ -81,8 +83,8 @@ def _conv_transpose(ctx, inputs):
     bias = inputs[2] if len(inputs) > 2 else None
     shape, wshape = ctx.shape(x), ctx.shape(w)
     n = len(shape) - 2
-    if n not in (1, 2):
-        raise ctx.error(f"only 1-D and 2-D ConvTranspose is supported, got input {shape}")
+    if n not in (1, 2, 3):
+        raise ctx.error(f"only 1-D, 2-D and 3-D ConvTranspose is supported, got input {shape}")
     kernel = list(ctx.attr("kernel_shape", wshape[2:]))
     strides = list(ctx.attr("strides", [1] * n))
     dilations = list(ctx.attr("dilations", [1] * n))
@@ -109,6 +111,11 @@ def _conv_transpose(ctx, inputs):
         pads = list(ctx.attr("pads", [0] * (2 * n)))
         begin, end = pads[:n], pads[n:]
     group = int(ctx.attr("group", 1))
+    if n == 3:
+        out = op("nn.conv3d_transpose", x, w, channels=int(wshape[1] * group),
+                 kernel_size=kernel, strides=strides, padding=begin + end,
+                 output_padding=out_pad, dilation=dilations, groups=group)
+        return out if bias is None else op("nn.bias_add", out, bias, axis=1)
     out = op("nn.conv2d_transpose", _to_2d(ctx, x), _to_2d(ctx, w),
              channels=int(wshape[1] * group), kernel_size=_lift(kernel, n, 1),
              strides=_lift(strides, n, 1), padding=_lift(begin, n, 0) + _lift(end, n, 0),
@@ -120,21 +127,45 @@ def _conv_transpose(ctx, inputs):
 
 def _pool(kind: str):
     def convert(ctx: NodeContext, inputs):
-        if kind == "max" and ctx.output_used(1):
-            raise ctx.error("the Indices output of MaxPool is not supported")
         x = inputs[0]
         kernel = list(ctx.attr("kernel_shape"))
         a = _spatial_attrs(ctx, x, kernel)
         n = a["n"]
-        attrs = dict(pool_size=_lift(kernel, n, 1), strides=_lift(a["strides"], n, 1),
-                     dilation=_lift(a["dilations"], n, 1),
-                     padding=_lift(a["begin"], n, 0) + _lift(a["end"], n, 0), layout="NCHW",
-                     ceil_mode=bool(ctx.attr("ceil_mode", 0)))
-        if kind == "avg":
-            attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
-        out = op(f"nn.{kind}_pool2d", _to_2d(ctx, x), **attrs)
-        return _from_2d(ctx, _drop_padding_windows(ctx, out, x, kernel, a), n)
+        if n == 3:
+            out = _pool3d(ctx, kind, x, kernel, a)
+        else:
+            attrs = dict(pool_size=_lift(kernel, n, 1), strides=_lift(a["strides"], n, 1),
+                         dilation=_lift(a["dilations"], n, 1),
+                         padding=_lift(a["begin"], n, 0) + _lift(a["end"], n, 0),
+                         layout="NCHW", ceil_mode=bool(ctx.attr("ceil_mode", 0)))
+            if kind == "avg":
+                attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
+            out = op(f"nn.{kind}_pool2d", _to_2d(ctx, x), **attrs)
+            out = _from_2d(ctx, _drop_padding_windows(ctx, out, x, kernel, a), n)
+        if kind == "max" and ctx.output_used(1):
+            from .vision import max_pool_indices
+            return [out, max_pool_indices(ctx, x, out, kernel, a)]
+        return out
     return convert
+
+
+def _conv3d(ctx, x, w, bias, kernel, a):
+    """5-D Conv: nn.conv3d (NCDHW, OIDHW)."""
+    out = op("nn.conv3d", x, w, strides=a["strides"], padding=a["begin"] + a["end"],
+             dilation=a["dilations"], groups=int(ctx.attr("group", 1)),
+             channels=int(ctx.shape(w)[0]), kernel_size=kernel)
+    return out if bias is None else op("nn.bias_add", out, bias, axis=1)
+
+
+def _pool3d(ctx, kind: str, x, kernel, a, relay_kind: str | None = None, **extra):
+    """5-D MaxPool/AveragePool: nn.{max,avg}_pool3d (NCDHW)."""
+    attrs = dict(pool_size=kernel, strides=a["strides"], dilation=a["dilations"],
+                 padding=a["begin"] + a["end"], layout="NCDHW",
+                 ceil_mode=bool(ctx.attr("ceil_mode", 0)), **extra)
+    if kind == "avg" and "count_include_pad" not in extra:
+        attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
+    out = op(f"nn.{relay_kind or kind}_pool3d", x, **attrs)
+    return _drop_padding_windows(ctx, out, x, kernel, a)
 
 
 def _drop_padding_windows(ctx, out, x, kernel, a):
@@ -143,7 +174,7 @@ def _drop_padding_windows(ctx, out, x, kernel, a):
         return out
     n = a["n"]
     spatial = ctx.shape(x)[2:]
-    got = ctx.shape(out)[2:] if n == 2 else ctx.shape(out)[3:]
+    got = ctx.shape(out)[2:] if n != 1 else ctx.shape(out)[3:]
     want = []
     for i, size in enumerate(spatial):
         s, d = a["strides"][i], a["dilations"][i]
@@ -154,7 +185,7 @@ def _drop_padding_windows(ctx, out, x, kernel, a):
         want.append(count)
     if list(got) == want:
         return out
-    axes = list(range(4 - n, 4))
+    axes = list(range(4 - n, 4)) if n != 3 else [2, 3, 4]
     return op("strided_slice", out, begin=[0] * n, end=want, strides=[1] * n, axes=axes,
               slice_mode="end")
 
@@ -172,6 +203,10 @@ def _lp_pool(ctx, inputs):
     n = a["n"]
     dtype = ctx.dtype(x)
     powered = op("power", op("abs", x), const(p, dtype))
+    if n == 3:
+        avg = _pool3d(ctx, "avg", powered, kernel, a, count_include_pad=True)
+        total = op("multiply", avg, const(float(np.prod(kernel)), dtype))
+        return op("power", total, const(1.0 / p, dtype))
     avg = op("nn.avg_pool2d", _to_2d(ctx, powered), pool_size=_lift(kernel, n, 1),
              strides=_lift(a["strides"], n, 1), dilation=_lift(a["dilations"], n, 1),
              padding=_lift(a["begin"], n, 0) + _lift(a["end"], n, 0), layout="NCHW",

@@ -6,3 +6,4 @@ nn: conv2d/dense/matmul anchors; norm: softmax and normalisations; pool: pooling
 scatter: scatter_elements / scatter_nd.
 """
 from . import elemwise, index, nn, norm, pool, reduce, scatter, transform  # noqa: F401
+from . import image, nn3d, vision  # noqa: F401,E402

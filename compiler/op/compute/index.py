@@ -42,14 +42,14 @@ def _gather(inputs, attrs, out_type):
 @rule("gather_nd")
 def _gather_nd(inputs, attrs, out_type):
     data, indices = inputs
-    m = indices.shape[0]
+    m, b = indices.shape[0], attrs.batch_dims
     ny = indices.ndim - 1
 
     def f(*i):
         ys = i[:ny]
-        picked = tuple(normalize_index("gather_nd", indices[(k,) + ys], data.shape[k], "fast")
-                       for k in range(m))
-        return data[picked + i[ny:]]
+        picked = tuple(normalize_index("gather_nd", indices[(k,) + ys], data.shape[b + k],
+                                       "fast") for k in range(m))
+        return data[i[:b] + picked + i[ny:]]
     return te.compute(out_type.shape, f, name="T_gather_nd")
 
 
