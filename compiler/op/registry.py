@@ -6,6 +6,7 @@ define the user-facing constructors (relay.add, relay.nn.conv2d, ...) via `make_
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Callable
@@ -74,6 +75,18 @@ def register(opdef: OpDef) -> OpDef:
     opdef.op = Op(opdef.name)
     _REGISTRY[opdef.name] = opdef
     return opdef
+
+
+@contextmanager
+def temporary_ops(*opdefs: OpDef):
+    """Register throwaway ops (for tests) and remove them again on exit."""
+    for opdef in opdefs:
+        register(opdef)
+    try:
+        yield
+    finally:
+        for opdef in opdefs:
+            _REGISTRY.pop(opdef.name, None)
 
 
 def _ensure_loaded() -> None:

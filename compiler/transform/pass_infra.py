@@ -146,6 +146,7 @@ BUILTIN_PASS_MODULES = {
     "DeadCodeElimination": "compiler.passes.dead_code",
     "EliminateCommonSubexpr": "compiler.passes.eliminate_common_subexpr",
     "SimplifyInference": "compiler.passes.simplify_inference",
+    "AlterOpLayout": "compiler.passes.alter_op_layout",
     "PrintIR": "compiler.transform.print_ir",
 }
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from compiler.analysis import all_vars, bound_vars, free_vars, post_order_visit, well_formed
 from compiler.ir import Call, Function, If, Let, Op, TensorType, Tuple, TupleGetItem, Var
 from compiler.op import registry
@@ -11,11 +13,15 @@ from compiler.op.registry import OpDef, OpPattern
 T = TensorType((3,), "float32")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _pair_op_registered():
+    """A two-input test op, so these tests need no op library."""
+    with registry.temporary_ops(OpDef("test.analysis_pair", 2, lambda types, attrs: types[0],
+                                      OpPattern.BROADCAST, lambda xs, attrs: xs[0])):
+        yield
+
+
 def _pair_op() -> Op:
-    """A two-input test op (registered once), so these tests need no op library."""
-    if "test.analysis_pair" not in registry._REGISTRY:
-        registry.register(OpDef("test.analysis_pair", 2, lambda types, attrs: types[0],
-                                OpPattern.BROADCAST, lambda xs, attrs: xs[0]))
     return Op.get("test.analysis_pair")
 
 

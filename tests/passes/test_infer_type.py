@@ -27,22 +27,19 @@ def _same_shape_rel(types, attrs):
     return a
 
 
-def _register_test_ops() -> None:
+@pytest.fixture(autouse=True, scope="module")
+def _test_ops():
     """Tiny ops so these tests do not depend on the real op library."""
-    if "test.add" in registry._REGISTRY:
-        return
-    registry.register(OpDef("test.add", 2, _same_shape_rel, OpPattern.BROADCAST,
-                            lambda xs, attrs: xs[0] + xs[1]))
-    registry.register(OpDef("test.neg", 1, lambda types, attrs: types[0], OpPattern.ELEMWISE,
-                            lambda xs, attrs: -xs[0]))
-    registry.register(OpDef("test.split2", 1,
-                            lambda types, attrs: TupleType([types[0], types[0]]),
-                            OpPattern.INJECTIVE, lambda xs, attrs: (xs[0], xs[0])))
-    registry.register(OpDef("test.bad_rel", 1, lambda types, attrs: "not a type",
-                            OpPattern.OPAQUE, lambda xs, attrs: xs[0]))
-
-
-_register_test_ops()
+    with registry.temporary_ops(
+            OpDef("test.add", 2, _same_shape_rel, OpPattern.BROADCAST,
+                  lambda xs, attrs: xs[0] + xs[1]),
+            OpDef("test.neg", 1, lambda types, attrs: types[0], OpPattern.ELEMWISE,
+                  lambda xs, attrs: -xs[0]),
+            OpDef("test.split2", 1, lambda types, attrs: TupleType([types[0], types[0]]),
+                  OpPattern.INJECTIVE, lambda xs, attrs: (xs[0], xs[0])),
+            OpDef("test.bad_rel", 1, lambda types, attrs: "not a type",
+                  OpPattern.OPAQUE, lambda xs, attrs: xs[0])):
+        yield
 
 
 def add(a, b):
