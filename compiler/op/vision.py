@@ -37,7 +37,7 @@ def _roi_align_rel(types, attrs):
 
 def sample_corners(y: float, x: float, h: int, w: int) -> list:
     """[(weight, row, col)] of the bilinear corners of one sample (weights 0 outside)."""
-    if y < -1.0 or y > h or x < -1.0 or x > w:
+    if not (-1.0 <= y <= h and -1.0 <= x <= w):  # outside (or NaN): contributes nothing
         return [(0.0, 0, 0)] * 4
     y, x = max(y, 0.0), max(x, 0.0)
     yl, xl = int(y), int(x)
@@ -64,7 +64,7 @@ def _roi_align_ref(inputs, attrs):
     offset = 0.5 if attrs.aligned else 0.0
     out = np.zeros((rois.shape[0], c, ph, pw), data.dtype)
     for r, (b, x1, y1, x2, y2) in enumerate(rois.astype(np.float64)):
-        img = data[min(max(int(b), 0), n - 1)].astype(np.float64)
+        img = data[int(b) if 0 <= b <= n - 1 else 0].astype(np.float64)  # NaN/out -> 0
         sy, sx = y1 * attrs.spatial_scale - offset, x1 * attrs.spatial_scale - offset
         rh, rw = y2 * attrs.spatial_scale - offset - sy, x2 * attrs.spatial_scale - offset - sx
         if not attrs.aligned:

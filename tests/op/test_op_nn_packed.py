@@ -13,6 +13,10 @@ from runtime import graph_executor
 
 from tests.op._opcheck import infer
 
+# compiled through relay.build and compared with the numpy references below
+OPS_TESTED = {"nn.contrib_conv2d_weight_pack", "nn.contrib_dense_weight_pack",
+              "nn.contrib_conv2d_packed", "nn.contrib_dense_pack"}
+
 RNG = np.random.default_rng(5)
 
 
