@@ -4,7 +4,8 @@ from __future__ import annotations
 import math
 
 from .tir.expr import (
-    BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Reduce, Select, Var,
+    BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Reduce, Reinterpret,
+    Select, Var,
 )
 from .tir.functor import children, post_order
 from .tir.stmt import (
@@ -14,7 +15,7 @@ from .tir.stmt import (
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<",
           "le": "<=", "gt": ">", "ge": ">=", "and": "&&", "or": "||", "bitand": "&",
           "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
-_SUFFIX = {"float32": "f", "float64": "f64", "int32": "", "int64": "i64"}
+_SUFFIX = {"float16": "f16", "float32": "f", "float64": "f64", "int32": "", "int64": "i64"}
 
 
 def _float(v: float, dtype: str) -> str:
@@ -90,6 +91,8 @@ def _node_str(e: Expr, kids: list[str]) -> str:
         return f"{name}({kids[0]}, {kids[1]}, {kids[2]})"
     if t is Cast:
         return f"{e.dtype}({kids[0]})"
+    if t is Reinterpret:
+        return f"reinterpret({kids[0]}, {e.dtype})"
     if t is Load:
         idx = ", ".join(_index_text(i, k) for i, k in zip(e.indices, kids))
         return f"{e.buffer.name}[{idx}]"

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from ..errors import CodegenError
 
-FLOAT_BITS = {"float32": 32, "float64": 64}
+# float16 is a storage type: codegen computes in float32 and rounds each result to half
+# (see codegen/tir/half.py); buffers hold IEEE binary16
+FLOAT_BITS = {"float16": 16, "float32": 32, "float64": 64}
 INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 UINT_BITS = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
 ALL_DTYPES = frozenset([*FLOAT_BITS, *INT_BITS, *UINT_BITS, "bool"])

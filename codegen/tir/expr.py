@@ -183,6 +183,14 @@ class Cast(Expr):
 
 
 @dataclass(**_NODE)
+class Reinterpret(Expr):
+    """The bits of value read as dtype of the same width (LLVM bitcast, numpy .view)."""
+
+    dtype: str
+    value: Expr
+
+
+@dataclass(**_NODE)
 class Load(Expr):
     """Read one element of a buffer at int64 indices (one per buffer dimension)."""
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Callable
 
 from .expr import (
-    BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Reduce, Select, Var,
+    BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Reduce, Reinterpret,
+    Select, Var,
 )
 
 
@@ -15,8 +16,8 @@ def children(e: Expr) -> tuple[Expr, ...]:
         return (e.a, e.b)
     if t is Load:
         return e.indices
-    if t is Cast or t is Not:
-        return (e.value,) if t is Cast else (e.a,)
+    if t is Cast or t is Not or t is Reinterpret:
+        return (e.a,) if t is Not else (e.value,)
     if t is Select or t is IfThenElseExpr:
         return (e.cond, e.a, e.b)
     if t is Call:
@@ -38,6 +39,8 @@ def with_children(e: Expr, new: tuple[Expr, ...]) -> Expr:
         return Load(e.buffer, tuple(new), e.dtype)
     if t is Cast:
         return Cast(e.dtype, new[0])
+    if t is Reinterpret:
+        return Reinterpret(e.dtype, new[0])
     if t is Not:
         return Not(new[0])
     if t is Select:

@@ -5,10 +5,10 @@ import math
 from typing import Any, Sequence
 
 from ..errors import CodegenError
-from .dtype import as_dtype, is_bool, is_float, is_integer, wrap_int
+from .dtype import as_dtype, bits, is_bool, is_float, is_integer, itemsize, wrap_int
 from .expr import (
     ARITH_KINDS, BINARY_KINDS, BIT_KINDS, COMPARE_KINDS, BinaryOp, Call, Cast, Expr, FloatImm,
-    IfThenElseExpr, IntImm, Not, Select,
+    IfThenElseExpr, IntImm, Not, Reinterpret, Select,
 )
 
 # name -> (arity, kind); kind: "float" (float in/out), "pred" (float in, bool out),
@@ -29,6 +29,11 @@ Number = int | float | bool
 def const(value: Number, dtype: str = "float32") -> Expr:
     """A constant of the given dtype (ints wrap to the dtype's range, floats may be inf/nan)."""
     dtype = as_dtype(dtype)
+    if dtype == "float16":  # the constant as a half holds it (numpy's weak scalars round so)
+        import numpy as np
+
+        with np.errstate(over="ignore"):
+            return FloatImm(float(np.float16(value)), dtype)
     if is_float(dtype):
         return FloatImm(float(value), dtype)
     if isinstance(value, float) and not value.is_integer():
@@ -231,6 +236,20 @@ def cast(value: Any, dtype: str) -> Expr:
     """Convert to dtype (no-op when equal)."""
     value, dtype = convert(value), as_dtype(dtype)
     return value if value.dtype == dtype else Cast(dtype, value)
+
+
+def reinterpret(value: Any, dtype: str) -> Expr:
+    """The bits of value read as dtype (LLVM bitcast; numpy's .view); widths must match.
+
+    bool counts as one byte, as stored: bool -> uint8 gives 0/1, int8/uint8 -> bool is x != 0.
+    """
+    value, dtype = convert(value), as_dtype(dtype)
+    if value.dtype == dtype:
+        return value
+    if itemsize(value.dtype) != itemsize(dtype):
+        raise CodegenError(f"reinterpret: {value.dtype} ({bits(value.dtype)} bits) cannot be "
+                           f"read as {dtype} ({bits(dtype)} bits); the widths must match")
+    return Reinterpret(dtype, value)
 
 
 def _cond(c: Any, what: str) -> Expr:

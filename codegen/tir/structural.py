@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 
 from .expr import (
-    BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Reduce, Select, Var,
+    BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Reduce, Reinterpret,
+    Select, Var,
 )
 from .functor import children, post_order
 from .stmt import (
@@ -74,6 +75,8 @@ class _Numbering:
             return f"load {e.dtype} {self.buffer(e.buffer)}"
         if t is Cast:
             return f"cast {e.dtype}"
+        if t is Reinterpret:
+            return f"reinterpret {e.dtype}"
         if t is Call:
             return f"call {e.name} {e.dtype}"
         if t is Reduce:
