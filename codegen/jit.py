@@ -2,8 +2,10 @@
 
 Two in-process caches, both keyed by tir.structural's name-free digest: object code per
 (digest, kernel names), and the optimised module per digest. Identical kernels under other
-names (FoldConstant names each kernel uniquely) reuse the optimised module: the exported
-functions are renamed and only machine-code emission runs, skipping the O-level pipeline.
+names reuse the optimised module: the exported functions are renamed and only machine-code
+emission runs, skipping the O-level pipeline. Behind them sits the persistent disk cache
+(codegen.cache): a kernel set compiled by an earlier process loads its object code from
+disk and skips LLVM altogether.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections import OrderedDict
 
 import llvmlite.binding as llvm
 
+from . import cache as disk_cache
 from .errors import CodegenError
 from .llvm.emit import emit_module
 from .tir.stmt import PrimFunc
@@ -20,7 +23,7 @@ from .tir.structural import structural_digest
 _CACHE: OrderedDict[tuple[str, tuple[str, ...]], bytes] = OrderedDict()
 _MODULES: OrderedDict[str, tuple[tuple[str, ...], bytes]] = OrderedDict()  # digest -> bitcode
 _CACHE_SIZE = 256
-_STATS = {"hits": 0, "renamed": 0, "misses": 0}
+_STATS = {"hits": 0, "renamed": 0, "disk": 0, "misses": 0}
 _lock = threading.Lock()
 
 
@@ -59,6 +62,99 @@ def _optimised_module(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.Modul
     return mod, tm
 
 
+def compile_jobs() -> int:
+    """Processes optimising one kernel set: $RELAYJIT_COMPILE_JOBS, default min(CPUs, 4)."""
+    import os
+
+    value = os.environ.get("RELAYJIT_COMPILE_JOBS", "")
+    try:
+        jobs = int(value) if value else min(len(os.sched_getaffinity(0)), 4)
+    except (ValueError, AttributeError):
+        jobs = 1
+    return max(1, jobs)
+
+
+def _parallel_optimised_module(funcs: list[PrimFunc], opt_level: int):
+    """_optimised_module, with IR emission + the O-level pipeline split over forked processes.
+
+    llvmlite serialises every LLVM call behind one process-wide lock, so threads cannot
+    overlap LLVM work; forked children can. The parent optimises the first share itself,
+    each child returns its share's optimised bitcode through a pipe, the parent links them
+    into its module (kernel helpers are internal, so nothing clashes) and emits one object
+    file. A child that fails in any way is redone in the parent: same result, only slower.
+    """
+    import os
+
+    jobs = min(compile_jobs(), len(funcs) // PARALLEL_MIN_KERNELS)
+    if jobs < 2 or not hasattr(os, "fork") or opt_level == 0:
+        return _optimised_module(funcs, opt_level)
+    shares = [funcs[k::jobs] for k in range(jobs)]
+    children = []
+    ffi_lock = getattr(getattr(llvm.ffi, "lib", None), "_lock", None)
+    for share in shares[1:]:
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError:
+            children.append((None, None, share))
+            continue
+        # no other thread may be inside LLVM while we fork (the child would inherit its lock)
+        with ffi_lock if ffi_lock is not None else _nolock():
+            pid = os.fork()
+        if pid == 0:  # child: optimise the share, send bitcode, never return
+            status = 1
+            try:
+                os.close(read_fd)
+                data = _optimised_module(share, opt_level)[0].as_bitcode()
+                with os.fdopen(write_fd, "wb") as out:
+                    out.write(data)
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write_fd)
+        children.append((pid, read_fd, share))
+    try:
+        mod, tm = _optimised_module(shares[0], opt_level)
+    finally:
+        parts = [_collect(pid, fd) for pid, fd, _ in children]
+    for (_, _, share), bitcode in zip(children, parts):
+        other = llvm.parse_bitcode(bitcode) if bitcode is not None else \
+            _optimised_module(share, opt_level)[0]
+        mod.link_in(other)
+    return mod, tm
+
+
+PARALLEL_MIN_KERNELS = 8  # fewer kernels per process than this: not worth a fork
+
+
+def _collect(pid: int | None, fd: int | None) -> bytes | None:
+    """Bitcode a child sent (None if it failed); reaps the child."""
+    import os
+
+    if pid is None:
+        return None
+    chunks = []
+    try:
+        with os.fdopen(fd, "rb") as f:
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+    finally:
+        _, status = os.waitpid(pid, 0)
+    if status != 0 or not chunks:
+        return None
+    return b"".join(chunks)
+
+
+class _nolock:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3) -> bytes:
     """Object code of one LLVM module holding all kernels (cached by structural key)."""
     key, names = structural_key(funcs, opt_level), tuple(f.name for f in funcs)
@@ -71,17 +167,45 @@ def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3) -> bytes:
         known = _MODULES.get(key)
     obj = _renamed_object(known, names, opt_level) if known is not None else None
     if obj is not None:
-        _STATS["renamed"] += 1
+        _count("renamed")
     else:
-        _STATS["misses"] += 1
-        mod, tm = _optimised_module(funcs, opt_level)
+        obj = _from_disk(key, names, opt_level)
+    if obj is None:
+        _count("misses")
+        mod, tm = _parallel_optimised_module(funcs, opt_level)
         bitcode = mod.as_bitcode()
         obj = tm.emit_object(mod)
         with _lock:
             _remember(_MODULES, key, (names, bitcode))
+        disk_cache.store(key, disk_cache.Entry(names, obj, bitcode))
     with _lock:
         _remember(_CACHE, (key, names), obj)
     return obj
+
+
+def _from_disk(key: str, names: tuple[str, ...], opt_level: int) -> bytes | None:
+    """Object code for this kernel set from the persistent cache (None on a miss)."""
+    entry = disk_cache.lookup(key)
+    if entry is None:
+        return None
+    if entry.names == names:
+        obj = entry.object_code
+    else:
+        try:
+            obj = _renamed_object((entry.names, entry.bitcode), names, opt_level)
+        except (RuntimeError, ValueError, NameError):  # unreadable bitcode: recompile
+            obj = None
+        if obj is None:
+            return None
+    _count("disk")
+    with _lock:
+        _remember(_MODULES, key, (entry.names, entry.bitcode))
+    return obj
+
+
+def _count(what: str) -> None:
+    with _lock:
+        _STATS[what] += 1
 
 
 def _renamed_object(known: tuple[tuple[str, ...], bytes], names: tuple[str, ...],
@@ -106,7 +230,8 @@ def _remember(cache: OrderedDict, key, value) -> None:
 
 
 def cache_stats() -> dict[str, int]:
-    """Counts of exact hits, hits under other kernel names (renamed) and misses."""
+    """Counts of exact hits, hits under other kernel names (renamed), kernel sets loaded from
+    the disk cache (disk) and misses (compiled by LLVM); disk_cache_stats has the disk side."""
     with _lock:
         return dict(_STATS)
 

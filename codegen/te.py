@@ -5,6 +5,8 @@ variables) or an extern (a TIR statement writing its buffer). Indexing a placeho
 materialized tensor gives a `tir.Load`; indexing any other compute tensor inlines its body
 with the indices substituted, so elementwise chains lower to one loop nest. Bodies that
 contain a reduction are always materialized. Axis variables and indices are int64 Exprs.
+A float16 stage computes in float32 and rounds its result to half (tir/half.py), so each
+op's result is a half even when the stage is inlined into its consumer.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .errors import CodegenError
+from .tir import half
 from .tir.dtype import INDEX_DTYPE, as_dtype, is_bool, is_float, is_integer
 from .tir.expr import REDUCE_KINDS, Expr, IntImm, Load, Reduce, Var
 from .tir.functor import post_order, substitute
@@ -115,10 +118,13 @@ def compute(shape: Sequence[int], fcompute: Callable[..., Any], name: str = "com
         raise CodegenError(f"compute {name}: {err}") from None
     if dtype is not None:
         body = cast(body, dtype)
+    nodes = post_order(body)
+    if any(n.dtype == half.HALF for n in nodes):  # one op: float32 inside, one rounding
+        body = half.promote(body)
     t.dtype = body.dtype
     t.buffer = StageBuffer(name, shape, body.dtype, producer=t)
     t.body = body
-    t.materialized = any(type(n) is Reduce for n in post_order(body))
+    t.materialized = any(type(n) is Reduce for n in nodes)
     return t
 
 

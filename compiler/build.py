@@ -10,7 +10,8 @@ The driver (TVM's relay.build with the graph executor):
    Structurally equal functions share one kernel; names read like TVM's
    (`tvmgen_default_fused_nn_conv2d_add_nn_relu`, uniquified with `_1`, `_2`...).
    Reshape-only functions become "__nop" and compile nothing.
-4. All kernels compile into one library (codegen.jit.build_library).
+4. All kernels compile into one library (codegen.jit.build_library), whose object code is
+   cached in memory and on disk (codegen.cache) by the kernels' name-free structural key.
 5. graph_codegen plans memory and writes the graph JSON; constants become params p0, p1...
 
 The result is a runtime GraphExecutorFactoryModule; its `memory_stats` attribute reports the
@@ -67,6 +68,18 @@ def _progress_context():
 
 MAX_NAME_LENGTH = 80
 
+# PassContext(config={"relayjit.disable_disk_cache": True}): compile without the persistent
+# compile cache (codegen.cache; RELAYJIT_CACHE_DIR="" turns it off for the whole process).
+DISABLE_DISK_CACHE = "relayjit.disable_disk_cache"
+
+
+def _register_config() -> None:
+    from compiler.transform import register_pass_config
+    register_pass_config(DISABLE_DISK_CACHE, False)
+
+
+_register_config()
+
 
 def _check_target(target: Any) -> None:
     text = str(target if target is not None else "llvm")
@@ -90,11 +103,13 @@ def optimize(mod: IRModule) -> IRModule:
     from compiler.passes.alter_op_layout import AlterOpLayout
     from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
     from compiler.passes.fold_constant import FoldConstant
+    from compiler.passes.fold_scale_axis import FoldScaleAxis
     from compiler.passes.fuse_ops import FuseOps
     from compiler.passes.infer_type import InferType
     from compiler.passes.simplify_inference import SimplifyInference
     from compiler.transform import Sequential
-    seq = Sequential([InferType(), SimplifyInference(), AlterOpLayout(), FoldConstant(),
+    seq = Sequential([InferType(), SimplifyInference(), FoldScaleAxis(), AlterOpLayout(),
+                      FoldConstant(),
                       EliminateCommonSubexpr(), FuseOps(), InferType()], name="relay.build")
     ctx = _progress_context()
     if ctx is None:
@@ -226,11 +241,15 @@ def build(ir_mod: Any, target: Any = "llvm", target_host: Any = None,
         raise CompilerError("relay.build: the module has no 'main' function")
     if params:
         mod["main"] = bind_params_by_name(mod["main"], params)
-    mod = optimize(mod)
-    main = mod["main"]
-    names, prim_funcs = lower_module(main, mod_name)
-    _report(f"compiling {len(prim_funcs)} kernels with LLVM")
-    lib = _build_library(prim_funcs)
+    from codegen import cache as disk_cache
+    from compiler.transform import PassContext
+    no_disk = bool(PassContext.current().get_config(DISABLE_DISK_CACHE, False))
+    with disk_cache.disabled(no_disk):  # FoldConstant's kernels included
+        mod = optimize(mod)
+        main = mod["main"]
+        names, prim_funcs = lower_module(main, mod_name)
+        _report(f"compiling {len(prim_funcs)} kernels with LLVM")
+        lib = _build_library(prim_funcs)
     _report("planning memory")
     result = GraphCodegen(main, names).run()
     factory = GraphExecutorFactoryModule(result.graph_json, lib, result.params,

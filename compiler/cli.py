@@ -34,8 +34,10 @@ def _parse_shapes(items: list[str] | None) -> dict[str, tuple]:
 
 def _load_onnx(path: str):
     import onnx
-    if not os.path.exists(path):
+    if not os.path.isfile(path):
         raise CliError(f"no such file: {path}")
+    if _is_exported_module(path):
+        raise CliError(f"{path} is a compiled relayjit module; this command needs the ONNX model")
     try:
         model = onnx.load(path)
     except Exception as err:  # protobuf raises several unrelated types
@@ -73,17 +75,20 @@ def _compile(model, shapes, opt_level: int, progress: _Progress):
     return factory, time.perf_counter() - start
 
 
+def _is_exported_module(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(8) == b"RELAYJIT"  # export_library's magic (runtime/export.py)
+
+
 def _load_any(path: str, shapes, opt_level: int, quiet: bool):
     """A factory module from an exported .rjit file or an ONNX model compiled now."""
     import runtime
-    if not os.path.exists(path):
+    if not os.path.isfile(path):
         raise CliError(f"no such file: {path}")
-    if not path.endswith(".onnx"):
-        with open(path, "rb") as f:
-            if f.read(8) == b"RELAYJIT":
-                return runtime.load_module(path), None
+    if _is_exported_module(path):
+        return runtime.load_module(path), None
     model = _load_onnx(path)
-    factory, seconds = _compile(model, shapes, opt_level, _Progress(not quiet))
+    factory, _ = _compile(model, shapes, opt_level, _Progress(not quiet))
     return factory, model
 
 
@@ -93,9 +98,8 @@ def _cpu():
 
 
 def _executor(factory):
-    import runtime
     from runtime import graph_executor
-    return graph_executor.GraphModule(factory["default"](runtime.cpu()))
+    return graph_executor.GraphModule(factory["default"](_cpu()))
 
 
 def _summary(name: str, array: np.ndarray) -> str:
@@ -119,14 +123,26 @@ def cmd_compile(args) -> int:
 
 
 def _read_inputs(items: list[str] | None, gmod) -> dict[str, np.ndarray]:
+    """--input NAME=FILE.npy values; the name must be a model input (not a bound param)."""
+    names = list(gmod.get_input_info()[0])
     feeds = {}
     for item in items or []:
         name, sep, path = item.partition("=")
-        if not sep:
+        if not sep or not name:
             raise CliError(f"bad --input {item!r}: expected NAME=FILE.npy")
+        if name not in names:
+            raise CliError(f"bad --input {item!r}: the model has no input {name!r}; its inputs "
+                           f"are {names}")
         if not os.path.exists(path):
             raise CliError(f"no such file: {path}")
-        feeds[name] = np.load(path)
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as err:
+            raise CliError(f"bad --input {item!r}: {path} is not a .npy array file "
+                           f"({type(err).__name__}: {err})") from None
+        if not isinstance(feeds[name], np.ndarray):
+            raise CliError(f"bad --input {item!r}: {path} holds several arrays (.npz); give "
+                           "one .npy file per input")
     return feeds
 
 
@@ -246,7 +262,7 @@ def cmd_demo(args) -> int:
     path = light_model_path(args.model)
     model = _load_onnx(path)
     print(f"relayjit demo: {os.path.basename(path)} from the onnx package")
-    factory, seconds = _compile(model, {}, args.opt_level, _Progress(True))
+    factory, seconds = _compile(model, {}, args.opt_level, _Progress(not args.quiet))
     print(f"compiled in {seconds:.2f} s")
     gmod = _executor(factory)
     feeds = dummy_inputs(model)

@@ -1,4 +1,9 @@
-"""Expression emission: arithmetic with numpy semantics, casts, loads, math calls."""
+"""Expression emission: arithmetic with numpy semantics, casts, loads, math calls.
+
+float16 values live in registers as LLVM `half`; every operation on them widens to float32,
+computes there and rounds the result back to half (numpy's float16 loops do the same), so
+no half arithmetic instruction or soft-float library call is needed.
+"""
 from __future__ import annotations
 
 import math
@@ -6,14 +11,15 @@ import math
 from llvmlite import ir
 
 from ..errors import CodegenError
-from ..tir.dtype import is_bool, is_float, is_int, is_uint, itemsize
+from ..tir.dtype import is_bool, is_float, is_int, is_integer, is_uint, itemsize
 from ..tir.expr import (
-    BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Select, Var,
+    BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Reinterpret, Select,
+    Var,
 )
 from ..tir.functor import children, post_order
 from ..tir.stmt import Buffer
 from . import mathlib
-from .types import F32, F64, I1, I64, intrinsic, mem_type, reg_type
+from .types import F16, F32, F64, I1, I32, I64, intrinsic, mem_type, reg_type
 
 _FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _SPECULATE_LIMIT = 96  # if_then_else branches up to this many nodes become clamped selects
@@ -130,6 +136,12 @@ class ExprEmitter:
     def _binary(self, e: BinaryOp) -> ir.Value:
         a, b = self.expr(e.a), self.expr(e.b)
         dt, k, bld = e.a.dtype, e.kind, self.builder
+        if dt == "float16":  # in float32, rounded back to half (comparisons need no rounding)
+            a, b = bld.fpext(a, F32), bld.fpext(b, F32)
+            if k in _FCMP:
+                return bld.fcmp_unordered("!=", a, b) if k == "ne" else \
+                    bld.fcmp_ordered(_FCMP[k], a, b)
+            return bld.fptrunc(self._float_binary(e, k, a, b), F16)
         if k in _FCMP:
             if is_float(dt):
                 if k == "ne":
@@ -297,6 +309,12 @@ class ExprEmitter:
         v, src, dst, bld = self.expr(e.value), e.value.dtype, e.dtype, self.builder
         if src == dst:
             return v
+        if src == "float16":  # exact in float32; from there numpy's float32 semantics
+            v, src = bld.fpext(v, F32), "float32"
+            if dst == "float32":
+                return v
+        if dst == "float16":
+            return self._to_half(v, src)
         to = reg_type(dst)
         if is_bool(dst):
             if is_float(src):
@@ -313,6 +331,32 @@ class ExprEmitter:
         if v.type.width > to.width:
             return bld.trunc(v, to)
         return bld.sext(v, to) if is_int(src) else bld.zext(v, to)
+
+    def _to_half(self, v: ir.Value, src: str) -> ir.Value:
+        """Round to half to nearest even, as numpy: via float32, which is exact for ints below
+        2**24 (larger ones overflow half either way); float64 first rounds to float32 *to odd*
+        (inexact results get their last bit set), so the second rounding is the correct one."""
+        bld = self.builder
+        if is_bool(src) or is_integer(src):
+            v = bld.uitofp(v, F32) if is_uint(src) or is_bool(src) else bld.sitofp(v, F32)
+        elif src == "float64":
+            f = bld.fptrunc(v, F32)
+            back = bld.fpext(f, F64)
+            bits_ = bld.bitcast(f, I32)
+            away = bld.fcmp_ordered(">", intrinsic(bld, "fabs", back), intrinsic(bld, "fabs", v))
+            bits_ = bld.select(away, bld.sub(bits_, ir.Constant(I32, 1)), bits_)
+            odd = bld.or_(bits_, ir.Constant(I32, 1))
+            v = bld.bitcast(bld.select(bld.fcmp_ordered("!=", back, v), odd, bits_), F32)
+        return bld.fptrunc(v, F16)
+
+    def _reinterpret(self, e: Reinterpret) -> ir.Value:
+        """Same bits, other type; bool is its stored byte (0/1) and a byte read as bool is != 0."""
+        v, bld = self.expr(e.value), self.builder
+        if is_bool(e.value.dtype):
+            return bld.zext(v, reg_type(e.dtype))
+        if is_bool(e.dtype):
+            return bld.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+        return bld.bitcast(v, reg_type(e.dtype))
 
     def _float_to_int(self, v: ir.Value, dst: str, to: ir.IntType) -> ir.Value:
         """x86 cvtt* semantics (see tir.dtype.float_to_int) instead of fptosi's poison."""
@@ -344,6 +388,10 @@ class ExprEmitter:
 
             return emit_call(self, e)
         args = [self.expr(a) for a in e.args]
+        if e.args[0].dtype == "float16":  # float32 math, result rounded to half
+            bld = self.builder
+            out = emit_math(bld, e.name, [bld.fpext(a, F32) for a in args], "float32", self.fail)
+            return bld.fptrunc(out, F16) if e.dtype == "float16" else out
         return emit_math(self.builder, e.name, args, e.args[0].dtype, self.fail)
 
 
@@ -408,5 +456,5 @@ _DISPATCH = {
     IntImm: ExprEmitter._int, FloatImm: ExprEmitter._float, Var: ExprEmitter._var,
     BinaryOp: ExprEmitter._binary, Not: ExprEmitter._not, Select: ExprEmitter._select,
     IfThenElseExpr: ExprEmitter._if_then_else, Cast: ExprEmitter._cast, Load: ExprEmitter._load,
-    Call: ExprEmitter._call,
+    Call: ExprEmitter._call, Reinterpret: ExprEmitter._reinterpret,
 }

@@ -18,7 +18,9 @@ functions are `noinline` so their register allocation stays isolated):
   two accumulators, so FMA latency is hidden while the panel streams from memory.
 - `relayjit.ukr.conv_<KB>_<P>_<C>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>`: direct
   convolution, KB output channels (two vectors) x P pixels: T[p][KB] = sum_{c,r,s}
-  x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][KB]; args (w, t, x_0, ..., x_{P-1}).
+  x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][KB]; args (w, t, acc, x_0, ..., x_{P-1}):
+  with acc != 0 the tile accumulates (T += ...: the accumulators start from T), so a schedule
+  can block the reduction over input channels.
 """
 from __future__ import annotations
 
@@ -219,17 +221,31 @@ def gemv_kernel(module: ir.Module, nr: int, unroll: int = 4) -> ir.Function:
 # ---------------------------------------------------------------------- conv
 def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rowstep: int,
                 chanstep: int, dh: int, dw: int) -> ir.Function:
-    """void conv(ptr w, ptr t, ptr x_0 .. x_{p-1}): kb channels x p pixels, see module doc."""
+    """void conv(ptr w, ptr t, i64 acc, ptr x_0 .. x_{p-1}): kb channels x p pixels (module doc)."""
     name = f"{PREFIX}conv_{kb}_{p}_{c}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}"
     vw = kb // 2
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     fma = _fma_decl(module, vw)
-    fn = _new_function(module, name, [PTR] * (2 + p))
-    w, t, *xs = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    fn = _new_function(module, name, [PTR, PTR, I64] + [PTR] * p)
+    w, t, accf, *xs = fn.args
+    entry = fn.append_basic_block("entry")
+    load_bb = fn.append_basic_block("init.load")
+    start_bb = fn.append_basic_block("init.done")
+    b = ir.IRBuilder(entry)
     zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
+    b.cbranch(b.icmp_signed("!=", accf, ir.Constant(I64, 0)), load_bb, start_bb)
+    b.position_at_end(load_bb)
+    loaded = [_vload(b, t, kb * j + vw * h, vw) for j in range(p) for h in range(2)]
+    b.branch(start_bb)
+    b.position_at_end(start_bb)
+    init = []
+    for v in loaded:
+        phi = b.phi(v.type)
+        phi.add_incoming(zero, entry)
+        phi.add_incoming(v, load_bb)
+        init.append(phi)
     taps = [(rr * s + ss, rr * dh * rowstep + ss * dw) for rr in range(r) for ss in range(s)]
     # channels per loop iteration: keep about 8+ taps unrolled per trip
     cu = max(1, min(c, 8 // len(taps))) if len(taps) < 8 else 1
@@ -260,7 +276,7 @@ def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rows
             return [w_next, *x_next, *accs]
         return body
 
-    carried = [w, *xs] + [zero] * (2 * p)
+    carried = [w, *xs] + init
     carried = _counted_loop(b, fn, ir.Constant(I64, c // cu), carried, make_body(cu), "c")
     if c % cu:
         carried = make_body(c % cu)(b, None, carried)

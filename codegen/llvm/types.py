@@ -6,7 +6,7 @@ from llvmlite import ir
 from ..errors import CodegenError
 from ..tir.dtype import FLOAT_BITS, bits, is_bool, is_float
 
-F32, F64 = ir.FloatType(), ir.DoubleType()
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 
@@ -14,7 +14,7 @@ PTR = ir.PointerType()
 def reg_type(dtype: str) -> ir.Type:
     """Type of a value in registers (bool is i1)."""
     if is_float(dtype):
-        return F32 if FLOAT_BITS[dtype] == 32 else F64
+        return {16: F16, 32: F32, 64: F64}[FLOAT_BITS[dtype]]
     return ir.IntType(bits(dtype))
 
 
@@ -25,6 +25,8 @@ def mem_type(dtype: str) -> ir.Type:
 
 def llvm_suffix(ty: ir.Type) -> str:
     """Overload suffix of an intrinsic name (f32, f64, i32, ...)."""
+    if ty == F16:
+        return "f16"
     if ty == F32:
         return "f32"
     if ty == F64:

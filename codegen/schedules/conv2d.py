@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from .. import te
 from ..tir.expr import Load, Var
-from ..tir.ops import floordiv, floormod, ge, if_then_else, logical_and, lt
+from ..tir.ops import cast, floordiv, floormod, ge, gt, if_then_else, logical_and, lt
+from ..tir.ops import min as tir_min
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
 from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, vector_width, zero
 
@@ -97,12 +98,43 @@ def _pad(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer | None, Stmt]:
                                                       "vectorized")))
 
 
+# Blocking of the reduction (input channels) and of the output pixels, so that a weight block
+# (KB output channels x CB input channels x R x S) stays cache-resident while it sweeps a block
+# of pixel tiles, and the accumulator block of those tiles stays in L1/L2.
+W_BLOCK_BYTES = 48 * 1024     # target size of one weight block (KB x CB x R x S floats)
+ACC_BLOCK_TILES = 48          # pixel tiles (of PB pixels) per pixel block
+
+
+def pixels_per_tile(kb: int) -> int:
+    """Pixels per micro-kernel tile: 6 with 16 ymm registers (12 accumulators), 12 with the 32
+    zmm registers of AVX-512 (24 accumulators + 2 weight vectors + 1 broadcast)."""
+    return 12 if kb >= 32 else PB
+
+
+def _c_blocks(cg: int, bytes_per_channel: int) -> tuple[int, int, int]:
+    """(CB, full blocks, tail channels): cg = CB * full + tail, CB * bytes ~ W_BLOCK_BYTES."""
+    target = max(1, W_BLOCK_BYTES // max(1, bytes_per_channel))
+    if cg <= target:
+        return cg, 1, 0
+    best = max(d for d in range(1, target + 1) if cg % d == 0)
+    if 2 * best >= target:
+        return best, cg // best, 0
+    nb = ceil_div(cg, target)
+    cb = ceil_div(cg, nb)
+    return cb, cg // cb, cg % cb
+
+
 def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
             packed: bool = False) -> Stmt:
     cg, r, s, kg, groups = g["cg"], g["r"], g["s"], g["kg"], g["g"]
     KB = wb.shape[-1] if packed else 2 * vector_width()  # noqa: N806 - 16 (AVX2) / 32 (AVX-512)
+    P = pixels_per_tile(KB)  # noqa: N806
     nkb = ceil_div(kg, KB)
     npix = g["oh"] * g["ow"]
+    ntiles = ceil_div(npix, P)
+    npb = ceil_div(ntiles, ACC_BLOCK_TILES)
+    pblk = ceil_div(ntiles, npb)
+    cbs, ncb, ctail = _c_blocks(cg, r * s * KB * 4)
     # ---- weights: Wp[gi, kb, c, r, s, v]
     wpk = wb if packed else Buffer(f"{name}_wpack", (groups, nkb, cg, r, s, KB), F32)
     gi, kb, ci, ri, si, vi = (var(f"{name}_w{x}") for x in "gkcrsv")
@@ -112,45 +144,69 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
         wval = if_then_else(lt(kk, kg), wval, zero())
     pack_w = None if packed else For(gi, groups, For(kb, nkb, For(ci, cg, For(ri, r, For(si, s, For(
         vi, KB, Store(wpk, (gi, kb, ci, ri, si, vi), wval)))))))
-    tile = Buffer(f"{name}_tile", (PB, KB), F32)
+    acc = Buffer(f"{name}_acc", (pblk, P, KB), F32)
     ni = var(f"{name}_n")
     xp, pad = _pad(xb, ni, g, name)
     src = xp if xp is not None else xb
     rowstep, chanstep = (g["wp"], g["hp"] * g["wp"])
-    gg, kb2 = var(f"{name}_g"), var(f"{name}_kb")
+    gg, kb2, pb, cb = (var(f"{name}_{x}") for x in ("g", "kb", "pb", "cb"))
+    tl_count = [0]
 
-    def tile_stmt(t, npx: int) -> Stmt:
-        ohs = [Var(f"{name}_oh{j}", "int64") for j in range(npx)]
-        ows = [Var(f"{name}_ow{j}", "int64") for j in range(npx)]
-        xptrs = [addr(src, *(() if xp is not None else (ni,)), gg * cg, ohs[j] * g["sh"],
-                      ows[j] * g["sw"]) for j in range(npx)]
-        kern = f"conv_{KB}_{npx}_{cg}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
-        call = ukr_call(kern, addr(wpk, gg, kb2, 0, 0, 0, 0), addr(tile, 0, 0), *xptrs)
+    def tiles(make_body, clamp: bool) -> Stmt:
+        """For tl in the pixel block: bind oh_j / ow_j of the tile's pixels around make_body."""
+        tl_count[0] += 1
+        tag = tl_count[0]
+        tl = var(f"{name}_tl{tag}")
+        t = pb * pblk + tl
+        ohs = [Var(f"{name}_oh{tag}_{j}", "int64") for j in range(P)]
+        ows = [Var(f"{name}_ow{tag}_{j}", "int64") for j in range(P)]
+        body = make_body(tl, t, ohs, ows)
+        for j in reversed(range(P)):
+            p = t * P + j
+            if clamp and npix % P:
+                p = tir_min(p, imm(npix - 1))
+            body = LetStmt(ohs[j], floordiv(p, g["ow"]), LetStmt(ows[j], floormod(p, g["ow"]),
+                                                                  body))
+        if npb * pblk > ntiles:
+            body = IfThenElse(lt(t, ntiles), body)
+        return For(tl, pblk, body)
+
+    def compute(c0, csize: int, accflag):
+        def make(tl, t, ohs, ows):
+            xptrs = [addr(src, *(() if xp is not None else (ni,)), gg * cg + c0,
+                          ohs[j] * g["sh"], ows[j] * g["sw"]) for j in range(P)]
+            kern = f"conv_{KB}_{P}_{csize}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
+            return ukr_call(kern, addr(wpk, gg, kb2, c0, 0, 0, 0), addr(acc, tl, 0, 0), accflag,
+                            *xptrs)
+        return tiles(make, clamp=True)
+
+    def store_out(tl, t, ohs, ows):
         vv = var(f"{name}_v")
         kout = gg * kg + kb2 * KB + vv
         stores = []
-        for j in range(npx):
+        for j in range(P):
             idx = (ni, kout, ohs[j], ows[j])
-            val = Load(tile, (imm(j), vv), F32)
+            val = Load(acc, (tl, imm(j), vv), F32)
             if epilogue is not None:
                 val = epilogue(val, idx)
             st: Stmt = Store(out, idx, val)
+            conds = []
             if kg % KB:
-                st = IfThenElse(lt(kb2 * KB + vv, kg), st)
+                conds.append(lt(kb2 * KB + vv, kg))
+            if npix % P:
+                conds.append(lt(t * P + j, npix))
+            if conds:
+                st = IfThenElse(conds[0] if len(conds) == 1 else logical_and(*conds), st)
             stores.append(st)
-        body: Stmt = For(kb2, nkb, seq(call, For(vv, KB, seq(*stores))))
-        for j in reversed(range(npx)):
-            p = t * PB + j
-            body = LetStmt(ohs[j], floordiv(p, g["ow"]), LetStmt(ows[j], floormod(p, g["ow"]),
-                                                                  body))
-        return body
+        return For(vv, KB, seq(*stores))
 
-    tt = var(f"{name}_t")
-    full, rest = divmod(npix, PB)
-    pixels = seq(For(tt, full, tile_stmt(tt, PB)) if full else None,
-                 tile_stmt(imm(full), rest) if rest else None)
+    cblocks = For(cb, ncb, compute(cb * cbs, cbs, cast(gt(cb, 0), "int64"))) if ncb > 1 else \
+        compute(imm(0), cbs, imm(0))
+    tail = compute(imm(ncb * cbs), ctail, imm(1)) if ctail else None
+    per_kb = seq(cblocks, tail, tiles(store_out, clamp=False))
+    pixels = For(pb, npb, For(kb2, nkb, per_kb))
     stmt = seq(None if packed else pack_w, For(ni, g["n"], seq(pad, For(gg, groups, pixels))))
-    for buf in (tile,) + (() if packed else (wpk,)) + ((xp,) if xp is not None else ()):
+    for buf in (acc,) + (() if packed else (wpk,)) + ((xp,) if xp is not None else ()):
         stmt = Allocate(buf, stmt)
     return stmt
 

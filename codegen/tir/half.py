@@ -12,8 +12,9 @@ float16 nodes hand-written TIR may contain, rounding after each one (IEEE half a
 from __future__ import annotations
 
 from .expr import (
-    BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, Load, Reduce, Select, Var,
+    BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, Load, Reduce, Reinterpret, Select, Var,
 )
+from .dtype import bits
 from .functor import post_order, rewrite
 
 HALF, WORK = "float16", "float32"
@@ -27,7 +28,11 @@ def has_half(e: Expr) -> bool:
 def promote(body: Expr) -> Expr:
     """body computed in float32 wherever it is float16, rounded to float16 once at the root."""
     out = rewrite(body, _widen)
-    return Cast(HALF, out) if body.dtype == HALF else out
+    if body.dtype != HALF:
+        return out
+    if type(out) is Cast and out.value.dtype == HALF:  # already a half (a load, a cast)
+        return out.value
+    return Cast(HALF, out)
 
 
 def _widen(e: Expr) -> Expr | None:
@@ -39,6 +44,10 @@ def _widen(e: Expr) -> Expr | None:
         if e.value.dtype == e.dtype:  # float32(x) of a widened x: nothing left to convert
             return e.value
         return None
+    if t is Reinterpret and e.value.dtype == WORK and bits(e.dtype) == 16:  # a half's bits
+        v = e.value
+        return Reinterpret(e.dtype, v.value if type(v) is Cast and v.value.dtype == HALF
+                           else Cast(HALF, v))
     if e.dtype != HALF:
         return None
     if t is Load or t is Var:

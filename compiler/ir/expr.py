@@ -147,13 +147,28 @@ class Constant(RelayExpr):
 
 
 class Op(RelayExpr):
-    """A primitive operator; one instance per name, looked up in the registry."""
+    """A primitive operator; one instance per name (`Op("add") is Op.get("add")`).
+
+    Passes compare ops by identity (`call.op is batch_norm`, memo keys), so Op(name) returns
+    the interned node; an unregistered name is an error only when its OpDef is asked for."""
 
     __slots__ = ("name",)
     _instances: dict = {}
 
+    def __new__(cls, name: str):
+        if not isinstance(name, str):
+            raise TypeError(f"Op name must be a str, got {type(name).__name__}")
+        inst = Op._instances.get(name)
+        if inst is None:
+            inst = Op._instances[name] = super().__new__(cls)
+            inst._set(name=name)
+        return inst
+
     def __init__(self, name: str):
-        self._set(name=name)
+        pass  # set up once in __new__
+
+    def __reduce__(self):
+        return (Op, (self.name,))  # copy/pickle give back the interned node
 
     @staticmethod
     def get(name: str) -> "Op":

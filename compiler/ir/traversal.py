@@ -25,12 +25,16 @@ def children(node: RelayExpr) -> tuple:
 
 
 def post_order(root: RelayExpr, visited: set | dict | None = None,
-               expand: Callable[[RelayExpr], bool] | None = None) -> list:
+               expand: Callable[[RelayExpr], bool] | None = None,
+               children_of: Callable[[RelayExpr], tuple] = children) -> list:
     """Every node reachable from root once, children before parents.
 
-    Nodes in `visited` are neither returned nor expanded; `expand(node)` False keeps a node's
-    children out (the node itself is still returned)."""
-    seen = set() if visited is None else set(visited)
+    Nodes in `visited` are neither returned nor expanded (it is read, never copied or changed,
+    so a growing memo table costs nothing per call); `expand(node)` False keeps a node's
+    children out (the node itself is still returned); `children_of` replaces `children` when a
+    traversal follows other edges (ToANormalForm's non-atomic operands)."""
+    done = () if visited is None else visited
+    seen: set = set()
     order = []
     stack = [(root, False)]
     while stack:
@@ -38,13 +42,13 @@ def post_order(root: RelayExpr, visited: set | dict | None = None,
         if ready:
             order.append(node)
             continue
-        if node in seen:
+        if node in seen or node in done:
             continue
         seen.add(node)
         stack.append((node, True))
         if expand is None or expand(node):
-            for child in reversed(children(node)):
-                if child not in seen:
+            for child in reversed(children_of(node)):
+                if child not in seen and child not in done:
                     stack.append((child, False))
     return order
 

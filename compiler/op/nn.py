@@ -409,7 +409,11 @@ def _softmax_rel(op: str):
 
 
 def _softmax_ref(inputs, attrs):
-    x = inputs[0].astype(np.float64)
+    x = inputs[0]
+    if x.dtype == np.float16:  # numpy's float16 steps, each rounded to half (as ONNX's)
+        e = np.exp(x - x.max(axis=attrs.axis, keepdims=True))
+        return e / e.sum(axis=attrs.axis, keepdims=True, dtype=np.float32).astype(np.float16)
+    x = x.astype(np.float64)
     e = np.exp(x - x.max(axis=attrs.axis, keepdims=True))
     return (e / e.sum(axis=attrs.axis, keepdims=True)).astype(inputs[0].dtype)
 

@@ -17,7 +17,9 @@ primitive function over parameters (one per tensor, tuple arguments flattened), 
 inferred under a fresh PassContext, lowered by the backend's lower_primitive_function,
 JIT-compiled by codegen.jit and run on the CPU. Compiled kernels are cached by the
 structural hash of that function, which does not depend on the constants' values, so 100
-weights going through the same reshape/multiply compile once per shape signature.
+weights going through the same reshape/multiply compile once per shape signature. Each kernel
+runs once, so small ones compile at LLVM O0 (see _opt_level); all share one kernel name so the
+persistent compile cache (codegen.cache) finds them again in the next process.
 """
 from __future__ import annotations
 
@@ -40,6 +42,9 @@ _CACHE_SIZE = 1024
 _cache: OrderedDict = OrderedDict()  # structural hash -> [(Function, library, name)]
 _cache_lock = threading.Lock()
 _stats = {"hits": 0, "misses": 0}
+KERNEL_NAME = "relayjit_fold_constant"
+# Folding kernels over at most this many elements (inputs + outputs) compile at LLVM O0.
+FAST_COMPILE_MAX_ELEMENTS = 1 << 22
 
 
 def kernel_cache_info() -> dict:
@@ -122,14 +127,25 @@ def _compile(func: Function) -> tuple:
         _stats["misses"] += 1
     from codegen import jit
     from compiler.backend.lower_function import lower_primitive_function
-    name = f"fold_constant_{len(_cache)}_{key & 0xFFFFFFFF:08x}"
+    # Each kernel has a library of its own, so one fixed name serves: it keeps the compile
+    # caches' keys (structure, names) equal across processes and across equal kernels.
+    name = KERNEL_NAME
     prim = lower_primitive_function(func, name)
-    lib = jit.build_library([prim])
+    lib = jit.build_library([prim], _opt_level(prim))
     with _cache_lock:
         _cache.setdefault(key, []).append((func, lib, name))
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return lib, name
+
+
+def _opt_level(prim) -> int:
+    """LLVM opt level for a kernel that runs once: O0 (about 4x cheaper to compile) unless
+    it touches so much data that unoptimised code would cost more than compiling it."""
+    elements = 0
+    for buf in prim.params:
+        elements += int(np.prod(buf.shape, dtype=np.int64))
+    return 3 if elements > FAST_COMPILE_MAX_ELEMENTS else 0
 
 
 def _output_types(ty: Type) -> list[TensorType]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from compiler.ir.expr import Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Var
 from compiler.ir.module import IRModule
-from compiler.ir.traversal import children, with_children
+from compiler.ir.traversal import children, post_order, with_children
 from compiler.transform import module_pass, register_pass
 
 _ATOMS = (Var, Op, GlobalVar)
@@ -79,20 +79,7 @@ def _edges(node: RelayExpr) -> tuple:
 
 def _topological(root: RelayExpr) -> list:
     """Compound nodes reachable from root, every user before its operands."""
-    order, seen = [], set()
-    stack = [(root, False)]
-    while stack:
-        node, ready = stack.pop()
-        if ready:
-            order.append(node)
-            continue
-        if node in seen:
-            continue
-        seen.add(node)
-        stack.append((node, True))
-        for child, _ in reversed(_edges(node)):
-            if child not in seen:
-                stack.append((child, False))
+    order = post_order(root, children_of=lambda node: tuple(c for c, _ in _edges(node)))
     order.reverse()
     return order
 

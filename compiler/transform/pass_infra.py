@@ -147,6 +147,7 @@ BUILTIN_PASS_MODULES = {
     "EliminateCommonSubexpr": "compiler.passes.eliminate_common_subexpr",
     "SimplifyInference": "compiler.passes.simplify_inference",
     "AlterOpLayout": "compiler.passes.alter_op_layout",
+    "FoldScaleAxis": "compiler.passes.fold_scale_axis",
     "PrintIR": "compiler.transform.print_ir",
 }
 

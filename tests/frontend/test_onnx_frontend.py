@@ -229,3 +229,18 @@ def test_input_vars_keep_model_dtype():
     param = mod["main"].params[0]
     assert isinstance(param, Var) and param.type_annotation.dtype == "int32"
     assert onnx.checker.check_model(model) is None
+
+
+def test_frontend_infer_type_errors_name_the_op_and_types():
+    from compiler.frontend.onnx_ops.common import FrontendError, infer_type, op
+    from compiler.ir.expr import var
+    x, y = var("x", shape=(2, 3)), var("y", shape=(3, 2))
+    memo: dict = {}
+    with pytest.raises(FrontendError, match=r"add rejects argument types \(Tensor\[\(2, 3\), "
+                                            r"float32\], Tensor\[\(3, 2\), float32\]\)"):
+        infer_type(op("add", x, y), memo)
+    with pytest.raises(FrontendError, match="variable %z has no type annotation"):
+        infer_type(op("negative", var("z")), memo)
+    total = op("add", x, x)
+    assert infer_type(total, memo) == memo[total]
+    assert infer_type(op("negative", total), memo).shape == (2, 3)  # reuses memo[total]

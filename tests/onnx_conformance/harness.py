@@ -192,6 +192,8 @@ def totals_table(results: dict, expected: dict | None = None) -> str:
     lines = [f"{'status':<16}{'cases':>7}", "-" * 23]
     lines += [f"{s:<16}{counts.get(s, 0):>7}" for s in STATUSES]
     lines += ["-" * 23, f"{'total':<16}{len(results):>7}"]
+    specialized = sum(1 for s, d in results.values() if s == PASSED and d.startswith("static"))
+    lines.append(f"(of the passed, {specialized} with shape-like inputs fixed to their values)")
     if expected is not None:
         unexpected = [n for n, (s, _) in results.items() if s != PASSED and n not in expected]
         fixed = [n for n, (s, _) in results.items() if s == PASSED and n in expected]

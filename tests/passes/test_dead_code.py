@@ -8,20 +8,10 @@ from compiler import relay
 from compiler.interpreter import evaluate
 from compiler.ir import assert_structural_equal, structural_equal
 from compiler.passes.dead_code import DeadCodeElimination, eliminate_dead_code
-from compiler.passes.infer_type import InferType
 from compiler.transform import PassContext, Sequential
+from tests.passes._helpers import run_infer_type, run_opt_pass
 
 T = relay.TensorType((2, 3), "float32")
-
-
-def run_opt_pass(expr, opt_pass):
-    mod = opt_pass(tvm.IRModule.from_expr(expr))
-    entry = mod["main"]
-    return entry if isinstance(expr, relay.Function) else entry.body
-
-
-def run_infer_type(expr):
-    return run_opt_pass(expr, InferType())
 
 
 def dce(expr, **kwargs):

@@ -124,3 +124,25 @@ def test_cse_long_chain():
     out = EliminateCommonSubexpr()(InferType()(tvm.IRModule.from_expr(func)))
     body = out["main"].body
     assert body.args[0] is body.args[1]
+
+
+def test_fuse_simplify_interpreter_analysis_and_visitors_long_chain():
+    from compiler.analysis import all_vars, free_vars, well_formed
+    from compiler.interpreter import evaluate
+    from compiler.passes.fuse_ops import FuseOps
+    from compiler.passes.simplify_inference import SimplifyInference
+    func, x, c = chain()
+    mod = InferType()(tvm.IRModule.from_expr(func))
+    fused = FuseOps(fuse_opt_level=2)(mod)
+    assert isinstance(fused["main"].body.op, relay.Function)
+    assert SimplifyInference()(mod)["main"].body is mod["main"].body
+    one = np.ones(4, "float32")
+    np.testing.assert_array_equal(evaluate(func, [one, one]), np.full(4, N + 1.0))
+    assert free_vars(func.body) == [x, c]
+    let_func, _ = let_chain()
+    assert len(all_vars(let_func)) == N + 1
+    assert well_formed(let_func)
+    zero = np.zeros(4, "float32")  # x doubled N/2 times: only 0 stays finite
+    np.testing.assert_array_equal(evaluate(let_func, [zero]), zero)
+    assert relay.ExprMutator().visit(let_func) is let_func
+    assert relay.ExprVisitor().visit(func) is None

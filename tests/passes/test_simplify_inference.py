@@ -11,16 +11,7 @@ from compiler.ir import assert_structural_equal, structural_equal
 from compiler.passes.infer_type import InferType
 from compiler.passes.simplify_inference import SimplifyInference
 from compiler.transform import PassContext, Sequential
-
-
-def run_opt_pass(expr, opt_pass):
-    mod = opt_pass(tvm.IRModule.from_expr(expr))
-    entry = mod["main"]
-    return entry if isinstance(expr, relay.Function) else entry.body
-
-
-def run_infer_type(expr):
-    return run_opt_pass(expr, InferType())
+from tests.passes._helpers import run_infer_type, run_opt_pass
 
 
 def simplify(expr):

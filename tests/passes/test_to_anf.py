@@ -10,22 +10,12 @@ from compiler.analysis import free_vars, well_formed
 from compiler.interpreter import evaluate
 from compiler.ir import assert_structural_equal
 from compiler.ir.traversal import post_order
-from compiler.passes.infer_type import InferType
 from compiler.passes.to_anf import ToANormalForm, to_a_normal_form_expr
 from compiler.transform import ModulePass
+from tests.passes._helpers import run_infer_type, run_opt_pass
 
 T = relay.TensorType((2, 3), "float32")
 ATOMS = (relay.Var, relay.Op, relay.GlobalVar)
-
-
-def run_opt_pass(expr, opt_pass):
-    mod = opt_pass(tvm.IRModule.from_expr(expr))
-    entry = mod["main"]
-    return entry if isinstance(expr, relay.Function) else entry.body
-
-
-def run_infer_type(expr):
-    return run_opt_pass(expr, InferType())
 
 
 def anf(expr):

@@ -6,9 +6,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from compiler.errors import CompilerError
-from compiler.ir.expr import Call, Constant, RelayExpr, Tuple, TupleGetItem, Var
+from compiler.ir.expr import Call, Constant, Op, RelayExpr, Tuple, TupleGetItem, Var
+from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType, TupleType, Type
-from compiler.op.registry import get_def, make_call
+from compiler.op.registry import VARIADIC, get_def, make_call
 
 # op_type -> [(since_version, converter)], sorted by version
 CONVERTERS: dict[str, list[tuple[int, Callable]]] = {}
@@ -38,37 +39,59 @@ class FrontendError(CompilerError):
 
 
 def infer_type(expr: RelayExpr, memo: dict) -> Type:
-    """Type of a freshly built expression through the registry's type relations (no recursion)."""
+    """Type of a freshly built expression through the registry's type relations (no recursion).
+
+    Incremental on purpose: `memo` (the graph's type table) persists across the whole
+    conversion, so each converted node types only the calls it just built. InferTypeLocal
+    (compiler.passes.infer_type) starts from scratch and re-types the whole expression below
+    its root on every call, which over an N-node graph is O(N^2); it also sets checked_type on
+    the nodes, which the frontend does not need. Errors carry the op, its argument types and
+    attrs, as InferType's do.
+    """
     if expr in memo:
         return memo[expr]
-    stack = [expr]
-    while stack:
-        node = stack[-1]
-        if node in memo:
-            stack.pop()
-            continue
+    for node in post_order(expr, visited=memo, expand=_typed_by_frontend):
         kind = type(node)
-        kids = node.args if kind is Call else node.fields if kind is Tuple else \
-            (node.tuple_value,) if kind is TupleGetItem else ()
-        pending = [k for k in kids if k not in memo]
-        if pending:
-            stack.extend(pending)
-            continue
-        stack.pop()
         if kind is Call:
-            opdef = get_def(node.op.name)
-            memo[node] = opdef.type_rel([memo[a] for a in node.args], node.attrs)
+            memo[node] = _type_op_call(node, [memo[a] for a in node.args])
         elif kind is Tuple:
             memo[node] = TupleType([memo[f] for f in node.fields])
         elif kind is TupleGetItem:
-            memo[node] = memo[node.tuple_value].fields[node.index]
+            tty = memo[node.tuple_value]
+            if not isinstance(tty, TupleType) or node.index >= len(tty.fields):
+                raise FrontendError(f"cannot take field {node.index} of a value of type {tty}")
+            memo[node] = tty.fields[node.index]
         elif kind is Constant:
             memo[node] = TensorType(node.data.shape, node.data.dtype)
         elif kind is Var:
+            if node.type_annotation is None:
+                raise FrontendError(f"variable %{node.name_hint} has no type annotation")
             memo[node] = node.type_annotation
-        else:
+        elif kind is not Op:  # ops are typed by the calls that apply them
             raise FrontendError(f"cannot type a {kind.__name__} in the ONNX frontend")
     return memo[expr]
+
+
+def _typed_by_frontend(node: RelayExpr) -> bool:
+    """The frontend builds op calls, tuples and projections; nothing else is entered."""
+    return type(node) in (Call, Tuple, TupleGetItem)
+
+
+def _type_op_call(call: Call, arg_types: list) -> Type:
+    if type(call.op) is not Op:
+        raise FrontendError(f"cannot type a call of a {type(call.op).__name__} in the ONNX "
+                            "frontend (only op calls)")
+    opdef = get_def(call.op.name)
+    if opdef.num_inputs != VARIADIC and opdef.num_inputs != len(arg_types):
+        raise FrontendError(f"{opdef.name} takes {opdef.num_inputs} argument(s), got "
+                            f"{len(arg_types)}")
+    try:
+        return opdef.type_rel(arg_types, call.attrs)
+    except (CompilerError, TypeError, ValueError, IndexError, KeyError, AttributeError) as err:
+        types = ", ".join(str(t) for t in arg_types)
+        attrs = f", attrs {dict(call.attrs)}" if call.attrs else ""
+        raise FrontendError(f"{opdef.name} rejects argument types ({types}){attrs}: "
+                            f"{err}") from err
 
 
 def op(name: str, *args: RelayExpr, **attrs: Any) -> Call:
@@ -138,7 +161,10 @@ class NodeContext:
         return index < len(self.node.output) and self.node.output[index] != ""
 
     def type_of(self, expr: RelayExpr) -> TensorType:
-        ty = infer_type(expr, self.graph.types)
+        try:
+            ty = infer_type(expr, self.graph.types)
+        except FrontendError as err:  # infer_type does not know which node it types for
+            raise self.error(str(err)) from err
         if not isinstance(ty, TensorType):
             raise self.error(f"expected a tensor input, got {ty}")
         return ty

@@ -22,6 +22,34 @@ def rule(*names: str) -> Callable:
     return decorate
 
 
+def in_float32(fn: Callable) -> Callable:
+    """Wrap a multi-stage rule so float16 runs in float32 with one rounding per output.
+
+    Each te.compute stage of float16 rounds its result to half (one stage = one op); an op
+    made of several stages (softmax: max, exp, sum, divide) whose reference computes wide
+    and casts once would round in between. The wrapped rule sees float32 views of float16
+    inputs (inlined, exact) and a float32 out_type; its float16 outputs are rounded once.
+    """
+    def wrapped(inputs, attrs, out_type):
+        from compiler.ir.types import TensorType, TupleType
+
+        fields = out_type.fields if isinstance(out_type, TupleType) else [out_type]
+        if not any(getattr(t, "dtype", None) == "float16" for t in [*inputs, *fields]):
+            return fn(inputs, attrs, out_type)
+        wide = [te.compute(t.shape, lambda *i, t=t: tir.cast(t[i], "float32"), name=t.name)
+                if isinstance(t, te.Tensor) and t.dtype == "float16" else t for t in inputs]
+        wide_types = [TensorType(t.shape, "float32") if t.dtype == "float16" else t
+                      for t in fields]
+        result = fn(wide, attrs, TupleType(wide_types) if isinstance(out_type, TupleType)
+                    else wide_types[0])
+        outs = result if isinstance(result, tuple) else (result,)
+        outs = tuple(te.compute(r.shape, lambda *i, r=r: tir.cast(r[i], t.dtype), name=r.name)
+                     if r.dtype != t.dtype else r for r, t in zip(outs, fields))
+        return outs if isinstance(result, tuple) else outs[0]
+    wrapped.__name__ = getattr(fn, "__name__", "rule")
+    return wrapped
+
+
 def fail(op: str, msg: str) -> LoweringError:
     """The error a compute rule raises for something it cannot lower."""
     return LoweringError(f"{op}: {msg}")
@@ -103,6 +131,6 @@ def is_signed(dtype: str) -> bool:
     return is_int(dtype)
 
 
-__all__ = ["rule", "fail", "tensor_name", "broadcast_indices", "bcast", "ravel", "unravel",
+__all__ = ["rule", "in_float32", "fail", "tensor_name", "broadcast_indices", "bcast", "ravel", "unravel",
            "to_bool", "scalar", "clamp", "normalize_index", "const_of", "is_float", "is_bool",
            "is_integer", "is_signed", "te", "tir", "Expr"]

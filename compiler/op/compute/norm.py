@@ -2,7 +2,7 @@
 norm, lrn and dropout."""
 from __future__ import annotations
 
-from .common import is_float, rule, te, tir
+from .common import in_float32, is_float, rule, te, tir
 
 
 def _along(x: te.Tensor, axis: int, fn, name: str) -> te.Tensor:
@@ -36,8 +36,10 @@ def _softmax(log: bool):
     return compute
 
 
+# float16 softmax rounds each step (shift, exp, sum, divide) to half, as its reference and
+# ONNX's do; log_softmax computes in float32 and rounds once (its reference is wide)
 rule("nn.softmax")(_softmax(False))
-rule("nn.log_softmax")(_softmax(True))
+rule("nn.log_softmax")(in_float32(_softmax(True)))
 
 
 def normalize(x: te.Tensor, axes: tuple, eps: float, name: str) -> te.Tensor:
@@ -86,6 +88,7 @@ def _require_float(op: str, x: te.Tensor) -> None:
 
 
 @rule("nn.layer_norm")
+@in_float32
 def _layer_norm(inputs, attrs, out_type):
     x, gamma, beta = inputs
     _require_float("nn.layer_norm", x)
@@ -95,6 +98,7 @@ def _layer_norm(inputs, attrs, out_type):
 
 
 @rule("nn.instance_norm")
+@in_float32
 def _instance_norm(inputs, attrs, out_type):
     x, gamma, beta = inputs
     _require_float("nn.instance_norm", x)
@@ -105,6 +109,7 @@ def _instance_norm(inputs, attrs, out_type):
 
 
 @rule("nn.group_norm")
+@in_float32
 def _group_norm(inputs, attrs, out_type):
     x, gamma, beta = inputs
     _require_float("nn.group_norm", x)
@@ -119,6 +124,7 @@ def _group_norm(inputs, attrs, out_type):
 
 
 @rule("nn.batch_norm")
+@in_float32
 def _batch_norm(inputs, attrs, out_type):
     x, gamma, beta, mean, var = inputs
     _require_float("nn.batch_norm", x)
@@ -130,6 +136,7 @@ def _batch_norm(inputs, attrs, out_type):
 
 
 @rule("nn.lrn")
+@in_float32
 def _lrn(inputs, attrs, out_type):
     (x,) = inputs
     _require_float("nn.lrn", x)

@@ -5,7 +5,8 @@ from typing import Callable
 
 from compiler.op.type_relations import reduce_axes
 
-from .common import Expr, fail, is_bool, is_float, rule, te, tensor_name, tir, to_bool
+from .common import (Expr, fail, in_float32, is_bool, is_float, rule, te, tensor_name, tir,
+                     to_bool)
 
 Body = Callable[[tuple, tuple], Expr]
 
@@ -69,6 +70,7 @@ _logical("any", te.max)
 
 
 @rule("mean")
+@in_float32
 def _mean(inputs, attrs, out_type):
     (x,) = inputs
     _no_bool("mean", x)
@@ -95,6 +97,7 @@ _arg("argmin")
 
 
 @rule("variance")
+@in_float32
 def _variance(inputs, attrs, out_type):
     x, mean = inputs
     _no_bool("variance", x)

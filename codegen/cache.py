@@ -1,0 +1,265 @@
+"""Persistent on-disk compile cache: object code of a kernel set, reused across processes.
+
+Key: sha256 of the kernels' name-free structural key (codegen.tir.structural, which already
+includes the opt level), the host triple, CPU name and feature string, the llvmlite and LLVM
+versions, and the codegen version (CODEGEN_VERSION plus a digest of the source files that
+turn TIR into machine code, so an edit to the emitter never reuses stale code).
+
+Entry: one file `<key[:2]>/<key>.rjc` under the cache directory:
+
+    MAGIC | u32 header length | header JSON | object code | optimised bitcode | sha256(all before)
+
+The header records the kernel names and the two lengths. A lookup under other kernel names
+(same structure) renames the functions in the bitcode and re-runs only machine-code emission.
+Entries are written to a temporary file in the same directory and moved into place with
+os.replace, so readers never see half an entry; a truncated or corrupted entry (bad magic,
+lengths or checksum) is ignored, removed and recompiled, never trusted.
+
+Location: $RELAYJIT_CACHE_DIR, default ~/.cache/relayjit; RELAYJIT_CACHE_DIR="" disables the
+cache, as does `with codegen.cache.disabled():` (relay.build uses it for the PassContext config
+`relayjit.disable_disk_cache`). Size: after writes the oldest entries (by last use) are pruned
+down to $RELAYJIT_CACHE_MAX_MB (default 1024).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import struct
+import tempfile
+import threading
+from contextvars import ContextVar
+from typing import NamedTuple
+
+__all__ = ["CODEGEN_VERSION", "cache_dir", "enabled", "disabled", "lookup", "store",
+           "disk_cache_stats", "reset_disk_cache_stats", "entry_path", "environment_key"]
+
+# Bump when the meaning of an entry changes in a way the source digest cannot see.
+CODEGEN_VERSION = "1"
+MAGIC = b"RELAYJIT-OBJCACHE-1\n"
+_SUFFIX = ".rjc"
+# Sources whose edits change the machine code produced for the same TIR.
+_CODEGEN_SOURCES = ("llvm", "jit.py", "cache.py", os.path.join("tir", "structural.py"))
+_PRUNE_EVERY = 16  # writes between directory size checks
+
+_disabled: ContextVar[bool] = ContextVar("relayjit_disk_cache_disabled", default=False)
+_lock = threading.Lock()
+_STATS = {"hits": 0, "misses": 0, "writes": 0, "corrupt": 0, "errors": 0}
+_writes_since_prune = 0
+
+
+class Entry(NamedTuple):
+    names: tuple[str, ...]
+    object_code: bytes
+    bitcode: bytes
+
+
+def cache_dir() -> str | None:
+    """The cache directory, or None when the disk cache is off (RELAYJIT_CACHE_DIR="")."""
+    value = os.environ.get("RELAYJIT_CACHE_DIR")
+    if value is None:
+        return os.path.join(os.path.expanduser("~"), ".cache", "relayjit")
+    return value or None
+
+
+def enabled() -> bool:
+    return not _disabled.get() and cache_dir() is not None
+
+
+@contextlib.contextmanager
+def disabled(flag: bool = True):
+    """Within this block (this thread/context) the disk cache is neither read nor written."""
+    token = _disabled.set(bool(flag) or _disabled.get())
+    try:
+        yield
+    finally:
+        _disabled.reset(token)
+
+
+@functools.lru_cache(maxsize=1)
+def _codegen_digest() -> str:
+    root = os.path.dirname(os.path.abspath(__file__))
+    files: list[str] = []
+    for rel in _CODEGEN_SOURCES:
+        path = os.path.join(root, rel)
+        if os.path.isdir(path):
+            files.extend(os.path.join(path, n) for n in sorted(os.listdir(path))
+                         if n.endswith(".py"))
+        else:
+            files.append(path)
+    h = hashlib.sha256(CODEGEN_VERSION.encode())
+    for path in files:
+        h.update(os.path.relpath(path, root).encode() + b"\0")
+        try:
+            with open(path, "rb") as f:
+                h.update(f.read())
+        except OSError:
+            h.update(b"<missing>")
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def environment_key() -> str:
+    """Everything besides the kernels that decides the object code."""
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    from runtime.target import host_info
+
+    info = host_info()
+    parts = [info.triple, info.cpu, info.features, llvmlite.__version__,
+             ".".join(map(str, llvm.llvm_version_info)), _codegen_digest()]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _file_key(structural_key: str) -> str:
+    return hashlib.sha256(f"{structural_key}\0{environment_key()}".encode()).hexdigest()
+
+
+def entry_path(structural_key: str) -> str | None:
+    """Where the entry for a kernel set's structural key lives (None when disabled)."""
+    root = cache_dir()
+    if root is None:
+        return None
+    key = _file_key(structural_key)
+    return os.path.join(root, key[:2], key + _SUFFIX)
+
+
+def _count(what: str) -> None:
+    with _lock:
+        _STATS[what] += 1
+
+
+def disk_cache_stats() -> dict[str, int]:
+    """Counts in this process: hits, misses, writes, corrupt entries dropped, I/O errors."""
+    with _lock:
+        return dict(_STATS)
+
+
+def reset_disk_cache_stats() -> None:
+    with _lock:
+        for k in _STATS:
+            _STATS[k] = 0
+
+
+# ---- entries --------------------------------------------------------------------------------
+
+def _encode(entry: Entry) -> bytes:
+    header = json.dumps({"names": list(entry.names), "object": len(entry.object_code),
+                         "bitcode": len(entry.bitcode)}).encode()
+    body = MAGIC + struct.pack("<I", len(header)) + header + entry.object_code + entry.bitcode
+    return body + hashlib.sha256(body).digest()
+
+
+def _decode(data: bytes) -> Entry | None:
+    """The entry in data, or None if anything about it is off."""
+    n = len(MAGIC)
+    if len(data) < n + 4 + 32 or not data.startswith(MAGIC):
+        return None
+    body, digest = data[:-32], data[-32:]
+    if hashlib.sha256(body).digest() != digest:
+        return None
+    (hlen,) = struct.unpack_from("<I", body, n)
+    start = n + 4 + hlen
+    try:
+        header = json.loads(body[n + 4:start].decode())
+        names = tuple(header["names"])
+        olen, blen = int(header["object"]), int(header["bitcode"])
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None
+    if olen <= 0 or blen < 0 or start + olen + blen != len(body) \
+            or not all(isinstance(x, str) and x for x in names):
+        return None
+    return Entry(names, body[start:start + olen], body[start + olen:])
+
+
+def lookup(structural_key: str) -> Entry | None:
+    """The stored entry for this kernel set, or None (missing, unreadable or corrupted)."""
+    if not enabled():
+        return None
+    path = entry_path(structural_key)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        _count("misses")
+        return None
+    except OSError:
+        _count("errors")
+        return None
+    entry = _decode(data)
+    if entry is None:
+        _count("corrupt")
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)  # last use, for pruning
+    _count("hits")
+    return entry
+
+
+def store(structural_key: str, entry: Entry) -> bool:
+    """Write the entry atomically; False (and nothing left behind) on any I/O problem."""
+    global _writes_since_prune
+    if not enabled():
+        return False
+    path = entry_path(structural_key)
+    directory = os.path.dirname(path)
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_SUFFIX, dir=directory)
+        with os.fdopen(fd, "wb") as f:
+            f.write(_encode(entry))
+        os.replace(tmp, path)
+        tmp = None
+    except OSError:
+        _count("errors")
+        return False
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    _count("writes")
+    with _lock:
+        _writes_since_prune += 1
+        prune_now = _writes_since_prune >= _PRUNE_EVERY
+        if prune_now:
+            _writes_since_prune = 0
+    if prune_now:
+        prune()
+    return True
+
+
+def prune(max_bytes: int | None = None) -> int:
+    """Remove least recently used entries until the cache fits; returns how many went."""
+    root = cache_dir()
+    if root is None or not os.path.isdir(root):
+        return 0
+    if max_bytes is None:
+        try:
+            max_bytes = int(float(os.environ.get("RELAYJIT_CACHE_MAX_MB", "1024")) * 2 ** 20)
+        except ValueError:
+            max_bytes = 2 ** 30
+    files = []
+    for sub in os.scandir(root):
+        if not sub.is_dir(follow_symlinks=False):
+            continue
+        for e in os.scandir(sub.path):
+            if e.name.endswith(_SUFFIX) and not e.name.startswith(".tmp-"):
+                with contextlib.suppress(OSError):
+                    st = e.stat()
+                    files.append((st.st_mtime, st.st_size, e.path))
+    total = sum(size for _, size, _ in files)
+    removed = 0
+    for _, size, path in sorted(files):
+        if total <= max_bytes:
+            break
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            total -= size
+            removed += 1
+    return removed
