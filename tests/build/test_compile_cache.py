@@ -182,3 +182,32 @@ def test_prune_removes_least_recently_used(cache_dir):
 def test_test_session_does_not_use_the_home_cache():
     home = os.path.join(os.path.expanduser("~"), ".cache", "relayjit")
     assert cache.cache_dir() and not cache.cache_dir().startswith(home)
+
+
+def test_parallel_compile_jobs_give_the_same_results(tmp_path, monkeypatch):
+    """RELAYJIT_COMPILE_JOBS=2 optimises shares of the kernels in forked processes."""
+    from codegen import te
+    from codegen.lower import lower
+
+    monkeypatch.setenv("RELAYJIT_CACHE_DIR", "")
+    a = te.placeholder((8, 8), "float32", "a")
+    funcs = []
+    for k in range(16):
+        b = te.compute((8, 8), lambda i, j, k=k: a[i, j] * float(k + 1) + a[j, i], name="b")
+        funcs.append(lower(f"kernel_{k}", [a], [b]))
+    x = np.arange(64, dtype="float32").reshape(8, 8)
+    results = {}
+    for jobs in ("1", "2"):
+        monkeypatch.setenv("RELAYJIT_COMPILE_JOBS", jobs)
+        jit.clear_cache()
+        lib = jit.build_library(funcs)
+        outs = []
+        for f in funcs:
+            out = np.empty((8, 8), dtype="float32")
+            lib[f.name](x, out)
+            outs.append(out)
+        results[jobs] = outs
+    jit.clear_cache()
+    for k, (one, two) in enumerate(zip(results["1"], results["2"])):
+        np.testing.assert_array_equal(one, two)
+        np.testing.assert_array_equal(one, x * (k + 1) + x.T)
