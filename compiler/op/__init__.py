@@ -7,3 +7,4 @@ from . import scatter  # noqa: F401,E402
 from . import nn_packed  # noqa: F401,E402
 from . import nn3d, image, vision  # noqa: F401,E402
 from . import bitcast  # noqa: F401,E402
+from . import nn_deform  # noqa: F401,E402

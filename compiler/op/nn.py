@@ -9,44 +9,15 @@ import numpy as np
 
 from compiler.ir.types import TensorType
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import (check_arity, fail, identity_rel, int_tuple, normalize_axis,
+from .type_relations import (check_arity, fail, identity_rel, normalize_axis,
                              require_float, same_dtype, tensor_arg)
+from .window import acc_dtype, conv_ref, conv_rel, conv_transpose_ref, conv_transpose_rel
+from .window import conv_out_dim, pad_tuple2d, pair  # noqa: F401  (imported from here)
 
 __all__ = [
     "conv2d", "conv2d_transpose", "dense", "matmul", "batch_matmul", "bias_add", "relu",
     "leaky_relu", "prelu", "softmax", "log_softmax",
 ]
-
-
-def pad_tuple2d(padding) -> tuple:
-    """TVM's get_pad_tuple2d: p -> (p,p,p,p); (ph, pw) -> (ph, pw, ph, pw); 4 values kept."""
-    if isinstance(padding, (int, np.integer)):
-        return (int(padding),) * 4
-    padding = tuple(int(p) for p in padding)
-    if len(padding) == 1:
-        return padding * 4
-    if len(padding) == 2:
-        return padding * 2
-    if len(padding) == 4:
-        return padding
-    raise ValueError(f"padding must have 1, 2 or 4 values, got {padding}")
-
-
-def pair(value) -> tuple:
-    """An int becomes (v, v); sequences are kept (as TVM's Python wrappers do)."""
-    if isinstance(value, (int, np.integer)):
-        return (int(value), int(value))
-    return tuple(value)
-
-
-def acc_dtype(dtype: str) -> np.dtype:
-    """The accumulator of a reference product: float64 for floats, int64 for integers."""
-    return np.dtype(np.float64 if np.dtype(dtype).kind == "f" else np.int64)
-
-
-def _check_layout(op: str, name: str, value: str, allowed: tuple) -> None:
-    if value not in allowed:
-        raise fail(op, f"{name}={value!r} is not supported; expected one of {allowed}")
 
 
 def _out_dtype(attrs, data: TensorType) -> str:
@@ -56,73 +27,15 @@ def _out_dtype(attrs, data: TensorType) -> str:
 # --- conv2d -------------------------------------------------------------------------------
 
 
-def conv_out_dim(op: str, size: int, kernel: int, stride: int, dilation: int, pad: int,
-                 axis: str) -> int:
-    out = (size + pad - dilation * (kernel - 1) - 1) // stride + 1
-    if out <= 0:
-        raise fail(op, f"output {axis} would be {out}: input {size} (+{pad} padding) is smaller "
-                       f"than the dilated kernel {dilation * (kernel - 1) + 1}")
-    return out
-
-
-def _conv2d_rel(types, attrs):
-    op = "nn.conv2d"
-    check_arity(op, types, 2)
-    data, weight = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, "weight")
-    _check_layout(op, "data_layout", attrs.data_layout, ("NCHW",))
-    _check_layout(op, "kernel_layout", attrs.kernel_layout, ("OIHW",))
-    _check_layout(op, "out_layout", attrs.out_layout, ("", "NCHW"))
-    if data.ndim != 4 or weight.ndim != 4:
-        raise fail(op, f"data and weight must be 4-D (NCHW, OIHW), got {data.shape} and "
-                       f"{weight.shape}")
-    n, c, h, w = data.shape
-    o, i, kh, kw = weight.shape
-    groups = attrs.groups
-    if groups < 1 or c != i * groups or o % groups:
-        raise fail(op, f"channels do not match: data has {c} channels, weight {weight.shape} "
-                       f"with groups={groups} expects {i * groups} input channels and an "
-                       f"output channel count divisible by {groups}")
-    if attrs.channels is not None and attrs.channels != o:
-        raise fail(op, f"channels={attrs.channels} but weight has {o} output channels")
-    if attrs.kernel_size is not None and tuple(attrs.kernel_size) != (kh, kw):
-        raise fail(op, f"kernel_size={attrs.kernel_size} but weight kernel is {(kh, kw)}")
-    sh, sw = int_tuple(op, attrs.strides, "strides", 2)
-    dh, dw = int_tuple(op, attrs.dilation, "dilation", 2)
-    pt, pl, pb, pr = int_tuple(op, attrs.padding, "padding", 4)
-    oh = conv_out_dim(op, h, kh, sh, dh, pt + pb, "height")
-    ow = conv_out_dim(op, w, kw, sw, dw, pl + pr, "width")
-    return TensorType((n, o, oh, ow), _out_dtype(attrs, data))
-
-
-def _conv2d_ref(inputs, attrs):
-    data, weight = inputs
-    out_dtype = attrs.out_dtype or data.dtype
-    acc = acc_dtype(out_dtype)
-    pt, pl, pb, pr = attrs.padding
-    (sh, sw), (dh, dw), groups = attrs.strides, attrs.dilation, attrs.groups
-    x = np.pad(data.astype(acc), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    wgt = weight.astype(acc)
-    n, o, kh, kw = data.shape[0], weight.shape[0], weight.shape[2], weight.shape[3]
-    oh = (x.shape[2] - dh * (kh - 1) - 1) // sh + 1
-    ow = (x.shape[3] - dw * (kw - 1) - 1) // sw + 1
-    out = np.zeros((n, o, oh, ow), acc)
-    ig, og = weight.shape[1], o // groups
-    for g in range(groups):
-        xs = x[:, g * ig:(g + 1) * ig]
-        ws = wgt[g * og:(g + 1) * og]
-        for i in range(kh):
-            for j in range(kw):
-                patch = xs[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh,
-                           j * dw:j * dw + (ow - 1) * sw + 1:sw]
-                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, ws[:, :, i, j])
-    return out.astype(out_dtype)
+_conv2d_rel = conv_rel("nn.conv2d", "NCHW", "OIHW")  # nn_packed reuses both names
+_conv2d_ref = conv_ref
 
 
 _CONV2D_ATTRS = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1,
                  "channels": None, "kernel_size": None, "data_layout": "NCHW",
                  "kernel_layout": "OIHW", "out_layout": "", "out_dtype": ""}
 register(OpDef(name="nn.conv2d", num_inputs=2, type_rel=_conv2d_rel,
-               pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=_conv2d_ref,
+               pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=conv_ref,
                attrs=_CONV2D_ATTRS, attrs_type_key="relay.attrs.Conv2DAttrs"))
 
 
@@ -137,63 +50,9 @@ def conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups
                      kernel_layout=kernel_layout, out_layout=out_layout, out_dtype=out_dtype)
 
 
-def _conv2d_transpose_rel(types, attrs):
-    op = "nn.conv2d_transpose"
-    check_arity(op, types, 2)
-    data, weight = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, "weight")
-    _check_layout(op, "data_layout", attrs.data_layout, ("NCHW",))
-    _check_layout(op, "kernel_layout", attrs.kernel_layout, ("IOHW",))
-    _check_layout(op, "out_layout", attrs.out_layout, ("", "NCHW"))
-    if data.ndim != 4 or weight.ndim != 4:
-        raise fail(op, f"data and weight must be 4-D (NCHW, IOHW), got {data.shape} and "
-                       f"{weight.shape}")
-    n, c, h, w = data.shape
-    i, og, kh, kw = weight.shape
-    groups = attrs.groups
-    if groups < 1 or c != i or c % groups:
-        raise fail(op, f"data has {c} channels but weight {weight.shape} (IOHW) has {i} "
-                       f"input channels (groups={groups})")
-    o = og * groups
-    if attrs.channels is not None and attrs.channels != o:
-        raise fail(op, f"channels={attrs.channels} but weight gives {o} output channels")
-    sh, sw = int_tuple(op, attrs.strides, "strides", 2)
-    dh, dw = int_tuple(op, attrs.dilation, "dilation", 2)
-    pt, pl, pb, pr = int_tuple(op, attrs.padding, "padding", 4)
-    oph, opw = int_tuple(op, attrs.output_padding, "output_padding", 2)
-    oh = (h - 1) * sh - pt - pb + dh * (kh - 1) + oph + 1
-    ow = (w - 1) * sw - pl - pr + dw * (kw - 1) + opw + 1
-    if oh <= 0 or ow <= 0:
-        raise fail(op, f"output size would be {(oh, ow)}; padding {attrs.padding} is too large")
-    return TensorType((n, o, oh, ow), _out_dtype(attrs, data))
-
-
-def _conv2d_transpose_ref(inputs, attrs):
-    data, weight = inputs
-    out_dtype = attrs.out_dtype or data.dtype
-    acc = acc_dtype(out_dtype)
-    pt, pl, pb, pr = attrs.padding
-    (sh, sw), (dh, dw), groups = attrs.strides, attrs.dilation, attrs.groups
-    (oph, opw) = attrs.output_padding
-    n, c, h, w = data.shape
-    _, og, kh, kw = weight.shape
-    oh = (h - 1) * sh - pt - pb + dh * (kh - 1) + oph + 1
-    ow = (w - 1) * sw - pl - pr + dw * (kw - 1) + opw + 1
-    full_h = max((h - 1) * sh + dh * (kh - 1) + 1, pt + oh)
-    full_w = max((w - 1) * sw + dw * (kw - 1) + 1, pl + ow)
-    buf = np.zeros((n, og * groups, full_h, full_w), acc)
-    x, wgt, ig = data.astype(acc), weight.astype(acc), c // groups
-    for g in range(groups):
-        xs, ws = x[:, g * ig:(g + 1) * ig], wgt[g * ig:(g + 1) * ig]
-        for i in range(kh):
-            for j in range(kw):
-                contrib = np.einsum("nchw,co->nohw", xs, ws[:, :, i, j])
-                buf[:, g * og:(g + 1) * og, i * dh:i * dh + (h - 1) * sh + 1:sh,
-                    j * dw:j * dw + (w - 1) * sw + 1:sw] += contrib
-    return buf[:, :, pt:pt + oh, pl:pl + ow].astype(out_dtype)
-
-
-register(OpDef(name="nn.conv2d_transpose", num_inputs=2, type_rel=_conv2d_transpose_rel,
-               pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=_conv2d_transpose_ref,
+register(OpDef(name="nn.conv2d_transpose", num_inputs=2,
+               type_rel=conv_transpose_rel("nn.conv2d_transpose", "NCHW", "IOHW"),
+               pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=conv_transpose_ref,
                attrs={"channels": None, "kernel_size": None, "strides": (1, 1),
                       "padding": (0, 0, 0, 0), "output_padding": (0, 0), "dilation": (1, 1),
                       "groups": 1, "data_layout": "NCHW", "kernel_layout": "IOHW",

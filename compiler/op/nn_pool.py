@@ -8,20 +8,12 @@ import numpy as np
 from compiler.ir.types import TensorType
 from .registry import OpDef, OpPattern, make_call, register
 from .type_relations import check_arity, fail, int_tuple, tensor_arg
+from .window import pad_tuple2d, pair, window_out_dim
 
 __all__ = ["max_pool2d", "avg_pool2d", "global_max_pool2d", "global_avg_pool2d",
            "adaptive_max_pool2d", "adaptive_avg_pool2d", "depth_to_space", "space_to_depth"]
 
 _LAYOUTS = ("NCHW", "NHWC")
-
-
-def _pair(value) -> tuple:
-    return (int(value),) * 2 if isinstance(value, (int, np.integer)) else tuple(value)
-
-
-def _pad4(padding) -> tuple:
-    from .nn import pad_tuple2d
-    return pad_tuple2d(padding)
 
 
 def _data_4d(op: str, types, attrs) -> TensorType:
@@ -47,15 +39,6 @@ def _with_hw(shape: tuple, layout: str, h: int, w: int) -> tuple:
     return tuple(out)
 
 
-def _pool_out(op: str, size: int, k: int, s: int, d: int, pad: int, ceil_mode: bool) -> int:
-    """TVM's Pool2DRel: ceil_mode adds stride - 1 before dividing."""
-    span = d * (k - 1) + 1
-    out = (size + pad - span + (s - 1 if ceil_mode else 0)) // s + 1
-    if out <= 0:
-        raise fail(op, f"pool window {span} does not fit input size {size} with padding {pad}")
-    return out
-
-
 def _pool_rel(op: str):
     def rel(types, attrs):
         check_arity(op, types, 1)
@@ -65,8 +48,8 @@ def _pool_rel(op: str):
         dh, dw = int_tuple(op, attrs.dilation, "dilation", 2)
         pt, pl, pb, pr = int_tuple(op, attrs.padding, "padding", 4)
         hi, wi = _hw(attrs.layout)
-        oh = _pool_out(op, data.shape[hi], kh, sh, dh, pt + pb, attrs.ceil_mode)
-        ow = _pool_out(op, data.shape[wi], kw, sw, dw, pl + pr, attrs.ceil_mode)
+        oh = window_out_dim(op, data.shape[hi], kh, sh, dh, pt + pb, attrs.ceil_mode)
+        ow = window_out_dim(op, data.shape[wi], kw, sw, dw, pl + pr, attrs.ceil_mode)
         return TensorType(_with_hw(data.shape, attrs.layout, oh, ow), data.dtype)
     return rel
 
@@ -133,16 +116,16 @@ register(OpDef(name="nn.avg_pool2d", num_inputs=1, type_rel=_pool_rel("nn.avg_po
 def max_pool2d(data, pool_size=(1, 1), strides=(1, 1), dilation=(1, 1), padding=(0, 0),
                layout="NCHW", out_layout="", ceil_mode=False):
     """relay.nn.max_pool2d (padding is normalised to 4 values, as TVM does)."""
-    return make_call("nn.max_pool2d", [data], pool_size=_pair(pool_size), strides=_pair(strides),
-                     dilation=_pair(dilation), padding=_pad4(padding), layout=layout,
+    return make_call("nn.max_pool2d", [data], pool_size=pair(pool_size), strides=pair(strides),
+                     dilation=pair(dilation), padding=pad_tuple2d(padding), layout=layout,
                      out_layout=out_layout, ceil_mode=bool(ceil_mode))
 
 
 def avg_pool2d(data, pool_size=(1, 1), strides=(1, 1), dilation=(1, 1), padding=(0, 0),
                layout="NCHW", out_layout="", ceil_mode=False, count_include_pad=False):
     """relay.nn.avg_pool2d; count_include_pad divides by the full window size."""
-    return make_call("nn.avg_pool2d", [data], pool_size=_pair(pool_size), strides=_pair(strides),
-                     dilation=_pair(dilation), padding=_pad4(padding), layout=layout,
+    return make_call("nn.avg_pool2d", [data], pool_size=pair(pool_size), strides=pair(strides),
+                     dilation=pair(dilation), padding=pad_tuple2d(padding), layout=layout,
                      out_layout=out_layout, ceil_mode=bool(ceil_mode),
                      count_include_pad=bool(count_include_pad))
 

@@ -244,3 +244,39 @@ def test_frontend_infer_type_errors_name_the_op_and_types():
     total = op("add", x, x)
     assert infer_type(total, memo) == memo[total]
     assert infer_type(op("negative", total), memo).shape == (2, 3)  # reuses memo[total]
+
+
+def test_shape_override_errors():
+    """shape= may not name an initializer, and an input without shape info must be given one."""
+    with pytest.raises(CompilerError, match="'w'.*not a graph input.*\\['x'\\]"):
+        from_onnx(_add_weight_model(), shape={"w": (2, 3)})
+    node = helper.make_node("Relu", ["x"], ["y"])
+    shapeless = helper.make_tensor_value_info("x", TensorProto.FLOAT, None)
+    model = _model([node], [shapeless], [_tensor("y", [3])])
+    with pytest.raises(CompilerError, match=r"'x' has no shape.*shape=\{'x'"):
+        from_onnx(model)
+    mod, _ = from_onnx(model, shape={"x": (3,)})
+    assert mod["main"].params[0].type_annotation == TensorType((3,), "float32")
+
+
+def test_converters_are_chosen_by_opset_and_registered_once():
+    from compiler.frontend.onnx_ops.common import CONVERTERS, converter, find_converter
+    versions = dict(CONVERTERS["Squeeze"])
+    assert find_converter("Squeeze", 12) is versions[1]
+    assert find_converter("Squeeze", 13) is versions[13]
+    assert find_converter("Squeeze", 21) is versions[13]
+    assert find_converter("NoSuchOp", 21) is None
+    assert find_converter("Trilu", 13) is None  # Trilu exists from opset 14
+    with pytest.raises(ValueError, match="Einsum .since opset 12. is already registered"):
+        converter("Einsum", since=12)(lambda ctx, inputs: None)
+    assert len(CONVERTERS["Einsum"]) == 1
+
+
+def test_unused_optional_outputs_are_dropped():
+    """TopK's indices output left empty: only the values are computed and returned."""
+    k = numpy_helper.from_array(np.array([2], np.int64), "k")
+    nodes = [helper.make_node("TopK", ["x", "k"], ["v", ""])]
+    model = _model(nodes, [_tensor("x", [4])], [_tensor("v", [2])], [k])
+    mod, params = from_onnx(model, freeze_params=True)
+    out = _run(mod, params, np.array([3, 1, 4, 2], np.float32))
+    assert not isinstance(out, tuple) and out.tolist() == [4, 3]

@@ -12,7 +12,7 @@ import onnx
 import pytest
 
 import runtime
-from compiler import relay
+from compiler import relay, transform
 from compiler.model_zoo import LIGHT_MODELS, dummy_inputs, light_model_path, reference_outputs
 from runtime import graph_executor
 
@@ -60,7 +60,9 @@ def test_light_model_with_random_weights_matches_onnxruntime(name):
                                    providers=["CPUExecutionProvider"])
     expected = session.run(None, feeds)[0]
     mod, params = relay.frontend.from_onnx(model)
-    factory = relay.build(mod, target="llvm", params=params)
+    # opt_level 3, as the CLI and benchmarks build: FoldScaleAxis and AlterOpLayout take part
+    with transform.PassContext(opt_level=3):
+        factory = relay.build(mod, target="llvm", params=params)
     gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
     gmod.run(**feeds)
     out = gmod.get_output(0).numpy()

@@ -1,7 +1,8 @@
 """ONNX converters by category; importing this package fills the converter table."""
 from . import elementwise, nn, reduce, resize, tensor  # noqa: F401
-from . import attention, loss, misc  # noqa: F401  (after tensor: misc's Einsum replaces its)
+from . import attention, loss, misc  # noqa: F401
 from . import quantize, rnn, scatter, signal  # noqa: F401
 from . import vision  # noqa: F401
 from . import bitcast  # noqa: F401
+from . import deform  # noqa: F401
 from .common import CONVERTERS, converter, find_converter  # noqa: F401

@@ -16,9 +16,17 @@ CONVERTERS: dict[str, list[tuple[int, Callable]]] = {}
 
 
 def converter(op_type: str, since: int = 1):
-    """Register `fn(ctx, inputs)` for op_type from opset `since` until a newer registration."""
+    """Register `fn(ctx, inputs)` for op_type from opset `since` until a newer registration.
+
+    A second registration of the same (op_type, since) is an error: otherwise the module
+    imported last would silently win and the other converter would be dead code.
+    """
     def decorate(fn: Callable) -> Callable:
         versions = CONVERTERS.setdefault(op_type, [])
+        for known_since, known in versions:
+            if known_since == since and known is not fn:
+                raise ValueError(f"ONNX converter for {op_type} (since opset {since}) is "
+                                 f"already registered by {known.__module__}.{known.__name__}")
         versions.append((since, fn))
         versions.sort(key=lambda item: item[0])
         return fn

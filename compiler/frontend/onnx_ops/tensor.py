@@ -5,7 +5,7 @@ import numpy as np
 
 from compiler.ir.expr import Tuple, TupleGetItem
 
-from .common import NodeContext, as_ints, const, converter, norm_axis, op, reshape
+from .common import NodeContext, as_ints, const, converter, norm_axis, onnx_dtype, op, reshape
 
 
 @converter("Constant")
@@ -395,7 +395,6 @@ def _eye_like(ctx, inputs):
     shape = ctx.shape(inputs[0])
     dtype = ctx.dtype(inputs[0])
     if ctx.attr("dtype") is not None:
-        from .common import onnx_dtype
         dtype = onnx_dtype(ctx.attr("dtype"), ctx.where)
     return const(np.eye(shape[0], shape[1], k=int(ctx.attr("k", 0)), dtype=dtype), dtype)
 
@@ -406,7 +405,6 @@ def _one_hot(ctx, inputs):
     depth = int(np.asarray(ctx.value(depth, "depth")).reshape(-1)[0])
     rank = ctx.rank(indices)
     axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank + 1)
-    dtype = ctx.dtype(values)
     idx_dtype = ctx.dtype(indices)
     if not idx_dtype.startswith("int"):
         indices = op("cast", indices, dtype="int64")
@@ -435,29 +433,3 @@ def _cumsum(ctx, inputs):
     if ctx.attr("reverse", 0):
         out = op("reverse", out, axis=axis)
     return out
-
-
-@converter("Einsum", since=12)
-def _einsum(ctx, inputs):
-    return op("einsum", Tuple(list(inputs)), equation=ctx.attr("equation"))
-
-
-@converter("ScatterElements", since=11)
-def _scatter_elements(ctx, inputs):
-    data, indices, updates = inputs
-    shape = ctx.shape(data)
-    axis = norm_axis(ctx, int(ctx.attr("axis", 0)), len(shape))
-    indices = _normalize_indices(ctx, indices, shape[axis])
-    reduction = ctx.attr("reduction", "none")
-    return op("scatter_elements", data, indices, updates, axis=axis,
-              reduction="update" if reduction == "none" else reduction)
-
-
-@converter("ScatterND", since=11)
-def _scatter_nd(ctx, inputs):
-    data, indices, updates = inputs
-    irank = ctx.rank(indices)
-    moved = op("transpose", indices, axes=[irank - 1] + list(range(irank - 1)))
-    reduction = ctx.attr("reduction", "none")
-    return op("scatter_nd", data, moved, updates,
-              mode="update" if reduction == "none" else reduction)

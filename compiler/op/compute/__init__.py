@@ -8,3 +8,4 @@ scatter: scatter_elements / scatter_nd.
 from . import elemwise, index, nn, norm, pool, reduce, scatter, transform  # noqa: F401
 from . import image, nn3d, vision  # noqa: F401,E402
 from . import bitcast  # noqa: F401,E402
+from . import nn_deform  # noqa: F401,E402

@@ -7,7 +7,7 @@ from typing import Callable
 from codegen.tir.dtype import max_value, min_value
 
 from . import bits
-from .common import (Expr, bcast, const_of, fail, is_bool, is_float, is_integer, rule, scalar,
+from .common import (Expr, bcast, const_of, fail, is_bool, is_float, rule, scalar,
                      te, tensor_name, tir, to_bool)
 
 

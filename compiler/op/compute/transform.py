@@ -1,7 +1,9 @@
 """Injective transforms by index arithmetic: reshape, transpose, slicing, concat, tile, pad, ..."""
 from __future__ import annotations
 
-from compiler.op.transform import _perm, _split_bounds, _squeeze_axes, slices_of
+from compiler.op.registry import get_def, list_ops
+from compiler.op.transform import _perm, _split_bounds
+from compiler.op.transform_slice import slices_of
 from compiler.op.transform_layout import parse_layout
 
 from .common import Expr, bcast, clamp, ravel, rule, scalar, te, tensor_name, tir, unravel
@@ -12,8 +14,9 @@ def reshape_to(x: te.Tensor, shape: tuple, name: str) -> te.Tensor:
     return te.compute(shape, lambda *i: x[unravel(ravel(i, shape), x.shape)], name=name)
 
 
-@rule("reshape", "reshape_like", "nn.batch_flatten", "squeeze", "expand_dims")
+@rule(*(name for name in list_ops() if get_def(name).reshape_only))
 def _reshape(inputs, attrs, out_type):
+    """Every OpDef.reshape_only op (reshape, squeeze, nn.batch_flatten, ...) lowers this way."""
     return reshape_to(inputs[0], out_type.shape, "T_reshape")
 
 

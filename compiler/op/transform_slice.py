@@ -1,0 +1,160 @@
+"""Ops that crop or repeat data along axes: strided_slice, tile, repeat, broadcast_to(_like)."""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.ir.types import TensorType
+from .registry import OpDef, OpPattern, make_call, register
+from .type_relations import (broadcast_shape, check_arity, fail, int_tuple, normalize_axis,
+                             tensor_arg)
+
+__all__ = ["strided_slice", "tile", "repeat", "broadcast_to", "broadcast_to_like"]
+
+
+def _injective(name: str, num_inputs: int, rel, ref, attrs=None, key: str = "Attrs",
+               pattern: OpPattern = OpPattern.INJECTIVE) -> None:
+    register(OpDef(name=name, num_inputs=num_inputs, type_rel=rel, pattern=pattern,
+                   reference=ref, attrs=attrs or {}, attrs_type_key=key))
+
+
+# --- strided_slice ---------------------------------------------------------------------------
+
+
+def slices_of(op: str, shape: tuple, attrs) -> tuple:
+    """Python slices for strided_slice: numpy's clamping of begin/end; slice_mode 'size'."""
+    ndim = len(shape)
+    begin, end = list(attrs.begin), list(attrs.end)
+    strides = list(attrs.strides) if attrs.strides else [1]
+    axes = list(attrs.axes) if attrs.axes is not None else list(range(len(begin)))
+    if attrs.axes is not None and not len(axes) == len(begin) == len(end):
+        raise fail(op, f"begin {tuple(begin)}, end {tuple(end)} and axes {attrs.axes} must "
+                       f"have the same length")
+    if len(begin) > ndim or len(end) > ndim:
+        raise fail(op, f"begin {tuple(begin)} / end {tuple(end)} index more dims than data "
+                       f"{shape} has")
+    if attrs.slice_mode not in ("end", "size"):
+        raise fail(op, f"slice_mode must be 'end' or 'size', got {attrs.slice_mode!r}")
+    out = [slice(None)] * ndim
+    for i, axis in enumerate(axes):
+        axis = normalize_axis(op, axis, ndim, "axes")
+        b = begin[i]
+        e = end[i] if i < len(end) else None
+        s = strides[i] if i < len(strides) else 1
+        if attrs.slice_mode == "size":
+            s = 1
+            e = None if e is None or e < 0 else (b % shape[axis] if b < 0 else b) + e
+        if s == 0:
+            raise fail(op, f"stride on axis {axis} must not be 0")
+        out[axis] = slice(b, e, s)
+    return tuple(out)
+
+
+def _strided_slice_rel(types, attrs):
+    check_arity("strided_slice", types, 1)
+    data = tensor_arg("strided_slice", types, 0, "data")
+    slices = slices_of("strided_slice", data.shape, attrs)
+    return TensorType(tuple(len(range(*s.indices(d))) for s, d in zip(slices, data.shape)),
+                      data.dtype)
+
+
+_injective("strided_slice", 1, _strided_slice_rel,
+           lambda ins, attrs: ins[0][slices_of("strided_slice", ins[0].shape, attrs)].copy(),
+           {"begin": (), "end": (), "strides": None, "slice_mode": "end", "axes": None},
+           "relay.attrs.StridedSliceAttrs")
+
+
+def strided_slice(data, begin, end, strides=None, axes=None, slice_mode="end"):
+    """relay.strided_slice: numpy slicing per axis (bounds clamp; negative values count back)."""
+    def ints(v):
+        return None if v is None else list(int_tuple("strided_slice", v, "value"))
+    return make_call("strided_slice", [data], begin=ints(begin), end=ints(end),
+                     strides=ints(strides) if strides else [1], slice_mode=slice_mode,
+                     axes=ints(axes))
+
+
+# --- tile / repeat / broadcast_to ------------------------------------------------------------
+
+
+def _tile_shape(shape: tuple, reps: tuple) -> tuple:
+    rank = max(len(shape), len(reps))
+    shape = (1,) * (rank - len(shape)) + tuple(shape)
+    reps = (1,) * (rank - len(reps)) + tuple(reps)
+    return tuple(d * r for d, r in zip(shape, reps))
+
+
+def _tile_rel(types, attrs):
+    check_arity("tile", types, 1)
+    data = tensor_arg("tile", types, 0, "data")
+    reps = int_tuple("tile", attrs.reps, "reps")
+    if any(r < 1 for r in reps):
+        raise fail("tile", f"reps must be positive, got {reps}")
+    return TensorType(_tile_shape(data.shape, reps), data.dtype)
+
+
+_injective("tile", 1, _tile_rel, lambda ins, attrs: np.tile(ins[0], attrs.reps),
+           {"reps": ()}, "relay.attrs.TileAttrs")
+
+
+def tile(data, reps):
+    """relay.tile: numpy.tile semantics."""
+    return make_call("tile", [data], reps=int_tuple("tile", reps, "reps"))
+
+
+def _repeat_rel(types, attrs):
+    check_arity("repeat", types, 1)
+    data = tensor_arg("repeat", types, 0, "data")
+    axis = normalize_axis("repeat", attrs.axis, data.ndim)
+    if attrs.repeats < 1:
+        raise fail("repeat", f"repeats must be >= 1, got {attrs.repeats}")
+    shape = list(data.shape)
+    shape[axis] *= attrs.repeats
+    return TensorType(tuple(shape), data.dtype)
+
+
+_injective("repeat", 1, _repeat_rel,
+           lambda ins, attrs: np.repeat(ins[0], attrs.repeats, axis=attrs.axis),
+           {"repeats": 1, "axis": 0}, "relay.attrs.RepeatAttrs")
+
+
+def repeat(data, repeats, axis):
+    """relay.repeat: each element repeated along axis."""
+    return make_call("repeat", [data], repeats=int(repeats), axis=int(axis))
+
+
+def _broadcast_to_rel(types, attrs):
+    check_arity("broadcast_to", types, 1)
+    data = tensor_arg("broadcast_to", types, 0, "data")
+    shape = int_tuple("broadcast_to", attrs.shape, "shape")
+    out = broadcast_shape("broadcast_to", data.shape, shape)
+    if out != shape:
+        raise fail("broadcast_to", f"data {data.shape} cannot be broadcast to {shape}")
+    return TensorType(shape, data.dtype)
+
+
+_injective("broadcast_to", 1, _broadcast_to_rel,
+           lambda ins, attrs: np.broadcast_to(ins[0], attrs.shape).copy(),
+           {"shape": (), "dtype": ""}, "relay.attrs.InitOpAttrs", OpPattern.BROADCAST)
+
+
+def broadcast_to(data, shape):
+    """relay.broadcast_to a static shape."""
+    return make_call("broadcast_to", [data], shape=int_tuple("broadcast_to", shape, "shape"))
+
+
+def _broadcast_to_like_rel(types, attrs):
+    check_arity("broadcast_to_like", types, 2)
+    data = tensor_arg("broadcast_to_like", types, 0, "data")
+    like = tensor_arg("broadcast_to_like", types, 1, "broadcast_type")
+    if broadcast_shape("broadcast_to_like", data.shape, like.shape) != like.shape:
+        raise fail("broadcast_to_like", f"data {data.shape} cannot be broadcast to {like.shape}")
+    return TensorType(like.shape, data.dtype)
+
+
+_injective("broadcast_to_like", 2, _broadcast_to_like_rel,
+           lambda ins, attrs: np.broadcast_to(ins[0], ins[1].shape).copy(),
+           pattern=OpPattern.BROADCAST)
+
+
+def broadcast_to_like(data, broadcast_type):
+    """relay.broadcast_to_like: broadcast data to broadcast_type's shape."""
+    return make_call("broadcast_to_like", [data, broadcast_type])
