@@ -202,21 +202,24 @@ def _normalize_indices(ctx, indices, dim: int):
               op("add", indices, const(dim, dtype)), indices)
 
 
+def _axis_and_indices(ctx, data, indices) -> tuple:
+    """The attribute axis (normalised) and the indices with negatives counted from the end."""
+    shape = ctx.shape(data)
+    axis = norm_axis(ctx, int(ctx.attr("axis", 0)), len(shape))
+    return axis, _normalize_indices(ctx, indices, shape[axis])
+
+
 @converter("Gather")
 def _gather(ctx, inputs):
     data, indices = inputs
-    shape = ctx.shape(data)
-    axis = norm_axis(ctx, int(ctx.attr("axis", 0)), len(shape))
-    indices = _normalize_indices(ctx, indices, shape[axis])
+    axis, indices = _axis_and_indices(ctx, data, indices)
     return op("take", data, indices, axis=axis, batch_dims=0, mode="clip")
 
 
 @converter("GatherElements")
 def _gather_elements(ctx, inputs):
     data, indices = inputs
-    shape = ctx.shape(data)
-    axis = norm_axis(ctx, int(ctx.attr("axis", 0)), len(shape))
-    indices = _normalize_indices(ctx, indices, shape[axis])
+    axis, indices = _axis_and_indices(ctx, data, indices)
     return op("gather", data, indices, axis=axis)
 
 
