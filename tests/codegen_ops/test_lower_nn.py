@@ -2,7 +2,6 @@
 matmul, batch_matmul, softmax, normalisations, lrn, dropout, pooling."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 

@@ -1,5 +1,5 @@
 """ONNX converters by category; importing this package fills the converter table."""
-from . import elementwise, nn, reduce, resize, tensor  # noqa: F401
+from . import elementwise, nn, norm, reduce, resize, tensor  # noqa: F401
 from . import attention, loss, misc  # noqa: F401
 from . import quantize, rnn, scatter, signal  # noqa: F401
 from . import vision  # noqa: F401

@@ -142,6 +142,8 @@ def _lrn(inputs, attrs, out_type):
     _require_float("nn.lrn", x)
     axis, size = attrs.axis % x.ndim, attrs.size
     n, half, dt = x.shape[axis], size // 2, x.dtype
+    if dt == "float32" and axis < x.ndim - 1:
+        return _lrn_fast(x, axis, size, attrs)
 
     def total(*i):
         r = te.reduce_axis(size, "r")
@@ -152,6 +154,78 @@ def _lrn(inputs, attrs, out_type):
     alpha, bias, beta = (tir.const(v, dt) for v in (attrs.alpha, attrs.bias, attrs.beta))
     return te.compute(x.shape, lambda *i: x[i] / tir.pow(
         bias + alpha * sq[i] / tir.const(size, dt), beta), name="T_lrn")
+
+
+def _lrn_power(d, beta: float):
+    """d ** beta, vectorisable: sqrt forms for the common exponents (0.75: AlexNet, GoogLeNet),
+    else exp(beta * log(d)) (inline polynomials, a few ulp) rather than a scalar libm pow."""
+    if beta == 0.0:
+        return tir.const(1.0, "float32")
+    if beta == 1.0:
+        return d
+    if beta == 0.5:
+        return tir.sqrt(d)
+    if beta == 0.75:
+        return tir.sqrt(d * tir.sqrt(d))
+    if beta == 1.5:
+        return d * tir.sqrt(d)
+    return tir.exp(tir.const(beta, "float32") * tir.log(d))
+
+
+def _lrn_fast(x: te.Tensor, axis: int, size: int, attrs) -> te.Tensor:
+    """float32 LRN as one hand-written pass: for each outer index and channel c, a vectorised
+    loop over the flattened inner (spatial) dims sums the squares of the channels in the
+    window [c - size//2, c - size//2 + size) that exist; the border channels get their own
+    statements with only the in-range terms, so no load is guarded."""
+    from codegen.tir.expr import Load
+    from codegen.tir.stmt import For, Store, seq
+
+    shape = x.shape
+    outer = 1
+    for d in shape[:axis]:
+        outer *= d
+    inner = 1
+    for d in shape[axis + 1:]:
+        inner *= d
+    n, half = shape[axis], size // 2
+    rest = len(shape) - axis - 1
+    alpha_n = tir.const(attrs.alpha / size, "float32")
+    bias = tir.const(attrs.bias, "float32")
+
+    def fcompute(ins, outs):
+        xb, ob = ins[0], outs[0]
+        o = tir.Var("lrn_o", "int64")
+        i = tir.Var("lrn_i", "int64")
+
+        zero = tir.const(0, "int64")
+
+        def idx(ch):  # flat offset (o*n + ch)*inner + i through the row-major strides
+            return (zero,) * axis + (o * n + ch,) + (zero,) * (rest - 1) + (i,)
+
+        def channel(ch, offsets):
+            acc = None
+            for r in offsets:
+                v = Load(xb, idx(ch + r), "float32")
+                acc = v * v if acc is None else acc + v * v
+            val = Load(xb, idx(ch), "float32")
+            d = bias + alpha_n * acc
+            return For(i, inner, Store(ob, idx(ch), val / _lrn_power(d, attrs.beta)),
+                       "vectorized")
+
+        def valid(c):
+            return [r - half for r in range(size) if 0 <= c + r - half < n]
+
+        lo_end = min(half, n)
+        hi_start = max(lo_end, n - (size - 1 - half))
+        stmts = [channel(tir.const(c, "int64"), valid(c)) for c in range(lo_end)]
+        if hi_start > lo_end:
+            c = tir.Var("lrn_c", "int64")
+            stmts.append(For(c, hi_start - lo_end, channel(
+                c + tir.const(lo_end, "int64"), [r - half for r in range(size)])))
+        stmts += [channel(tir.const(c, "int64"), valid(c)) for c in range(hi_start, n)]
+        return For(o, outer, seq(*stmts))
+
+    return te.extern(shape, [x], fcompute, name="T_lrn")
 
 
 @rule("nn.dropout")
