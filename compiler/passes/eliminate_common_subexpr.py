@@ -6,7 +6,9 @@ One bottom-up walk (rewrite_post_order, explicit stack). After a node's children
   `fskip(call)`, is looked up among the earlier calls: it matches one with the same op,
   equal attrs (compared by value) and, argument by argument, the same node (same_as, which
   after CSE of the operands means "computes the same value") or an equal constant (dtype,
-  shape and bytes). A match replaces the call; otherwise the call is remembered. TVM scans a
+  shape and bytes; constants over LARGE_CONSTANT_BYTES count by identity, so model weights
+  are never copied and hashed — missing a merge there is harmless). A match replaces the
+  call; otherwise the call is remembered. TVM scans a
   list per op; here the key (op, attrs, argument keys) is hashed, so a 10,000-add chain stays
   linear.
 - a TupleGetItem is merged with an earlier projection of the same (rewritten) tuple at the
@@ -21,6 +23,8 @@ from compiler.ir.expr import Call, Constant, Function, Op, RelayExpr, TupleGetIt
 from compiler.ir.traversal import rewrite_post_order
 from compiler.transform import function_pass, register_pass
 
+LARGE_CONSTANT_BYTES = 4096
+
 
 def eliminate_common_subexpr(expr: RelayExpr,
                              fskip: Callable[[RelayExpr], bool] | None = None) -> RelayExpr:
@@ -30,7 +34,7 @@ def eliminate_common_subexpr(expr: RelayExpr,
     constant_keys: dict = {}
 
     def arg_key(arg: RelayExpr):
-        if type(arg) is not Constant:
+        if type(arg) is not Constant or arg.data.nbytes > LARGE_CONSTANT_BYTES:
             return arg  # identity: after CSE of the operands, same node means same value
         key = constant_keys.get(arg)
         if key is None:
