@@ -20,43 +20,59 @@ from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType
 
 from .onnx_ops import find_converter
-from .onnx_ops.common import FrontendError, NodeContext, const, infer_type, onnx_dtype
-
-_DEFAULT_DOMAINS = ("", "ai.onnx")
-
-
-def _model_opset(model) -> int:
-    for entry in model.opset_import:
-        if entry.domain in _DEFAULT_DOMAINS:
-            return int(entry.version)
-    return 1
+from .onnx_ops.common import (DEFAULT_DOMAIN, FrontendError, NodeContext, canonical_domain,
+                              const, infer_type, onnx_dtype)
 
 
-def _missing_ops(graph, opset: int) -> list:
-    """Every node kind without a converter at this opset (domain-qualified when not default)."""
+def _model_opsets(model) -> dict[str, int]:
+    """domain -> opset version from the model's opset_import ("ai.onnx" is the default "")."""
+    opsets = {canonical_domain(entry.domain): int(entry.version)
+              for entry in model.opset_import}
+    opsets.setdefault(DEFAULT_DOMAIN, 1)
+    return opsets
+
+
+def _op_label(node) -> str:
+    domain = canonical_domain(node.domain)
+    return node.op_type if domain == DEFAULT_DOMAIN else f"{domain}.{node.op_type}"
+
+
+def _missing_ops(graph, opsets: Mapping[str, int]) -> list:
+    """Every node kind without a converter at its domain's opset (qualified unless default).
+
+    A node whose domain the model does not import has no opset, so no converter either.
+    """
     missing = []
     for node in graph.node:
-        if node.domain not in _DEFAULT_DOMAINS:
-            label = f"{node.domain}.{node.op_type}"
-        elif find_converter(node.op_type, opset) is None:
-            label = node.op_type
-        else:
+        version = opsets.get(canonical_domain(node.domain))
+        if version is not None and find_converter(node.op_type, version, node.domain):
             continue
+        label = _op_label(node)
         if label not in missing:
             missing.append(label)
     return missing
+
+
+def _opsets_label(opsets: Mapping[str, int], missing: list) -> str:
+    """'opset 21' and, for the domains of the missing ops, 'ai.onnx.ml opset 5'."""
+    parts = [f"opset {opsets[DEFAULT_DOMAIN]}"]
+    for domain, version in opsets.items():
+        if domain != DEFAULT_DOMAIN and any(m.startswith(domain + ".") for m in missing):
+            parts.append(f"{domain} opset {version}")
+    return ", ".join(parts)
 
 
 class GraphConverter:
     """Converts one ONNX graph; holds the value table, inferred types and static values."""
 
     def __init__(self, model, shape: Mapping | None, dtype: Any, opset: int,
-                 freeze_params: bool):
+                 freeze_params: bool, opsets: Mapping[str, int] | None = None):
         self.model = model
         self.graph_proto = model.graph
         self.shape = dict(shape or {})
         self.dtype = dtype
-        self.opset = opset
+        self.opset = opset  # the default domain's
+        self.opsets = {**(opsets or {}), DEFAULT_DOMAIN: opset}
         self.freeze_params = freeze_params
         self.values: dict[str, RelayExpr] = {}
         self.types: dict = {}
@@ -161,7 +177,8 @@ class GraphConverter:
 
     # -- nodes -----------------------------------------------------------------------------
     def _convert_node(self, node) -> None:
-        ctx = NodeContext(node, self.opset, self)
+        opset = self.opsets[canonical_domain(node.domain)]
+        ctx = NodeContext(node, opset, self)
         inputs = []
         for name in node.input:
             if name == "":
@@ -171,7 +188,7 @@ class GraphConverter:
                                     "earlier node, initializer or graph input")
             else:
                 inputs.append(self.values[name])
-        fn = find_converter(node.op_type, self.opset)
+        fn = find_converter(node.op_type, opset, node.domain)
         result = fn(ctx, inputs)
         outputs = list(result) if isinstance(result, (list, tuple)) else [result]
         foldable = all(i is None or isinstance(i, Constant) for i in inputs)
@@ -217,13 +234,15 @@ def from_onnx(model, shape: Mapping | None = None, dtype: Any = "float32",
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"from_onnx expects an onnx.ModelProto (or a path), got "
                         f"{type(model).__name__}")
-    if opset is None:
-        opset = _model_opset(model)
-    missing = _missing_ops(model.graph, opset)
+    opsets = _model_opsets(model)
+    if opset is not None:  # overrides the default domain's only
+        opsets[DEFAULT_DOMAIN] = int(opset)
+    missing = _missing_ops(model.graph, opsets)
     if missing:
         raise OpNotImplemented(f"The following operators are not supported for frontend ONNX "
-                               f"(opset {opset}): {', '.join(missing)}")
-    return GraphConverter(model, shape, dtype, int(opset), freeze_params).convert()
+                               f"({_opsets_label(opsets, missing)}): {', '.join(missing)}")
+    return GraphConverter(model, shape, dtype, opsets[DEFAULT_DOMAIN], freeze_params,
+                          opsets).convert()
 
 
 __all__ = ["from_onnx"]

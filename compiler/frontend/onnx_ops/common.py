@@ -11,21 +11,59 @@ from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.op.registry import VARIADIC, get_def, make_call
 
-# op_type -> [(since_version, converter)], sorted by version
-CONVERTERS: dict[str, list[tuple[int, Callable]]] = {}
+DEFAULT_DOMAIN = ""
+_DEFAULT_DOMAIN_ALIASES = ("", "ai.onnx")
 
 
-def converter(op_type: str, since: int = 1):
-    """Register `fn(ctx, inputs)` for op_type from opset `since` until a newer registration.
+def canonical_domain(domain: str) -> str:
+    """The table's name for an operator domain: "" and "ai.onnx" are both the default one."""
+    return DEFAULT_DOMAIN if domain in _DEFAULT_DOMAIN_ALIASES else domain
 
-    A second registration of the same (op_type, since) is an error: otherwise the module
+
+class ConverterTable(dict):
+    """(domain, op_type) -> [(since_version, converter)], sorted by version.
+
+    A bare op_type key means the default domain, so `CONVERTERS["Relu"]` still reads the
+    ai.onnx entry.
+    """
+
+    @staticmethod
+    def key(key) -> tuple[str, str]:
+        if isinstance(key, str):
+            return DEFAULT_DOMAIN, key
+        domain, op_type = key
+        return canonical_domain(domain), op_type
+
+    def __getitem__(self, key):
+        return super().__getitem__(self.key(key))
+
+    def __contains__(self, key) -> bool:
+        return super().__contains__(self.key(key))
+
+    def get(self, key, default=None):
+        return super().get(self.key(key), default)
+
+    def setdefault(self, key, default=None):
+        return super().setdefault(self.key(key), default)
+
+
+CONVERTERS: ConverterTable = ConverterTable()
+
+
+def converter(op_type: str, since: int = 1, domain: str = DEFAULT_DOMAIN):
+    """Register `fn(ctx, inputs)` for (domain, op_type) from that domain's opset `since`.
+
+    The registration holds until a newer one for the same (domain, op_type). A second
+    registration of the same (domain, op_type, since) is an error: otherwise the module
     imported last would silently win and the other converter would be dead code.
     """
     def decorate(fn: Callable) -> Callable:
-        versions = CONVERTERS.setdefault(op_type, [])
+        versions = CONVERTERS.setdefault((domain, op_type), [])
         for known_since, known in versions:
             if known_since == since and known is not fn:
-                raise ValueError(f"ONNX converter for {op_type} (since opset {since}) is "
+                label = op_type if canonical_domain(domain) == DEFAULT_DOMAIN \
+                    else f"{domain}.{op_type}"
+                raise ValueError(f"ONNX converter for {label} (since opset {since}) is "
                                  f"already registered by {known.__module__}.{known.__name__}")
         versions.append((since, fn))
         versions.sort(key=lambda item: item[0])
@@ -33,10 +71,10 @@ def converter(op_type: str, since: int = 1):
     return decorate
 
 
-def find_converter(op_type: str, opset: int) -> Callable | None:
-    """The converter for the newest version not after `opset` (None when there is none)."""
+def find_converter(op_type: str, opset: int, domain: str = DEFAULT_DOMAIN) -> Callable | None:
+    """The converter for the newest version not after `opset` of `domain` (None if none)."""
     chosen = None
-    for since, fn in CONVERTERS.get(op_type, ()):
+    for since, fn in CONVERTERS.get((domain, op_type), ()):
         if since <= opset:
             chosen = fn
     return chosen
