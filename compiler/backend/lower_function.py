@@ -22,8 +22,9 @@ from compiler.ir.types import TensorType, TupleType, Type
 __all__ = ["lower_primitive_function", "lower_to_tensors"]
 
 Value = te.Tensor | tuple
-# Inlining a long elementwise chain builds one deep tir expression, and codegen's expression
-# functors recurse per node; past this many inlined ops a tensor is materialized instead.
+# Inlining substitutes a producer's whole body at each use, so cost grows with chain depth
+# (and LLVM slows down on very deep expressions); past this many inlined ops a tensor is
+# materialized into a buffer instead. A performance heuristic: codegen is iterative.
 MAX_INLINE_DEPTH = 32
 
 
