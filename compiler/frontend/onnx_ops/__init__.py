@@ -5,4 +5,5 @@ from . import quantize, rnn, scatter, signal  # noqa: F401
 from . import vision  # noqa: F401
 from . import bitcast  # noqa: F401
 from . import deform  # noqa: F401
+from . import flex_attention, ml  # noqa: F401  (non-default domains)
 from .common import CONVERTERS, converter, find_converter  # noqa: F401

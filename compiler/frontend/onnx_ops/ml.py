@@ -216,10 +216,6 @@ def _tree_ensemble(ctx, inputs):
     contrib = np.full((tables.n + len(tables.targets), n_targets), float(fill))
     weights = tables.weights / trees if aggregate == _AVERAGE else tables.weights
     contrib[tables.n + np.arange(len(tables.targets)), tables.targets] = weights
-    if aggregate in (_SUM, _AVERAGE):
-        # several leaves of one tree may name the same target only once per sample, so a
-        # plain assignment is exact; rows of internal nodes are never reached
-        pass
     picked = _lookup(contrib, idx, "float64")  # (B, T, n_targets)
     reduce = {_SUM: "sum", _AVERAGE: "sum", _MIN: "min", _MAX: "max"}[aggregate]
     out = op(reduce, picked, axis=[1], keepdims=False, exclude=False)
