@@ -186,7 +186,8 @@ def _random_ensemble(rng, trees: int, depth: int, features: int, n_targets: int,
     attrs = dict(
         n_targets=n_targets, tree_roots=roots, nodes_featureids=table["features"],
         nodes_modes=numpy_helper.from_array(np.array(table["modes"], np.uint8), "nodes_modes"),
-        nodes_splits=numpy_helper.from_array(np.array(table["splits"]), "nodes_splits"),
+        nodes_splits=numpy_helper.from_array(np.array(table["splits"], np.float32),
+                                             "nodes_splits"),
         nodes_truenodeids=table["true"], nodes_falsenodeids=table["false"],
         nodes_trueleafs=table["true_leaf"], nodes_falseleafs=table["false_leaf"],
         nodes_missing_value_tracks_true=table["tracks"], leaf_targetids=leaf_targets,
@@ -211,22 +212,37 @@ def test_tree_ensemble_random_forests(executor, aggregate, modes):
     _check(_model([node], {"x": x}), {"x": x}, executor)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_tree_ensemble_leaf_only_tree_and_float64_splits(dtype):
-    """Tree 1 is a lone leaf (root with both branches on one leaf); splits are float64 values
-    that round differently in float32, so comparing in float32 would go the wrong way."""
-    split = 0.1  # float32(0.1) > 0.1
-    x = np.array([[np.float32(0.1)], [0.0], [1.0]], dtype)
+def _two_tree_ensemble(split: float, x_type: int):
+    """Tree 0 splits feature 0 at `split`; tree 1 is a lone leaf: root node 1 has both
+    branches on leaf 2. Splits and weights share X's type, as onnxruntime requires."""
+    np_type = helper.tensor_dtype_to_np_dtype(x_type)
     node = helper.make_node(
         "TreeEnsemble", ["x"], ["y0"], domain=ML, n_targets=2, aggregate_function=1,
         tree_roots=[0, 1], nodes_featureids=[0, 0],
         nodes_modes=numpy_helper.from_array(np.array([0, 0], np.uint8), "m"),
-        nodes_splits=numpy_helper.from_array(np.array([split, 0.0]), "s"),
+        nodes_splits=numpy_helper.from_array(np.array([split, 0.0], np_type), "s"),
         nodes_truenodeids=[0, 2], nodes_falsenodeids=[1, 2],
         nodes_trueleafs=[1, 1], nodes_falseleafs=[1, 1], leaf_targetids=[0, 1, 1],
-        leaf_weights=numpy_helper.from_array(np.array([1.0, 2.0, 5.0]), "w"))
-    got = _check(_model([node], {"x": x}), {"x": x}, "graph")
-    np.testing.assert_array_equal(got[0][:, 0], [0, 1, 0] if dtype == "float32" else [1, 1, 0])
+        leaf_weights=numpy_helper.from_array(np.array([1.0, 2.0, 5.0], np_type), "w"))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", x_type, [3, 1])],
+                              [helper.make_tensor_value_info("y0", x_type, [3, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid(ML, 5)])
+    model.ir_version = 10
+    return model
+
+
+def test_tree_ensemble_leaf_only_tree_follows_onnxruntime():
+    """A lone-leaf tree is the leaf its root's branches name (leaf 2), as onnxruntime has it;
+    onnx's reference instead reads leaf_weights at the root's node index (1)."""
+    import onnxruntime as ort
+    model = _two_tree_ensemble(0.5, TensorProto.FLOAT)
+    x = np.array([[0.25], [0.0], [1.0]], np.float32)
+    mod, params = from_onnx(model)
+    got = EXECUTORS["graph"](mod, params, {"x": x})[0]
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want)
+    np.testing.assert_allclose(got, [[1, 5], [1, 5], [0, 7]])
 
 
 def test_tree_ensemble_rejects_post_transform():
