@@ -131,7 +131,6 @@ def bench_dense(repeat: int, m: int = 1024, n: int = 1024, k: int = 1024) -> Non
 
 
 def _onnx_conv(xs, ws, pads, strides=(1, 1), group=1):
-    import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper
 

@@ -19,7 +19,8 @@ the packing op's attributes, so the packed type does not depend on the machine l
 """
 from __future__ import annotations
 
-from compiler.ir.expr import Call, Constant, Function, Op, RelayExpr, Tuple, TupleGetItem
+from compiler.analysis.constant import is_constant_foldable
+from compiler.ir.expr import Call, Function, Op, RelayExpr
 from compiler.ir.traversal import rewrite_post_order
 from compiler.ir.types import TensorType
 from compiler.transform import function_pass, register_pass
@@ -76,21 +77,9 @@ def alter_op_layout(expr: RelayExpr) -> RelayExpr:
     """Rewrite conv2d/dense with constant-foldable weights to their packed-weight variants."""
     foldable: dict = {}  # old node -> built from constants only
 
-    def is_foldable(node: RelayExpr) -> bool:
-        kind = type(node)
-        if kind is Constant:
-            return True
-        if kind is Call:
-            return isinstance(node.op, Op) and bool(node.args) and \
-                not node.op.op_def.stateful and all(foldable.get(a, False) for a in node.args)
-        if kind is Tuple:
-            return all(foldable.get(f, False) for f in node.fields)
-        if kind is TupleGetItem:
-            return foldable.get(node.tuple_value, False)
-        return False
 
     def rewrite(old: RelayExpr, new: RelayExpr) -> RelayExpr:
-        foldable[old] = is_foldable(old)
+        foldable[old] = is_constant_foldable(old, foldable)
         if type(new) is Call and isinstance(new.op, Op) and new.op.name in _RULES \
                 and len(new.args) == 2 and foldable.get(old.args[1], False):
             out = _RULES[new.op.name](new, old)

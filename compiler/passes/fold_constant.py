@@ -159,7 +159,7 @@ def _output_types(ty: Type) -> list[TensorType]:
 
 def evaluate_call(call: Call) -> RelayExpr:
     """Run an all-constant op call through the JIT; a Constant (or a Tuple of them)."""
-    from runtime.ndarray import NDArray, empty
+    from runtime.ndarray import empty
     with PassContext(opt_level=0):  # a fresh context: the user's config must not leak in
         func, consts = _primitive_for(call)
         func = _infer(func)

@@ -26,7 +26,8 @@ InferType is required; chains of multiplies fold one after another.
 """
 from __future__ import annotations
 
-from compiler.ir.expr import Call, Constant, Function, Op, RelayExpr, Tuple, TupleGetItem
+from compiler.analysis.constant import is_constant_foldable
+from compiler.ir.expr import Call, Function, Op, RelayExpr
 from compiler.ir.traversal import children, post_order, rewrite_post_order
 from compiler.ir.types import TensorType
 from compiler.transform import function_pass, register_pass
@@ -83,18 +84,6 @@ def fold_scale_axis(expr: RelayExpr) -> RelayExpr:
             uses[c] = uses.get(c, 0) + 1
     foldable: dict = {}
 
-    def is_foldable(node: RelayExpr) -> bool:
-        kind = type(node)
-        if kind is Constant:
-            return True
-        if kind is Call:
-            return isinstance(node.op, Op) and bool(node.args) and \
-                not node.op.op_def.stateful and all(foldable.get(a, False) for a in node.args)
-        if kind is Tuple:
-            return all(foldable.get(f, False) for f in node.fields)
-        if kind is TupleGetItem:
-            return foldable.get(node.tuple_value, False)
-        return False
 
     origin: dict = {}  # rewritten node -> the original node with its type and uses
 
@@ -189,7 +178,7 @@ def fold_scale_axis(expr: RelayExpr) -> RelayExpr:
         return None
 
     def rewrite(old: RelayExpr, new: RelayExpr) -> RelayExpr:
-        foldable[old] = is_foldable(old)
+        foldable[old] = is_constant_foldable(old, foldable)
         if new is not old:  # rebuilt over rewritten children: same type and uses as old
             origin[new] = old
         if _op_name(new) == "multiply" and len(new.args) == 2 and not foldable[old]:

@@ -6,7 +6,6 @@ ones.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
