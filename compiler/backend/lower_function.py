@@ -26,6 +26,10 @@ Value = te.Tensor | tuple
 # (and LLVM slows down on very deep expressions); past this many inlined ops a tensor is
 # materialized into a buffer instead. A performance heuristic: codegen is iterative.
 MAX_INLINE_DEPTH = 32
+# A value read by several ops is inlined into each of them: recomputation is cheap for a short
+# chain, but a chain of such diamonds (e.g. a tree descent: each step's index feeds several
+# gathers of the next) grows exponentially; from this depth on a shared value gets a buffer.
+SHARED_INLINE_DEPTH = 4
 
 
 def lower_primitive_function(func: Function, name: str) -> PrimFunc:
@@ -62,12 +66,19 @@ def lower_to_tensors(func: Function, name: str) -> tuple[list[te.Tensor], list[t
         inputs.append(t)
         env[p] = t
     params = set(func.params)
-    for node in post_order(func.body, visited=params):
+    order = post_order(func.body, visited=params)
+    readers: dict = {}  # node -> how many ops/tuples read it
+    for node in order:
+        for child in (node.args if type(node) is Call else node.fields if type(node) is Tuple
+                      else ()):
+            readers[child] = readers.get(child, 0) + 1
+    for node in order:
         kind = type(node)
         if kind is Op:
             continue
         if kind is Call:
-            env[node] = _bound_depth(_lower_call(node, env, ctx), node, env, depth)
+            env[node] = _bound_depth(_lower_call(node, env, ctx), node, env, depth,
+                                     readers.get(node, 0) > 1)
         elif kind is Tuple:
             env[node] = tuple(env[f] for f in node.fields)
         elif kind is TupleGetItem:
@@ -114,11 +125,12 @@ def _lower_call(call: Call, env: dict, ctx: str) -> Value:
     return result
 
 
-def _bound_depth(result: Value, call: Call, env: dict, depth: dict) -> Value:
-    """Materialize outputs whose inlined chain got too deep (see MAX_INLINE_DEPTH)."""
+def _bound_depth(result: Value, call: Call, env: dict, depth: dict, shared: bool) -> Value:
+    """Materialize outputs whose inlined chain got too deep (MAX_INLINE_DEPTH), or that are
+    read by several ops and already deep (SHARED_INLINE_DEPTH)."""
     below = max((depth.get(id(t), 0) for a in call.args for t in _flatten_any(env[a])),
                 default=0)
-    cut = below + 1 >= MAX_INLINE_DEPTH
+    cut = below + 1 >= (SHARED_INLINE_DEPTH if shared else MAX_INLINE_DEPTH)
     out = [te.materialize(t) if cut else t for t in _flatten_any(result)]
     for t in out:
         depth[id(t)] = 0 if t.materialized else below + 1
