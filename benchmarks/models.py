@@ -43,14 +43,16 @@ def bench_model(path: str, repeat: int, number: int) -> dict:
     import runtime
     from compiler import relay
     from compiler.model_zoo import dummy_inputs, reference_outputs
+    from codegen import jit
     from compiler.transform import PassContext
     from runtime import graph_executor
 
     model = onnx.load(path)
     feeds = dummy_inputs(model)
+    jit.clear_cache()  # a cold build: no in-memory or on-disk compiled kernels
     start = time.perf_counter()
     mod, params = relay.frontend.from_onnx(model)
-    with PassContext(opt_level=OPT_LEVEL):
+    with PassContext(opt_level=OPT_LEVEL, config={"relayjit.disable_disk_cache": True}):
         factory = relay.build(mod, target="llvm", params=params)
     build_s = time.perf_counter() - start
     gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
@@ -58,8 +60,11 @@ def bench_model(path: str, repeat: int, number: int) -> dict:
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    start = time.perf_counter()
     session = ort.InferenceSession(model.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
+    ort_session_s = time.perf_counter() - start
     gmod.run()
     ours = gmod.get_output(0).numpy()
     theirs = session.run(None, feeds)[0]
@@ -72,20 +77,24 @@ def bench_model(path: str, repeat: int, number: int) -> dict:
         ort_ms.append(_median_ms(lambda: session.run(None, feeds), 1, number))
     stats = getattr(factory, "memory_stats", {}) or {}
     return {"model": os.path.basename(path).removesuffix(".onnx"), "build_s": build_s,
+            "ort_session_s": ort_session_s,
             "ours_ms": float(np.median(ours_ms)), "ort_ms": float(np.median(ort_ms)),
             "match": ok, "peak_mb": stats.get("intermediate_bytes", 0) / 2**20}
 
 
 def table(rows: list[dict]) -> str:
-    lines = [f"relayjit built with PassContext(opt_level={OPT_LEVEL}); both single-threaded; "
-             "median of interleaved repeats", "","| model | build (s) | relayjit median (ms) | onnxruntime median (ms) | "
-             "relayjit / ort | peak intermediate (MiB) | output matches |",
-             "|---|---:|---:|---:|---:|---:|:---:|"]
+    lines = [f"relayjit built with PassContext(opt_level={OPT_LEVEL}), cold (no compile cache); "
+             "both single-threaded; median of interleaved repeats", "",
+             "| model | cold build (s) | ort session (s) | relayjit median (ms) | "
+             "onnxruntime median (ms) | relayjit / ort | peak intermediate (MiB) | "
+             "output matches |",
+             "|---|---:|---:|---:|---:|---:|---:|:---:|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | - | - | - | - | - | error: {r['error']} |")
+            lines.append(f"| {r['model']} | - | - | - | - | - | - | error: {r['error']} |")
             continue
-        lines.append(f"| {r['model']} | {r['build_s']:.1f} | {r['ours_ms']:.1f} | "
+        lines.append(f"| {r['model']} | {r['build_s']:.1f} | {r['ort_session_s']:.2f} | "
+                     f"{r['ours_ms']:.1f} | "
                      f"{r['ort_ms']:.1f} | {r['ours_ms'] / r['ort_ms']:.2f} | "
                      f"{r['peak_mb']:.1f} | {'yes' if r['match'] else 'NO'} |")
     return "\n".join(lines)
