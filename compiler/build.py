@@ -63,7 +63,7 @@ def _progress_context():
 
     ctx = PassContext.current()
     return PassContext(opt_level=ctx.opt_level, required_pass=ctx.required_pass,
-                       disabled_pass=ctx.disabled_pass, config=ctx._config,
+                       disabled_pass=ctx.disabled_pass, config=ctx.config,
                        instruments=[*ctx.instruments, _ReportPasses()])
 
 MAX_NAME_LENGTH = 80

@@ -96,8 +96,6 @@ def AlterOpLayout():  # noqa: N802  (TVM's pass name)
 
     @function_pass(opt_level=3, name="AlterOpLayout", required=["InferType"])
     def alter_op_layout_pass(func: Function, mod, ctx) -> Function:
-        if func.is_primitive:
-            return func
-        return alter_op_layout(func)
+        return alter_op_layout(func)  # FunctionPass already skips Primitive functions
 
     return alter_op_layout_pass

@@ -197,8 +197,6 @@ def FoldScaleAxis():  # noqa: N802  (TVM's pass name)
 
     @function_pass(opt_level=3, name="FoldScaleAxis", required=["InferType"])
     def fold_scale_axis_pass(func: Function, mod, ctx) -> Function:
-        if func.is_primitive:
-            return func
-        return fold_scale_axis(func)
+        return fold_scale_axis(func)  # FunctionPass already skips Primitive functions
 
     return fold_scale_axis_pass
