@@ -3,7 +3,7 @@
 Algorithm: starting from the outputs, collect the materialized tensors they read (loads
 of StageBuffers; extern inputs) with an explicit-stack DFS, giving a topological order.
 Each stage becomes a loop nest over its shape (row-major, innermost loop `vectorized`
-when the stage has no reduction); reductions inside a body are lifted into accumulators
+when the stage has no reduction, outer loops parallel when it has work enough: parallel.py); reductions inside a body are lifted into accumulators
 (a one-element local Allocate that mem2reg turns into a register) filled by a loop nest
 over the reduce axes before the store. Non-output stages live in Allocate'd scratch.
 Outputs that are placeholders or repeat an earlier output are copied. Index expressions
@@ -12,6 +12,7 @@ are simplified with the loop bounds so reshapes/transposes index without div/mod
 from __future__ import annotations
 
 from .errors import LoweringError
+from .parallel import serial_nest, stage_nest
 from .simplify import simplify
 from .te import StageBuffer, Tensor
 from .tir.dtype import INDEX_DTYPE, is_float, max_value, min_value
@@ -20,7 +21,7 @@ from .tir.functor import post_order, rewrite
 from .tir.ops import cast, const, gt, logical_and, logical_or, lt, ne, select
 from .tir.ops import max as tmax
 from .tir.ops import min as tmin
-from .tir.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
+from .tir.stmt import Allocate, Buffer, IfThenElse, PrimFunc, Stmt, Store, seq
 
 
 def lower(name: str, inputs: list[Tensor], outputs: list[Tensor]) -> PrimFunc:
@@ -196,15 +197,12 @@ class _Lowering:
         body: Stmt = seq(*pre, Store(t.buffer, t.axis, value))
         for buf in reversed(accs):  # one-element locals: the emitter allocas them once
             body = Allocate(buf, body)
-        return self.loops(t.axis, t.shape, body, vectorize=not reduces)
-
-    @staticmethod
-    def loops(axis: tuple[Var, ...], shape: tuple[int, ...], body: Stmt, vectorize: bool) -> Stmt:
-        for d in range(len(axis) - 1, -1, -1):
-            inner = d == len(axis) - 1
-            kind = "vectorized" if vectorize and inner and shape[d] > 1 else "serial"
-            body = For(axis[d], shape[d], body, kind)
-        return body
+        per_point = 1
+        for r in reduces:
+            for v in r.axis:
+                per_point *= max(1, v.dom[1])
+        return stage_nest(t.axis, t.shape, body, vectorize=not reduces,
+                          work_per_point=per_point)
 
     def reduction(self, t: Tensor, r: Reduce, bounds: dict) -> tuple[Stmt, Expr, list[Buffer]]:
         """Accumulator init + update loop nest for r; returns (stmt, accumulator value)."""
@@ -260,13 +258,13 @@ class _Lowering:
         update: Stmt = seq(*updates)
         if where is not None:
             update = IfThenElse(where, update)
-        nest = self.loops(loop_vars, tuple(v.dom[1] for v in r.axis), update, vectorize=False)
+        nest = serial_nest(loop_vars, tuple(v.dom[1] for v in r.axis), update)
         return seq(*init, nest), result, bufs
 
     def copy(self, buf: Buffer, t: Tensor) -> Stmt:
         """buf[...] = t[...] for placeholder or repeated outputs."""
         axis = tuple(Var(f"{buf.name}_c{d}", INDEX_DTYPE) for d in range(t.ndim))
-        return self.loops(axis, t.shape, Store(buf, axis, Load(t.buffer, axis, t.dtype)), True)
+        return stage_nest(axis, t.shape, Store(buf, axis, Load(t.buffer, axis, t.dtype)), True)
 
 
 def _subst(e: Expr, mapping: dict[Var, Expr]) -> Expr:

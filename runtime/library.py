@@ -14,6 +14,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from .errors import KernelError
+from .native import native_support
 from .ndarray import NDArray
 from .objfile import check_object_code, unresolved_symbols
 from .target import HostInfo, host_info, host_target_machine, new_target_machine
@@ -101,6 +102,7 @@ class KernelLibrary:
             raise ValueError(f"object code does not define function(s) {missing}")
 
     def _load_engine(self, object_code: bytes) -> llvm.ExecutionEngine:
+        native_support()  # kernels' parallel loops call its pool: register it before loading
         tm = new_target_machine()  # owned by the engine from here on
         symbols = check_object_code(object_code, tm.triple)
         if symbols is not None:

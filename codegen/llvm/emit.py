@@ -2,24 +2,31 @@
 
 Each kernel becomes an internal, always-inlined `@name.body(ptr noalias ..., ...)` holding
 the loop nest, and the exported `i32 @name(ptr %args)` that loads the buffer pointers
-from %args (inputs then outputs), calls the body and returns 0. Params get `noalias`
-(the runtime never passes overlapping buffers) and `dereferenceable(nbytes)`; `align 64`
-only when PrimFunc.attrs["assume_aligned"] is true, since callers may pass numpy arrays.
-Scratch buffers (Allocate) live on the stack up to STACK_LIMIT bytes per kernel and in
-zero-initialised internal globals beyond (such kernels are not reentrant).
+from %args (inputs then outputs), calls the body and returns its status (0 on success).
+Params get `noalias` (the runtime never passes overlapping buffers) and
+`dereferenceable(nbytes)`; `align 64` only when PrimFunc.attrs["assume_aligned"] is true,
+since callers may pass numpy arrays. Scratch buffers (Allocate) live on the stack up to
+STACK_LIMIT bytes per function and on the heap beyond (allocated at entry, freed at return),
+so kernels keep no mutable global state and are reentrant. Loops of kind "parallel" run on
+the runtime's thread pool (see FunctionEmitter._parallel_for).
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
+from runtime.native import PARALLEL_FOR  # the runtime's thread pool entry (runtime/native.ll)
+
 from ..errors import CodegenError
 from ..tir.stmt import (
     Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store,
 )
+from ..tir.expr import Expr, Load, Var
+from ..tir.functor import post_order
 from .emit_expr import ExprEmitter
 from .types import I32, I64, PTR, mem_type
 
 STACK_LIMIT = 64 * 1024
+OUT_OF_MEMORY = 2  # kernel status: heap scratch could not be allocated
 
 
 def emit_module(funcs: list[PrimFunc], name: str = "relayjit") -> ir.Module:
@@ -37,13 +44,18 @@ def emit_module(funcs: list[PrimFunc], name: str = "relayjit") -> ir.Module:
 
 
 class FunctionEmitter(ExprEmitter):
-    """Emits one PrimFunc (statements here, expressions in ExprEmitter)."""
+    """Emits one PrimFunc (statements here, expressions in ExprEmitter).
+
+    The same class emits the body of each parallel loop, outlined into a function of its own
+    (see _parallel_for): `bound` pre-binds the values captured from the enclosing function.
+    """
 
     def __init__(self, module: ir.Module, func: PrimFunc) -> None:
         super().__init__()
         self.module, self.func, self.kernel = module, func, func.name
         self.buffers: dict[Buffer, ir.Value] = {}
         self.stack_bytes = 0
+        self.heap: list[ir.Value] = []  # scratch from aligned_alloc, freed at every return
 
     def buffer_ptr(self, buf: Buffer) -> ir.Value:
         ptr = self.buffers.get(buf)
@@ -53,31 +65,65 @@ class FunctionEmitter(ExprEmitter):
 
     def emit(self) -> None:
         f = self.func
-        body_fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * len(f.params)),
+        body_fn = ir.Function(self.module, ir.FunctionType(I32, [PTR] * len(f.params)),
                               f"{f.name}.body")
         body_fn.linkage = "internal"
         body_fn.attributes.add("alwaysinline")
         body_fn.attributes.add("nounwind")
         aligned = bool(f.attrs.get("assume_aligned", False))
         for arg, buf in zip(body_fn.args, f.params):
-            arg.name = _ident(buf.name)
-            arg.add_attribute("noalias")
-            if buf.nbytes > 0:
-                arg.attributes.dereferenceable = buf.nbytes
-                arg.add_attribute("nonnull")
-                if aligned:
-                    arg.attributes.align = 64
             if buf in self.buffers:
                 raise self.fail(f"buffer {buf.name} appears twice among the parameters")
-            self.buffers[buf] = arg
-        entry = body_fn.append_basic_block("entry")
-        start = body_fn.append_basic_block("start")
+            self._bind_buffer_arg(arg, buf, buf.nbytes, aligned)
+        self._emit_function(body_fn, f.body)
+        self._wrapper(body_fn)
+
+    def _bind_buffer_arg(self, arg: ir.Argument, buf: Buffer, nbytes: int, aligned: bool) -> None:
+        """Bind a pointer parameter to buf: noalias (buffers never overlap), dereferenceable."""
+        arg.name = _ident(buf.name)
+        arg.add_attribute("noalias")
+        if nbytes > 0:
+            arg.attributes.dereferenceable = nbytes
+            arg.add_attribute("nonnull")
+            if aligned:
+                arg.attributes.align = 64
+        self.buffers[buf] = arg
+
+    def _emit_function(self, fn: ir.Function, body: Stmt, loop: tuple | None = None) -> None:
+        """Emit `body` (or, with loop = (var, begin, end), a loop over [begin, end) of it) as
+        fn's code: returns 0, the first nonzero status of a parallel loop inside, or
+        OUT_OF_MEMORY when heap scratch could not be had (nothing runs then)."""
+        entry = fn.append_basic_block("entry")
+        start = fn.append_basic_block("start")
         self.entry_builder = ir.IRBuilder(entry)
         self.builder = ir.IRBuilder(start)
-        self.stmt(f.body)
-        self.builder.ret_void()
-        self.entry_builder.branch(start)
-        self._wrapper(body_fn)
+        self.status = self.entry_builder.alloca(I32, name="status")
+        self.entry_builder.store(ir.Constant(I32, 0), self.status)
+        if loop is None:
+            self.stmt(body)
+        else:
+            self._loop(loop[0], loop[1], loop[2], body, guard=True)
+        b = self.builder
+        status = b.load(self.status, typ=I32)
+        self._free_heap(b)
+        b.ret(status)
+        if not self.heap:
+            self.entry_builder.branch(start)
+            return
+        eb = self.entry_builder
+        failed = None
+        for ptr in self.heap:
+            null = eb.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
+            failed = null if failed is None else eb.or_(failed, null)
+        oom = fn.append_basic_block("out_of_memory")
+        eb.cbranch(failed, oom, start)
+        b.position_at_end(oom)
+        self._free_heap(b)
+        b.ret(ir.Constant(I32, OUT_OF_MEMORY))
+
+    def _free_heap(self, b: ir.IRBuilder) -> None:
+        for ptr in self.heap:
+            b.call(_libc(self.module, "free"), [ptr])
 
     def _wrapper(self, body_fn: ir.Function) -> None:
         f = self.func
@@ -90,8 +136,7 @@ class FunctionEmitter(ExprEmitter):
         for i, _ in enumerate(f.params):
             slot = b.gep(args, [ir.Constant(I64, i)], inbounds=True, source_etype=PTR)
             ptrs.append(b.load(slot, typ=PTR, align=8))
-        b.call(body_fn, ptrs)
-        b.ret(ir.Constant(I32, 0))
+        b.ret(b.call(body_fn, ptrs))
 
     # ------------------------------------------------------------------ statements
     def stmt(self, s: Stmt) -> None:
@@ -101,7 +146,10 @@ class FunctionEmitter(ExprEmitter):
             for c in s.stmts:
                 self.stmt(c)
         elif t is For:
-            self._for(s)
+            if s.kind == "parallel":
+                self._parallel_for(s)
+            else:
+                self._for(s)
         elif t is Store:
             val = self.expr(s.value)
             ptr = self.address(s.buffer, s.indices)
@@ -124,28 +172,104 @@ class FunctionEmitter(ExprEmitter):
             raise self.fail(f"cannot emit statement {t.__name__}")
 
     def _for(self, s: For) -> None:
+        if s.extent == 0:
+            return
+        # extent > 0 is static: a bottom-tested loop needs no guard
+        self._loop(s.var, ir.Constant(I64, 0), ir.Constant(I64, s.extent), s.body, guard=False)
+
+    def _loop(self, var: Var, begin: ir.Value, end: ir.Value, body: Stmt, guard: bool) -> None:
+        """for var in [begin, end): body (guard: the range may be empty)."""
+        if var in self.vars:
+            raise self.fail(f"loop variable {var.name} is already bound by an outer loop")
+        b = self.builder
+        pre = b.block
+        name = _ident(var.name)
+        body_bb = b.append_basic_block(f"{name}.body")
+        exit_ = b.append_basic_block(f"{name}.end")
+        if guard:
+            b.cbranch(b.icmp_signed("<", begin, end), body_bb, exit_)
+        else:
+            b.branch(body_bb)
+        b.position_at_end(body_bb)
+        iv = b.phi(I64, name=name)
+        iv.add_incoming(begin, pre)
+        self.vars[var] = iv
+        self.push()
+        self.stmt(body)
+        self.pop()
+        del self.vars[var]
+        nxt = b.add(iv, ir.Constant(I64, 1), name=f"{name}.next", flags=("nuw", "nsw"))
+        iv.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_signed("<", nxt, end), body_bb, exit_)
+        b.position_at_end(exit_)
+
+    def _parallel_for(self, s: For) -> None:
+        """Outline the loop body into `i32 @<kernel>.par(ptr closure, i64 begin, i64 end)` and
+        hand it to the runtime's pool (relayjit_parallel_for), which runs contiguous chunks of
+        [0, extent) on its threads.
+
+        The closure is a struct of the values the body uses from here (buffer pointers, outer
+        loop and let variables), stored on this function's stack; the pool returns only when
+        every chunk is done. The outlined function loads them and calls `<kernel>.par.body`,
+        whose pointer params are noalias like the kernel's own. Scratch allocated inside the
+        body is per chunk, so tasks never share it.
+        """
         if s.var in self.vars:
             raise self.fail(f"loop variable {s.var.name} is already bound by an outer loop")
         if s.extent == 0:
             return
+        vars_used, bufs_used = _free_values(s.body)
+        captured: list[tuple[Var | Buffer, ir.Value]] = []
+        for v in vars_used:
+            if v in self.vars:
+                captured.append((v, self.vars[v]))
+        for buf in bufs_used:
+            if buf in self.buffers:
+                captured.append((buf, self.buffers[buf]))
+        module = self.module
+        name = module.get_unique_name(f"{self.kernel}.par")
+        # the body: captured values as parameters, then the chunk's [begin, end)
+        body_ty = ir.FunctionType(I32, [val.type for _, val in captured] + [I64, I64])
+        body_fn = ir.Function(module, body_ty, f"{name}.body")
+        body_fn.linkage = "internal"
+        body_fn.attributes.add("nounwind")
+        inner = FunctionEmitter(module, self.func)
+        for (key, _), arg in zip(captured, body_fn.args):
+            if isinstance(key, Buffer):
+                inner._bind_buffer_arg(arg, key, key.nbytes, False)
+            else:
+                arg.name = _ident(key.name)
+                inner.vars[key] = arg
+        begin, end = body_fn.args[-2], body_fn.args[-1]
+        inner._emit_function(body_fn, s.body, loop=(s.var, begin, end))
+        # the entry point the pool calls: unpack the closure, run the chunk
+        struct_ty = ir.LiteralStructType([val.type for _, val in captured])
+        task_fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I64]), name)
+        task_fn.linkage = "internal"
+        task_fn.attributes.add("nounwind")
+        tb = ir.IRBuilder(task_fn.append_basic_block("entry"))
+        closure, tbegin, tend = task_fn.args
+        fields = []
+        for i, (_, val) in enumerate(captured):
+            slot = tb.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True,
+                          source_etype=struct_ty)
+            fields.append(tb.load(slot, typ=val.type))
+        tb.ret(tb.call(body_fn, [*fields, tbegin, tend]))
+        # here: fill the closure, call the pool, keep the first failure
         b = self.builder
-        pre = b.block
-        name = _ident(s.var.name)
-        body = b.append_basic_block(f"{name}.body")
-        exit_ = b.append_basic_block(f"{name}.end")
-        b.branch(body)  # extent > 0 is static: a bottom-tested loop needs no guard
-        b.position_at_end(body)
-        iv = b.phi(I64, name=name)
-        iv.add_incoming(ir.Constant(I64, 0), pre)
-        self.vars[s.var] = iv
-        self.push()
-        self.stmt(s.body)
-        self.pop()
-        del self.vars[s.var]
-        nxt = b.add(iv, ir.Constant(I64, 1), name=f"{name}.next", flags=("nuw", "nsw"))
-        iv.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_signed("<", nxt, ir.Constant(I64, s.extent)), body, exit_)
-        b.position_at_end(exit_)
+        frame = self.entry_builder.alloca(struct_ty, name=f"{_ident(s.var.name)}.closure")
+        frame.type = PTR  # llvmlite types allocas as typed pointers; the IR is opaque
+        for i, (_, val) in enumerate(captured):
+            slot = b.gep(frame, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True,
+                         source_etype=struct_ty)
+            b.store(val, slot)
+        launch = module.globals.get(PARALLEL_FOR) or ir.Function(
+            module, ir.FunctionType(I32, [PTR, PTR, I64]), PARALLEL_FOR)
+        st = b.call(launch, [task_fn, frame, ir.Constant(I64, s.extent)])
+        prev = b.load(self.status, typ=I32)
+        b.store(b.select(b.icmp_signed("==", prev, ir.Constant(I32, 0)), st, prev), self.status)
+        for scope in self.memo:  # the loop stored through these buffers
+            scope.clear()
 
     def _if(self, s: IfThenElse) -> None:
         b = self.builder
@@ -177,20 +301,70 @@ class FunctionEmitter(ExprEmitter):
             ptr = self.entry_builder.alloca(ty, size=ir.Constant(I64, max(buf.size, 1)),
                                             name=_ident(buf.name))
             ptr.align = 64 if nbytes >= 64 else None
-        else:
-            arr = ir.ArrayType(ir.IntType(8), nbytes)
-            gname = self.module.get_unique_name(f"{self.kernel}.{_ident(buf.name)}.scratch")
-            gv = ir.GlobalVariable(self.module, arr, gname)
-            gv.linkage = "internal"
-            gv.initializer = ir.Constant(arr, None)
-            gv.align = 64
-            gv.type = PTR  # llvmlite types globals as typed pointers; the IR is opaque
-            ptr = gv
+        else:  # per call (per chunk in a parallel body): reentrant, unlike a static buffer
+            size = ir.Constant(I64, -(-nbytes // 64) * 64)  # aligned_alloc wants a multiple
+            ptr = self.entry_builder.call(_libc(self.module, "aligned_alloc"),
+                                          [ir.Constant(I64, 64), size], name=_ident(buf.name))
+            self.heap.append(ptr)
         if buf.size == 1:
             self.accumulators.add(buf)
         self.buffers[buf] = ptr
         self.stmt(s.body)
         del self.buffers[buf]
+
+
+def _free_values(body: Stmt) -> tuple[list[Var], list[Buffer]]:
+    """Variables and buffers `body` mentions, in first-use order (explicit-stack walk)."""
+    seen_vars: dict[Var, None] = {}
+    seen_bufs: dict[Buffer, None] = {}
+    seen_exprs: set[int] = set()
+
+    def exprs(e: Expr) -> None:
+        for n in post_order(e):
+            if id(n) in seen_exprs:
+                continue
+            seen_exprs.add(id(n))
+            if type(n) is Var:
+                seen_vars.setdefault(n)
+            elif type(n) is Load:
+                seen_bufs.setdefault(n.buffer)
+
+    stack = [body]
+    while stack:
+        s = stack.pop()
+        t = type(s)
+        if t is SeqStmt:
+            stack.extend(reversed(s.stmts))
+        elif t is For:
+            stack.append(s.body)
+        elif t is Store:
+            seen_bufs.setdefault(s.buffer)
+            for i in s.indices:
+                exprs(i)
+            exprs(s.value)
+        elif t is Allocate:
+            stack.append(s.body)
+        elif t is IfThenElse:
+            exprs(s.cond)
+            stack.append(s.then_body)
+            if s.else_body is not None:
+                stack.append(s.else_body)
+        elif t is LetStmt:
+            exprs(s.value)
+            stack.append(s.body)
+        elif t is Evaluate:
+            exprs(s.value)
+    return list(seen_vars), list(seen_bufs)
+
+
+def _libc(module: ir.Module, name: str) -> ir.Function:
+    """Declaration of the C library's aligned_alloc or free in this module."""
+    fn = module.globals.get(name)
+    if fn is None:
+        ty = ir.FunctionType(PTR, [I64, I64]) if name == "aligned_alloc" else \
+            ir.FunctionType(ir.VoidType(), [PTR])
+        fn = ir.Function(module, ty, name)
+    return fn
 
 
 def _ident(name: str) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.op._opcheck import check
@@ -98,8 +98,8 @@ def test_conv2d_rel_matches_reference(n, cg, h, w, kh, kw, stride, dil, pad, gro
         return
     out = check(call, np.ones((n, c, h, w), "f4"), np.ones((o, cg, kh, kw), "f4"))
     assert out.shape == (n, o, oh, ow)
-    assume(pad == [0, 0, 0, 0])
-    assert np.all(out == cg * kh * kw)  # no padding: every tap sees a one
+    if pad == [0, 0, 0, 0]:  # no padding: every tap sees a one
+        assert np.all(out == cg * kh * kw)
 
 
 def test_every_op_is_complete():
