@@ -1,8 +1,10 @@
-"""Kernel benchmarks beside numpy / onnxruntime on the same data, single-threaded.
+"""Kernel benchmarks beside numpy / onnxruntime on the same data, at N threads.
 
-    python benchmarks/kernels.py [--repeat 15]
+    python benchmarks/kernels.py [--threads N] [--repeat 7]
 
-Figures: median (and best) over interleaved repeats. Each kernel is built through the real
+relayjit's kernels, OpenBLAS and onnxruntime all get N threads (default 1); with N > 1 the
+same relayjit kernel is also measured at one thread in the same run, so the line "relayjit
+(1 thread)" gives the speed-up. Figures: median (and best) over interleaved repeats. Each kernel is built through the real
 path (relay program -> relay.build -> graph executor) when that works for the op; otherwise
 through the schedule + codegen.jit directly; the line says which. Weights are constants, as in
 a real model, built under PassContext(opt_level=3): AlterOpLayout packs them at compile time.
@@ -10,14 +12,28 @@ a real model, built under PassContext(opt_level=3): AlterOpLayout packs them at 
 from __future__ import annotations
 
 import os
+import sys
 
-# one thread everywhere, set before numpy/onnxruntime load their thread pools
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def _threads_arg() -> int:
+    """--threads N, read before numpy loads OpenBLAS (which fixes its pool at import)."""
+    argv = sys.argv[1:]
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            return int(argv[i + 1])
+        if a.startswith("--threads="):
+            return int(a.split("=", 1)[1])
+    return 1
+
+
+THREADS = _threads_arg()
+# N threads everywhere, set before numpy/onnxruntime load their thread pools
+os.environ["OPENBLAS_NUM_THREADS"] = str(THREADS)
+os.environ["OMP_NUM_THREADS"] = str(THREADS)
 
 import argparse  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -25,16 +41,36 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def interleaved(fns: dict, repeat: int) -> dict:
-    """name -> list of seconds, the candidates run alternately so noise hits all alike."""
-    for f in fns.values():  # warm up
-        f()
+SETTLE_S = 0.15
+
+
+def interleaved(fns: dict, repeat: int, number: int = 5) -> dict:
+    """name -> seconds per call, one figure per round: each round runs every candidate in
+    turn, one untimed call then `number` timed ones, so noise hits all alike. Between
+    candidates the process idles for SETTLE_S: thread pools spin after work (OpenBLAS for
+    ~2^28 cycles, onnxruntime and ours for well under a millisecond), and a candidate must
+    not run against the previous one's spinning threads.
+
+    With THREADS > 1 the relayjit candidate is also timed at one thread, under the name
+    "relayjit (1 thread)"."""
+    from runtime import threadpool
+
+    fns = dict(fns)
+    ours = next(k for k in fns if k.startswith("relayjit"))
+    if THREADS > 1:
+        fns["relayjit (1 thread)"] = fns[ours]
     times = {k: [] for k in fns}
     for _ in range(repeat):
         for k, f in fns.items():
-            t = time.perf_counter()
+            threadpool.set_num_threads(1 if k == "relayjit (1 thread)" else THREADS)
+            if THREADS > 1:
+                time.sleep(SETTLE_S)
             f()
-            times[k].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            for _ in range(number):
+                f()
+            times[k].append((time.perf_counter() - t) / number)
+    threadpool.set_num_threads(THREADS)
     return times
 
 
@@ -124,7 +160,7 @@ def bench_dense(repeat: int, m: int = 1024, n: int = 1024, k: int = 1024) -> Non
     run()
     np.testing.assert_allclose(get(), xa @ wa.T, rtol=1e-3)
     wt = np.ascontiguousarray(wa.T)
-    times = interleaved({"relayjit dense": run, "numpy matmul (OpenBLAS, 1 thr)":
+    times = interleaved({"relayjit dense": run, f"numpy matmul (OpenBLAS, {THREADS} thr)":
                          lambda: xa @ wt}, repeat)
     report(f"dense M={m} N={n} K={k} float32, constant weight (GFLOP/s)", 2.0 * m * n * k,
            "GFLOP/s", times, "relayjit dense", path)
@@ -143,7 +179,7 @@ def _onnx_conv(xs, ws, pads, strides=(1, 1), group=1):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
+    opts.intra_op_num_threads = THREADS
     opts.inter_op_num_threads = 1
     return ort.InferenceSession(model.SerializeToString(), opts,
                                 providers=["CPUExecutionProvider"])
@@ -174,7 +210,7 @@ def bench_conv(repeat: int, xs=(1, 64, 56, 56), ws=(64, 64, 3, 3), pad: int = 1,
     ref = sess.run(None, {"x": xa, "w": wa})[0]
     np.testing.assert_allclose(get(), ref, rtol=1e-3, atol=1e-3)
     fns = {"relayjit conv2d": run,
-           "onnxruntime Conv (1 thr)": lambda: sess.run(None, {"x": xa, "w": wa})}
+           f"onnxruntime Conv ({THREADS} thr)": lambda: sess.run(None, {"x": xa, "w": wa})}
     if groups == 1:
         r, s = ws[2], ws[3]
         oh = (xs[2] + 2 * pad - r) // stride + 1
@@ -195,20 +231,77 @@ def bench_conv(repeat: int, xs=(1, 64, 56, 56), ws=(64, 64, 3, 3), pad: int = 1,
            flops, "GFLOP/s", times, "relayjit conv2d", path)
 
 
+def bench_tiny_graph(repeat: int, layers: int = 60, width: int = 16) -> None:
+    """Per-run overhead: an ONNX chain of `layers` tiny MatMul+Relu layers (one kernel each)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    import runtime
+    from compiler import relay
+    from compiler.transform import PassContext
+    from runtime import graph_executor
+
+    rng = np.random.default_rng(0)
+    nodes, inits, prev = [], [], "x"
+    for i in range(layers):
+        w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype("f4")
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes += [helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"]),
+                  helper.make_node("Relu", [f"m{i}"], [f"r{i}"])]
+        prev = f"r{i}"
+    graph = helper.make_graph(
+        nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
+        [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, width])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    xa = rng.standard_normal((1, width)).astype("f4")
+    mod, params = relay.frontend.from_onnx(model)
+    with PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm", params=params)
+    gm = graph_executor.GraphModule(lib["default"](runtime.cpu(0)))
+    gm.set_input("x", xa)
+    kernels = len(gm.module.steps)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = THREADS
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    gm.run()
+    np.testing.assert_allclose(gm.get_output(0).numpy(), sess.run(None, {"x": xa})[0],
+                               rtol=1e-4, atol=1e-6)
+    times = interleaved({"relayjit run()": gm.run,
+                         f"onnxruntime run ({THREADS} thr)": lambda: sess.run(None, {"x": xa})},
+                        repeat, number=200)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"\nper-run overhead: {layers} x (MatMul {width}x{width} + Relu), {kernels} kernels "
+          f"(us per run; lower is better)")
+    for k, v in med.items():
+        print(f"  {k:28s} median {v * 1e6:8.1f} us   ours vs this: "
+              f"{v / med['relayjit run()']:5.2f}x (median speed ratio)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads for relayjit, OpenBLAS and onnxruntime alike")
     args = ap.parse_args()
+    from runtime import threadpool
+
+    threadpool.set_num_threads(THREADS)
     import llvmlite.binding as llvm
     from runtime.target import host_info
 
     from codegen.schedules.common import vector_width
 
     info = host_info()
-    print(f"host: {info.cpu}, micro-kernel vector width {vector_width()} floats; "
+    print(f"host: {info.cpu}, {threadpool.available_cores()} cores, {THREADS} thread(s); "
+          f"micro-kernel vector width {vector_width()} floats; "
           f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']} "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(auto)')}; llvm "
           f"{'.'.join(map(str, llvm.llvm_version_info))}")
+    bench_tiny_graph(args.repeat)
     bench_elementwise(args.repeat)
     bench_dense(args.repeat)
     bench_dense(args.repeat, 1, 1000, 4096)  # the batch-1 classifier of VGG / AlexNet

@@ -2,13 +2,15 @@
 
     python benchmarks/models.py                  # the nine light models shipped with onnx
     python benchmarks/models.py model.onnx ...   # any other models (static shapes)
+    python benchmarks/models.py --threads 1,2    # thread counts to measure (default 1,2)
     python benchmarks/models.py --no-readme      # print only; by default the README table
                                                  # between the models-table markers is rewritten
 
-Both run single-threaded (relayjit kernels are single-threaded; onnxruntime gets
-intra_op_num_threads=1). relayjit builds under PassContext(opt_level=3), as TVM users and the
+At each thread count N, relayjit runs its kernels on N threads and onnxruntime gets
+intra_op_num_threads=N. relayjit builds under PassContext(opt_level=3), as TVM users and the
 `relayjit` CLI do (FoldScaleAxis, AlterOpLayout: weights folded and packed at compile time).
-Latency is the median of interleaved repeats.
+Latency is the median of interleaved rounds; between the two engines the process idles for a
+moment so neither runs against the other's thread pool still spinning.
 """
 from __future__ import annotations
 
@@ -36,7 +38,10 @@ def _median_ms(fn, repeat: int, number: int) -> float:
     return float(np.median(times)) * 1e3
 
 
-def bench_model(path: str, repeat: int, number: int) -> dict:
+SETTLE_S = 0.1
+
+
+def bench_model(path: str, repeat: int, number: int, threads: list[int]) -> dict:
     import onnx
     import onnxruntime as ort
 
@@ -57,46 +62,70 @@ def bench_model(path: str, repeat: int, number: int) -> dict:
     build_s = time.perf_counter() - start
     gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
     gmod.set_input(**feeds)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
+
+    def session(n: int) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = n
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        return ort.InferenceSession(model.SerializeToString(), options,
+                                    providers=["CPUExecutionProvider"])
+
     start = time.perf_counter()
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    ort_session_s = time.perf_counter() - start
+    sessions = {n: session(n) for n in threads}
+    ort_session_s = (time.perf_counter() - start) / len(threads)
     gmod.run()
     ours = gmod.get_output(0).numpy()
-    theirs = session.run(None, feeds)[0]
+    theirs = sessions[threads[0]].run(None, feeds)[0]
     expected = reference_outputs(path)
     reference = expected[0] if expected else theirs
     ok = ours.shape == reference.shape and np.allclose(ours, reference, rtol=1e-3, atol=1e-5)
-    ours_ms, ort_ms = [], []
-    for _ in range(repeat):  # interleaved, so machine noise hits both alike
-        ours_ms.append(_median_ms(gmod.run, 1, number))
-        ort_ms.append(_median_ms(lambda: session.run(None, feeds), 1, number))
+    row = {"model": os.path.basename(path).removesuffix(".onnx"), "build_s": build_s,
+           "ort_session_s": ort_session_s, "match": ok}
+    for n in threads:
+        ours_ms, ort_ms = [], []
+        for _ in range(repeat):  # interleaved, so machine noise hits both alike
+            ours_ms.append(_timed(gmod.run, number, n))
+            ort_ms.append(_timed(lambda: sessions[n].run(None, feeds), number, n))
+        row[f"ours_ms_{n}"] = float(np.median(ours_ms))
+        row[f"ort_ms_{n}"] = float(np.median(ort_ms))
     stats = getattr(factory, "memory_stats", {}) or {}
-    return {"model": os.path.basename(path).removesuffix(".onnx"), "build_s": build_s,
-            "ort_session_s": ort_session_s,
-            "ours_ms": float(np.median(ours_ms)), "ort_ms": float(np.median(ort_ms)),
-            "match": ok, "peak_mb": stats.get("intermediate_bytes", 0) / 2**20}
+    row["peak_mb"] = stats.get("intermediate_bytes", 0) / 2**20
+    return row
 
 
-def table(rows: list[dict]) -> str:
+def _timed(fn, number: int, threads: int) -> float:
+    """ms per call of fn at `threads` relayjit threads: settle, one warm call, `number` timed."""
+    from runtime import threadpool
+
+    threadpool.set_num_threads(threads)
+    time.sleep(SETTLE_S)
+    fn()
+    return _median_ms(fn, 1, number)
+
+
+def table(rows: list[dict], threads: list[int]) -> str:
+    per_n = " | ".join(f"relayjit {n} thr (ms) | ort {n} thr (ms) | relayjit / ort ({n} thr)"
+                       for n in threads)
+    speedup = f" | relayjit {threads[0]}->{threads[-1]} thr speed-up" if len(threads) > 1 else ""
     lines = [f"relayjit built with PassContext(opt_level={OPT_LEVEL}), cold (no compile cache); "
-             "both single-threaded; median of interleaved repeats", "",
-             "| model | cold build (s) | ort session (s) | relayjit median (ms) | "
-             "onnxruntime median (ms) | relayjit / ort | peak intermediate (MiB) | "
-             "output matches |",
-             "|---|---:|---:|---:|---:|---:|---:|:---:|"]
+             "at N threads both engines get N threads; median of interleaved repeats", "",
+             f"| model | cold build (s) | ort session (s) | {per_n}{speedup} | "
+             "peak intermediate (MiB) | output matches |",
+             "|---|---:|---:|" + "---:|---:|---:|" * len(threads) + ("---:|" if speedup else "")
+             + "---:|:---:|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | - | - | - | - | - | - | error: {r['error']} |")
+            lines.append(f"| {r['model']} | error: {r['error']} |")
             continue
-        lines.append(f"| {r['model']} | {r['build_s']:.1f} | {r['ort_session_s']:.2f} | "
-                     f"{r['ours_ms']:.1f} | "
-                     f"{r['ort_ms']:.1f} | {r['ours_ms'] / r['ort_ms']:.2f} | "
-                     f"{r['peak_mb']:.1f} | {'yes' if r['match'] else 'NO'} |")
+        cells = [r["model"], f"{r['build_s']:.1f}", f"{r['ort_session_s']:.2f}"]
+        for n in threads:
+            ours, ort_ms = r[f"ours_ms_{n}"], r[f"ort_ms_{n}"]
+            cells += [f"{ours:.1f}", f"{ort_ms:.1f}", f"{ours / ort_ms:.2f}"]
+        if speedup:
+            cells.append(f"{r[f'ours_ms_{threads[0]}'] / r[f'ours_ms_{threads[-1]}']:.2f}x")
+        cells += [f"{r['peak_mb']:.1f}", "yes" if r["match"] else "NO"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -119,20 +148,26 @@ def main() -> None:
     parser.add_argument("models", nargs="*", help="ONNX files (default: the light models)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--number", type=int, default=2)
+    parser.add_argument("--threads", default="1,2",
+                        help="comma-separated thread counts (both engines), default 1,2")
     parser.add_argument("--no-readme", action="store_true")
     args = parser.parse_args()
+    try:
+        threads = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        parser.error(f"--threads must be comma-separated integers, got {args.threads!r}")
     paths = args.models or [light_model_path(m) for m in LIGHT_MODELS]
     rows: list[dict] = []
     for path in paths:
         try:
-            row = bench_model(path, args.repeat, args.number)
+            row = bench_model(path, args.repeat, args.number, threads)
         except Exception as err:  # report and go on: one model must not hide the others
             row = {"model": os.path.basename(path), "error": f"{type(err).__name__}: {err}"[:120]}
         rows.append(row)
         if not rows[:-1]:
-            print(table([]), flush=True)
-        print(table([row]).splitlines()[-1], flush=True)
-    text = table(rows)
+            print(table([], threads), flush=True)
+        print(table([row], threads).splitlines()[-1], flush=True)
+    text = table(rows, threads)
     print()
     print(text)
     if not args.no_readme and not args.models:

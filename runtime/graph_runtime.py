@@ -1,8 +1,10 @@
 """GraphExecutor: storage pools, input bookkeeping and the kernel loop behind GraphModule.
 
 Setup resolves everything once: one 64-byte-aligned pool per storage_id, each entry a view
-into its pool, and per kernel node a ctypes array of buffer addresses. `run` is then a plain
-loop of raw ctypes calls with those precomputed addresses.
+into its pool, and per graph node a step: a native function and a ctypes array of buffer
+addresses. `run` is one ctypes call into the runtime's native run loop (native.ll), which
+calls every step's function in order with the GIL released; `run_stepwise` does the same
+from Python, one call per node (for profiling and debugging).
 """
 from __future__ import annotations
 
@@ -17,12 +19,14 @@ from .device import Device
 from .dtypes import numpy_dtype
 from .errors import KernelError
 from .graph_json import NOP, GraphPlan, OpNode, parse_graph
-from .library import KernelLibrary
+from .library import KERNEL_FUNCTYPE, KernelLibrary
 from .memory import aligned_bytes, view_as
+from .native import native_support
 from .ndarray import NDArray
 
 # One step of the run loop: raw function, its argument (an address), node name for errors.
 Step = tuple[Callable[[int], int], int, str]
+_STATUS = {2: "out of memory for its scratch buffers"}
 
 
 class GraphExecutor:
@@ -44,6 +48,11 @@ class GraphExecutor:
         self._keepalive: list[Any] = []
         steps = (self._step(op) for op in self.plan.ops)
         self.steps: list[Step] = [s for s in steps if s is not None]
+        self._native = native_support()
+        n = max(len(self.steps), 1)
+        self._fns = (ctypes.c_void_p * n)(*(ctypes.cast(fn, ctypes.c_void_p).value
+                                            for fn, _, _ in self.steps))
+        self._args = (ctypes.c_void_p * n)(*(arg for _, arg, _ in self.steps))
 
     @staticmethod
     def _allocate(plan: GraphPlan) -> list[np.ndarray]:
@@ -84,13 +93,10 @@ class GraphExecutor:
             )
         if self.plan.storage_ids[src] == self.plan.storage_ids[dst]:
             return None  # same pool, same bytes: the output already aliases the input
-        dst_addr, src_addr, n = b.ctypes.data, a.ctypes.data, a.nbytes
-
-        def copy(_unused: int) -> int:
-            ctypes.memmove(dst_addr, src_addr, n)
-            return 0
-
-        return (copy, 0, op.name)
+        args = (ctypes.c_void_p * 3)(b.ctypes.data, a.ctypes.data, a.nbytes)
+        self._keepalive.append(args)
+        copy = KERNEL_FUNCTYPE(native_support().copy_step_address)
+        return (copy, ctypes.addressof(args), op.name)
 
     # ---- inputs -------------------------------------------------------------------------
 
@@ -150,12 +156,27 @@ class GraphExecutor:
             raise ValueError(f"input(s) never set before run: {missing}")
 
     def run(self) -> None:
-        """Call every kernel in order."""
+        """Call every kernel in order: one native call."""
         if not all(self.input_set):
             self.check_inputs_set()
-        for fn, arg, name in self.steps:
-            if fn(arg):
-                raise KernelError(f"kernel of graph node {name!r} returned a nonzero status")
+        status = ctypes.c_int32(0)
+        failed = self._native.run_steps(self._fns, self._args, len(self.steps), status)
+        if failed:
+            self._fail(failed - 1, status.value)
+
+    def run_stepwise(self) -> None:
+        """run(), one Python-level call per graph node (what a profiler times)."""
+        if not all(self.input_set):
+            self.check_inputs_set()
+        for i, (fn, arg, _) in enumerate(self.steps):
+            status = fn(arg)
+            if status:
+                self._fail(i, status)
+
+    def _fail(self, step: int, status: int) -> None:
+        why = _STATUS.get(status, f"status {status}")
+        raise KernelError(f"kernel of graph node {self.steps[step][2]!r} returned a nonzero "
+                          f"status: {why}")
 
     def output_array(self, index: int) -> np.ndarray:
         """The live storage of output `index`."""

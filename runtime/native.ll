@@ -333,8 +333,8 @@ entry:
 }
 
 ; The graph run loop: fns[i](args[i]) for i in [0, n); 0, or 1 + the index of the first step
-; that returned a nonzero status.
-define i32 @relayjit_run_steps(ptr %fns, ptr %args, i64 %n) {
+; that returned a nonzero status, which is stored to *status.
+define i32 @relayjit_run_steps(ptr %fns, ptr %args, i64 %n, ptr %status) {
 entry:
   %empty = icmp eq i64 %n, 0
   br i1 %empty, label %ok, label %step
@@ -352,6 +352,7 @@ next:
   %more = icmp ult i64 %i1, %n
   br i1 %more, label %step, label %ok
 fail:
+  store i32 %st, ptr %status
   %i2 = add i64 %i, 1
   %idx = trunc i64 %i2 to i32
   ret i32 %idx

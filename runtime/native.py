@@ -50,10 +50,11 @@ class NativeSupport:
         self.num_workers = ctypes.CFUNCTYPE(ctypes.c_int32)(addr("relayjit_pool_num_workers"))
         self.shutdown = ctypes.CFUNCTYPE(None)(addr("relayjit_pool_shutdown"))
         self.reset = ctypes.CFUNCTYPE(None)(addr("relayjit_pool_reset"))
-        # int32 run_steps(fn_ptr *fns, void **args, int64 n): 0 or 1 + failing step index
+        # int32 run_steps(fn_ptr *fns, void **args, int64 n, int32 *status):
+        # 0, or 1 + the failing step's index (its status in *status)
         self.run_steps = ctypes.CFUNCTYPE(
-            ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
-            addr("relayjit_run_steps"))
+            ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+            ctypes.POINTER(ctypes.c_int32))(addr("relayjit_run_steps"))
         self.copy_step_address = addr("relayjit_copy_step")
         self.parallel_for_address = addr(PARALLEL_FOR)
         self.reset()

@@ -21,6 +21,7 @@ Depthwise-like convs (Cg == 1) use a plain vectorised loop over output width ins
 from __future__ import annotations
 
 from .. import te
+from ..parallel import MIN_PARALLEL_WORK, fused_parallel
 from ..tir.expr import Load, Var
 from ..tir.ops import cast, floordiv, floormod, ge, gt, if_then_else, logical_and, lt
 from ..tir.ops import min as tir_min
@@ -94,8 +95,9 @@ def _pad(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer | None, Stmt]:
     inside = logical_and(logical_and(ge(ih, 0), lt(ih, g["h"])),
                          logical_and(ge(iw, 0), lt(iw, g["w"])))
     val = if_then_else(inside, Load(xb, (ni, ci, ih, iw), F32), zero())
+    kind = "parallel" if g["c"] * g["hp"] * g["wp"] >= MIN_PARALLEL_WORK else "serial"
     return xp, For(ci, g["c"], For(hi, g["hp"], For(wi, g["wp"], Store(xp, (ci, hi, wi), val),
-                                                      "vectorized")))
+                                                      "vectorized")), kind)
 
 
 # Blocking of the reduction (input channels) and of the output pixels, so that a weight block
@@ -142,8 +144,8 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
     wval = zero() if packed else Load(wb, (gi * kg + kk, ci, ri, si), F32)
     if kg % KB and not packed:
         wval = if_then_else(lt(kk, kg), wval, zero())
-    pack_w = None if packed else For(gi, groups, For(kb, nkb, For(ci, cg, For(ri, r, For(si, s, For(
-        vi, KB, Store(wpk, (gi, kb, ci, ri, si, vi), wval)))))))
+    pack_w = None if packed else fused_parallel([gi, kb], [groups, nkb], For(ci, cg, For(ri, r, For(
+        si, s, For(vi, KB, Store(wpk, (gi, kb, ci, ri, si, vi), wval))))), f"{name}_w")
     acc = Buffer(f"{name}_acc", (pblk, P, KB), F32)
     ni = var(f"{name}_n")
     xp, pad = _pad(xb, ni, g, name)
@@ -203,10 +205,15 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
     cblocks = For(cb, ncb, compute(cb * cbs, cbs, cast(gt(cb, 0), "int64"))) if ncb > 1 else \
         compute(imm(0), cbs, imm(0))
     tail = compute(imm(ncb * cbs), ctail, imm(1)) if ctail else None
-    per_kb = seq(cblocks, tail, tiles(store_out, clamp=False))
-    pixels = For(pb, npb, For(kb2, nkb, per_kb))
-    stmt = seq(None if packed else pack_w, For(ni, g["n"], seq(pad, For(gg, groups, pixels))))
-    for buf in (acc,) + (() if packed else (wpk,)) + ((xp,) if xp is not None else ()):
+    per_kb = Allocate(acc, seq(cblocks, tail, tiles(store_out, clamp=False)))
+    # (group, pixel block, channel block) in parallel, each task with its own accumulators
+    flops = g["n"] * g["k"] * npix * cg * r * s
+    if flops >= MIN_PARALLEL_WORK:
+        pixels = fused_parallel([gg, pb, kb2], [groups, npb, nkb], per_kb, name)
+    else:
+        pixels = For(gg, groups, For(pb, npb, For(kb2, nkb, per_kb)))
+    stmt = seq(None if packed else pack_w, For(ni, g["n"], seq(pad, pixels)))
+    for buf in (() if packed else (wpk,)) + ((xp,) if xp is not None else ()):
         stmt = Allocate(buf, stmt)
     return stmt
 
@@ -228,7 +235,8 @@ def _depthwise(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str
             acc = term if acc is None else acc + term
     idx = (ni, ki, hi, wi)
     val = acc if epilogue is None else epilogue(acc, idx)
-    body = For(ki, g["k"], For(hi, g["oh"], For(wi, g["ow"], Store(out, idx, val),
-                                                "vectorized")))
+    work = g["k"] * g["oh"] * g["ow"] * g["r"] * g["s"]
+    body = For(ki, g["k"], For(hi, g["oh"], For(wi, g["ow"], Store(out, idx, val), "vectorized")),
+               "parallel" if work >= MIN_PARALLEL_WORK else "serial")
     stmt = For(ni, g["n"], seq(pad, body))
     return Allocate(xp, stmt) if xp is not None else stmt

@@ -20,6 +20,7 @@ through the k loop (unrolled 4x inside the micro-kernel).
 from __future__ import annotations
 
 from .. import te
+from ..parallel import MIN_PARALLEL_WORK, fused_parallel
 from ..tir.expr import Expr, Load
 from ..tir.ops import cast, eq, gt, if_then_else, logical_and, lt, select
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
@@ -96,9 +97,11 @@ def gemv_stmt(m: int, n: int, k: int, xb: Buffer, lead: list, wp: Buffer, out: B
     if n % nr:
         st = IfThenElse(lt(nn, n), st)
     call = ukr_call(f"gemv_{nr}", k, addr(xb, *row, 0), addr(wp, jt, 0, 0), addr(tile, 0))
-    body = loop(ii, m, For(jt, nt, seq(call, For(vv, nr, st, "vectorized" if not n % nr
-                                                  else "serial"))))
-    return Allocate(tile, body)
+    # N panels in parallel (each streams its own slice of the weight), rows inside
+    per_panel = Allocate(tile, loop(ii, m, seq(call, For(vv, nr, st, "vectorized"
+                                                          if not n % nr else "serial"))))
+    kind = "parallel" if nt > 1 and m * n * k >= MIN_PARALLEL_WORK else "serial"
+    return For(jt, nt, per_panel, kind)
 
 
 def dense(x: te.Tensor, w: te.Tensor, name: str = "T_dense") -> te.Tensor:
@@ -199,6 +202,13 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     tile = Buffer(f"{name}_tile", (MR, NR), F32)
     bvars = [var(f"{name}_b{d}") for d in range(len(batch))]
     bidx = tuple(bvars)
+    nbatch = 1
+    for ext in batch:
+        nbatch *= ext
+    # batches in parallel when there are enough of them (each task packs its own panels);
+    # else the loops inside one product split
+    parallel_batch = nbatch >= PARALLEL_BATCHES and nbatch * m * n * k >= MIN_PARALLEL_WORK
+    par_pack_b = not parallel_batch and nt > 1 and n * k >= MIN_PARALLEL_WORK
     if out_index is None:
         out_index = lambda b, i, j: (*b, i, j)  # noqa: E731
 
@@ -211,12 +221,13 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         copy = For(kk, k, Store(bp, (jt, kk, vv), b_load(bidx, nn, kk)))
         zrow = For(kk, kp, Store(bp, (jt, kk, vv), zero()))
         row = copy if n % NR == 0 else IfThenElse(lt(nn, n), copy, zrow)
-        pack_b = For(jt, nt, For(vv, NR, row))
+        pack_b = For(jt, nt, For(vv, NR, row), _kind(par_pack_b))
     else:  # B is [K, N]: copy 16 contiguous n per k
         val = b_load(bidx, nn, kk)
         if n % NR:
             val = if_then_else(lt(nn, n), val, zero())
-        pack_b = For(jt, nt, For(kk, k, For(vv, NR, Store(bp, (jt, kk, vv), val), "vectorized")))
+        pack_b = For(jt, nt, For(kk, k, For(vv, NR, Store(bp, (jt, kk, vv), val), "vectorized")),
+                     _kind(par_pack_b))
     if kp > k and b_packed is None:
         kt = var(f"{name}_pkt")
         pack_b = seq(pack_b, For(jt, nt, For(kt, kp - k, For(vv, NR, Store(
@@ -281,7 +292,15 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         tile_stmt = IfThenElse(cond, full, edge)
     if mb * mc > m:  # the last M block has tiles past the end
         tile_stmt = IfThenElse(lt(m0, m), tile_stmt)
-    micro = For(jt2, nt, For(it2, mtb, tile_stmt))
+    # parallel: the N panels of the micro tiles (or the M tiles when there are more), each
+    # task with its own edge tile; A and B packing split the same way
+    par = not parallel_batch and m * n * k >= MIN_PARALLEL_WORK
+    tiles_in = lambda body: Allocate(tile, body)  # noqa: E731
+    if nt >= mtb:
+        micro = For(jt2, nt, tiles_in(For(it2, mtb, tile_stmt)), _kind(par and nt > 1))
+    else:
+        micro = For(it2, mtb, tiles_in(For(jt2, nt, tile_stmt)), _kind(par))
+    pack_a = For(it, pack_a.extent, pack_a.body, _kind(par and mtb > 1))
     body = For(pc, nb, For(ic, mb, seq(pack_a, micro)))
     if k == 0:  # C = epilogue(0)
         ci, cj = var(f"{name}_zi"), var(f"{name}_zj")
@@ -289,8 +308,20 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         val = zero() if epilogue is None else epilogue(zero(), zidx)
         body = For(ci, m, For(cj, n, Store(out, zidx, val), "vectorized"))
     stmt = seq(pack_b, body)
+    scratch = (ap,) + ((bp,) if b_packed is None else ())
+    if parallel_batch:  # per-task packing buffers
+        for buf in scratch:
+            stmt = Allocate(buf, stmt)
+        return fused_parallel(bvars, list(batch), stmt, f"{name}_b")
     for bv, ext in reversed(list(zip(bvars, batch))):
         stmt = loop(bv, ext, stmt)
-    for buf in (tile, ap) + ((bp,) if b_packed is None else ()):
+    for buf in scratch:
         stmt = Allocate(buf, stmt)
     return stmt
+
+
+PARALLEL_BATCHES = 4  # batch_matmul: at least this many products run one per task
+
+
+def _kind(parallel: bool) -> str:
+    return "parallel" if parallel else "serial"
