@@ -40,9 +40,9 @@ def slices_of(op: str, shape: tuple, attrs) -> tuple:
         b = begin[i]
         e = end[i] if i < len(end) else None
         s = strides[i] if i < len(strides) else 1
-        if attrs.slice_mode == "size":
+        if attrs.slice_mode == "size":  # end = the begin numpy settles on, plus the size
             s = 1
-            e = None if e is None or e < 0 else (b % shape[axis] if b < 0 else b) + e
+            e = None if e is None or e < 0 else slice(b, None).indices(shape[axis])[0] + e
         if s == 0:
             raise fail(op, f"stride on axis {axis} must not be 0")
         out[axis] = slice(b, e, s)

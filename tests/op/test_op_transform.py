@@ -125,6 +125,9 @@ def test_strided_slice_size_mode_and_errors():
     d = RNG.standard_normal((4, 5)).astype("f4")
     call = T.strided_slice(x(d.shape), (1, 2), (2, -1), slice_mode="size")
     np.testing.assert_array_equal(check(call, d), d[1:3, 2:])
+    # a begin below -dim clamps to 0 before the size is added (as TVM canonicalizes begin)
+    call = T.strided_slice(x(d.shape), (-7, -9), (2, 2), slice_mode="size")
+    np.testing.assert_array_equal(check(call, d), d[0:2, 0:2])
     with pytest.raises(TypeInferenceError, match="strided_slice: stride on axis 0"):
         infer(T.strided_slice(x(d.shape), (0,), (1,), (0,)))
 

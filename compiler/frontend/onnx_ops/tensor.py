@@ -149,11 +149,23 @@ def _strided_slice(x, begin, end, strides, axes):
 
 
 def _slice_axis(dim: int, start: int, end: int, step: int) -> tuple[int, int]:
-    """ONNX clamping of one slice; the end is given so numpy/TVM agree for negative steps."""
-    start, stop, _ = slice(start, end, step).indices(dim)
-    if step < 0 and stop < 0:
-        stop = -(dim + 1)
-    return start, stop
+    """ONNX clamping of one slice, as (begin, end) for strided_slice's numpy semantics.
+
+    The spec adds dim to negative starts/ends, then clamps start to [0, dim] and end to
+    [0, dim] for positive steps; for negative steps start to [0, dim-1] and end to [-1, dim-1].
+    This differs from numpy/Python slicing, where a negative-step start below -dim makes the
+    slice empty (ONNX starts from element 0; onnxruntime does the same). The result holds no
+    negative value that strided_slice would count from the end, except an end of -(dim+1),
+    which is how numpy spells "past element 0" for a negative step.
+    """
+    def adjusted(v: int) -> int:
+        return v + dim if v < 0 else v
+
+    if step > 0:
+        return min(max(adjusted(start), 0), dim), min(max(adjusted(end), 0), dim)
+    begin = min(max(adjusted(start), 0), max(dim - 1, 0))
+    stop = min(max(adjusted(end), -1), dim - 1)
+    return begin, (-(dim + 1) if stop < 0 else stop)
 
 
 def _do_slice(ctx, x, starts, ends, axes, steps):
