@@ -48,8 +48,8 @@ def stage_nest(axis: tuple[Var, ...], shape: tuple[int, ...], body: Stmt, vector
     the outer loops fused into one parallel loop when the stage has work enough.
 
     The parallel loop takes the fewest leading axes that give TARGET_TASKS iterations (never
-    the innermost, which stays the vector loop); when the leading axes give fewer than two,
-    a vectorised innermost axis is split into chunks instead.
+    the innermost when it is the vector loop); when they give fewer than two, a vectorised
+    innermost axis is split into chunks instead.
     """
     ndim = len(axis)
     points = 1
@@ -59,7 +59,7 @@ def stage_nest(axis: tuple[Var, ...], shape: tuple[int, ...], body: Stmt, vector
     if points * work_per_point < MIN_PARALLEL_WORK or ndim == 0:
         return serial_nest(axis, shape, body, vectorize)
     lead, prod = 0, 1
-    while lead < ndim - 1 and prod < TARGET_TASKS:
+    while lead < ndim - (1 if vectorize else 0) and prod < TARGET_TASKS:
         prod *= shape[lead]
         lead += 1
     if prod >= 2:

@@ -156,6 +156,7 @@ def _default_inputs(gmod) -> dict[str, np.ndarray]:
 
 
 def cmd_run(args) -> int:
+    _apply_threads(args)
     factory, _ = _load_any(args.model, _parse_shapes(args.shape), args.opt_level, args.quiet)
     gmod = _executor(factory)
     feeds = _default_inputs(gmod)
@@ -174,6 +175,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    threads = _apply_threads(args)
     factory, model = _load_any(args.model, _parse_shapes(args.shape), args.opt_level,
                                args.quiet)
     gmod = _executor(factory)
@@ -181,7 +183,7 @@ def cmd_bench(args) -> int:
     result = gmod.benchmark(_cpu(), repeat=args.repeat, number=args.number, **feeds)
     ms = [t * 1e3 for t in result.results]
     print(f"relayjit    median {np.median(ms):8.3f} ms  min {min(ms):8.3f}  max {max(ms):8.3f}"
-          f"  ({args.repeat} x {args.number} runs)")
+          f"  ({args.repeat} x {args.number} runs, {threads} thread(s))")
     if model is not None and not args.no_ort:
         try:
             import onnxruntime as ort
@@ -189,9 +191,11 @@ def cmd_bench(args) -> int:
             print("onnxruntime is not installed: no reference figure")
             return 0
         options = ort.SessionOptions()
-        options.intra_op_num_threads = args.threads
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
         session = ort.InferenceSession(model.SerializeToString(), options,
                                        providers=["CPUExecutionProvider"])
+        time.sleep(0.1)  # let our pool's workers go idle before onnxruntime runs
         times = []
         for _ in range(args.repeat):
             start = time.perf_counter()
@@ -278,6 +282,33 @@ def cmd_demo(args) -> int:
     return 0 if ok else 1
 
 
+def _thread_count(text: str) -> int:
+    from runtime.thread_config import MAX_THREADS
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of threads, got {text!r}")
+    if not 1 <= n <= MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"expected 1 to {MAX_THREADS} threads, got {n}")
+    return n
+
+
+def threads_option(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--threads", type=_thread_count, metavar="N",
+                   help=f"{what} (default: $RELAYJIT_NUM_THREADS, $TVM_NUM_THREADS, or the "
+                        "cores this process may use)")
+
+
+def _apply_threads(args) -> int:
+    """Set the kernel thread count from --threads (if given); the count in force."""
+    from runtime import threadpool
+
+    if args.threads is not None:
+        threadpool.set_num_threads(args.threads)
+    return threadpool.get_num_threads()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="relayjit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -298,13 +329,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     p.add_argument("--output", help="prefix of the .npy files written")
+    threads_option(p, "kernel threads")
     common(p)
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("bench", help="latency of a model, beside onnxruntime")
     p.add_argument("model")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--number", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads")
+    threads_option(p, "kernel threads, relayjit's and onnxruntime's alike")
     p.add_argument("--no-ort", action="store_true")
     common(p)
     p.set_defaults(func=cmd_bench)

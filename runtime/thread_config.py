@@ -17,16 +17,9 @@ def available_cores() -> int:
 
 
 def check_thread_count(n: object, what: str = "thread count") -> int:
-    """n as an int in [1, MAX_THREADS], else a ValueError/TypeError naming `what`."""
+    """n itself when it is an int in [1, MAX_THREADS], else a TypeError/ValueError naming `what`."""
     if isinstance(n, bool) or not isinstance(n, int):
-        try:
-            if isinstance(n, str):
-                n = int(n.strip())
-            else:
-                raise TypeError
-        except (TypeError, ValueError):
-            raise (ValueError if isinstance(n, str) else TypeError)(
-                f"{what} must be a whole number of threads >= 1, got {n!r}") from None
+        raise TypeError(f"{what} must be an int number of threads, got {n!r}")
     if not 1 <= n <= MAX_THREADS:
         raise ValueError(f"{what} must be between 1 and {MAX_THREADS}, got {n}")
     return n
@@ -37,6 +30,12 @@ def num_threads_from_env() -> int:
     or the available cores."""
     for name in ENV_VARS:
         value = os.environ.get(name)
-        if value is not None and value.strip() != "":
-            return check_thread_count(value, f"environment variable {name}")
+        if value is None or value.strip() == "":
+            continue
+        try:
+            n = int(value.strip())
+        except ValueError:
+            raise ValueError(f"environment variable {name} must be a whole number of threads "
+                             f">= 1, got {value!r}") from None
+        return check_thread_count(n, f"environment variable {name}")
     return available_cores()

@@ -228,6 +228,8 @@ class FunctionEmitter(ExprEmitter):
                 captured.append((buf, self.buffers[buf]))
         module = self.module
         name = module.get_unique_name(f"{self.kernel}.par")
+        # created first, so a parallel loop nested in the body gets a name of its own
+        task_fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I64]), name)
         # the body: captured values as parameters, then the chunk's [begin, end)
         body_ty = ir.FunctionType(I32, [val.type for _, val in captured] + [I64, I64])
         body_fn = ir.Function(module, body_ty, f"{name}.body")
@@ -244,7 +246,6 @@ class FunctionEmitter(ExprEmitter):
         inner._emit_function(body_fn, s.body, loop=(s.var, begin, end))
         # the entry point the pool calls: unpack the closure, run the chunk
         struct_ty = ir.LiteralStructType([val.type for _, val in captured])
-        task_fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I64]), name)
         task_fn.linkage = "internal"
         task_fn.attributes.add("nounwind")
         tb = ir.IRBuilder(task_fn.append_basic_block("entry"))

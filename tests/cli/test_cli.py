@@ -77,7 +77,33 @@ def test_run_with_input_file(exported, tmp_path, capsys):
 def test_bench_exported_module(exported, capsys):
     code, out, _ = run_cli(capsys, "bench", exported, "--repeat", "2", "--number", "1", "-q")
     assert code == 0
-    assert "relayjit    median" in out and "(2 x 1 runs)" in out
+    assert "relayjit    median" in out and "(2 x 1 runs" in out
+
+
+def test_bench_and_run_set_the_thread_count(exported, onnx_path, tmp_path, capsys):
+    from runtime import threadpool
+
+    before = threadpool.get_num_threads()
+    try:
+        code, out, err = run_cli(capsys, "bench", onnx_path, "--repeat", "1", "--number", "1",
+                                 "--threads", "3", "-q")
+        assert code == 0, err
+        assert "3 thread(s)" in out and "onnxruntime median" in out
+        assert threadpool.get_num_threads() == 3
+        code, _, err = run_cli(capsys, "run", exported, "--threads", "2",
+                               "--output", str(tmp_path / "o"))
+        assert code == 0, err
+        assert threadpool.get_num_threads() == 2
+    finally:
+        threadpool.set_num_threads(before)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two", "100000"])
+def test_bad_thread_count_is_a_usage_error(exported, capsys, value):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", exported, "--threads", value])
+    assert exc.value.code == 2
+    assert "--threads" in capsys.readouterr().err
 
 
 def test_inspect(onnx_path, capsys):
