@@ -5,18 +5,18 @@ out[n, k, oh, ow] = sum_{c, r, s} x[n, g*Cg + c, oh*sh + r*dh - pt, ow*sw + s*dw
 
 Schedule (general groups, any stride/padding/dilation):
 
-    pack weights Wp[g][Kg/16][Cg][R][S][16]          (zero padded channels)
+    pack weights Wp[g][Kg/16][Cg][R][S][16]          (zero padded channels; parallel)
     for n:
-      pad x[n] into Xp[C][Hp][Wp] (skipped when there is no padding)
-      for g, for pixel tile t (6 consecutive flattened output pixels, any row crossing):
-        x_j = &Xp[g*Cg, oh_j*sh, ow_j*sw]           (one base pointer per pixel)
-        for kb in Kg/16:
+      pad x[n] into Xp[C][Hp][Wp] (skipped when there is no padding; parallel over C)
+      parallel for (g, pixel block, kb in Kg/16):    (each task its own accumulator block)
+        for pixel tile t (6 consecutive flattened output pixels, any row crossing):
+          x_j = &Xp[g*Cg, oh_j*sh, ow_j*sw]         (one base pointer per pixel)
           micro-kernel: 12 ymm accumulators (6 pixels x 2 <8 x float>), loop over c with
                         the R*S taps unrolled: 2 weight vector loads + 6 broadcasts, 12 FMA
-          tile T[6][16] -> out[n, k, oh_j, ow_j] with the fused epilogue (cache hot)
+        tiles T[6][16] -> out[n, k, oh_j, ow_j] with the fused epilogue (cache hot)
 
-Depthwise-like convs (Cg == 1) use a plain vectorised loop over output width instead: the
-16-channel tile would be mostly padding there.
+Depthwise-like convs (Cg == 1) use a plain vectorised loop over output width instead, in
+parallel over channels: the 16-channel tile would be mostly padding there.
 """
 from __future__ import annotations
 

@@ -2,12 +2,14 @@
 
 C[b, m, n] = sum_k A(b, m, k) * B(b, n, k), float32, BLIS loop order:
 
-    for b in batch:
-      pack B[b] into Bp[N/16][Kp][16]            (zero padded in n and k)
+    for b in batch:                              (parallel when there are >= 4 batches)
+      pack B[b] into Bp[N/16][Kp][16]            (zero padded in n and k; parallel over N/16)
       for pc in K blocks (KC ~ 256):
         for ic in M blocks (MC = 144):
-          pack A block into Ap[MC/6][KC][6]      (zero padded in m and k; L2 resident)
-          for jt in N/16:                        (B micro-panel KC x 16: L1 resident)
+          pack A block into Ap[MC/6][KC][6]      (zero padded in m and k; L2 resident;
+                                                  parallel over MC/6)
+          parallel for jt in N/16:               (B micro-panel KC x 16: L1 resident; the
+                                                  M tiles instead when there are more)
             for it in MC/6:
               full tile : micro-kernel writes/accumulates C directly (ldc = N)
               edge tile : micro-kernel writes a 6x16 scratch tile, guarded copy into C
