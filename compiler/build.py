@@ -3,8 +3,10 @@
 The driver (TVM's relay.build with the graph executor):
 
 1. Accept an IRModule or a Function; bind `params` by name into `main`.
-2. Under the current PassContext run InferType, SimplifyInference, FoldConstant,
-   EliminateCommonSubexpr, FuseOps, InferType (each gated by its opt_level).
+2. Under the current PassContext run InferType, SimplifyInference, FoldScaleAxis,
+   AlterOpLayout, PackConstantWeights (constant weights packed for the schedules from
+   opt_level 2 on), FoldConstant, EliminateCommonSubexpr, FuseOps, InferType (each gated
+   by its opt_level).
 3. Every Primitive function called from `main` is lowered by the backend's
    lower_primitive_function to a codegen PrimFunc (tuple parameters are flattened first).
    Structurally equal functions share one kernel; names read like TVM's
@@ -100,7 +102,7 @@ def _to_module(mod_or_func: Any) -> IRModule:
 
 def optimize(mod: IRModule) -> IRModule:
     """The build pipeline under the current PassContext (TVM's OptimizeImpl, graph path)."""
-    from compiler.passes.alter_op_layout import AlterOpLayout
+    from compiler.passes.alter_op_layout import AlterOpLayout, PackConstantWeights
     from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
     from compiler.passes.fold_constant import FoldConstant
     from compiler.passes.fold_scale_axis import FoldScaleAxis
@@ -109,7 +111,7 @@ def optimize(mod: IRModule) -> IRModule:
     from compiler.passes.simplify_inference import SimplifyInference
     from compiler.transform import Sequential
     seq = Sequential([InferType(), SimplifyInference(), FoldScaleAxis(), AlterOpLayout(),
-                      FoldConstant(),
+                      PackConstantWeights(), FoldConstant(),
                       EliminateCommonSubexpr(), FuseOps(), InferType()], name="relay.build")
     ctx = _progress_context()
     if ctx is None:

@@ -25,7 +25,7 @@ from compiler.ir.traversal import rewrite_post_order
 from compiler.ir.types import TensorType
 from compiler.transform import function_pass, register_pass
 
-__all__ = ["AlterOpLayout", "alter_op_layout"]
+__all__ = ["AlterOpLayout", "PackConstantWeights", "alter_op_layout"]
 
 F32 = "float32"
 
@@ -99,3 +99,23 @@ def AlterOpLayout():  # noqa: N802  (TVM's pass name)
         return alter_op_layout(func)  # FunctionPass already skips Primitive functions
 
     return alter_op_layout_pass
+
+
+@register_pass
+def PackConstantWeights():  # noqa: N802
+    """relay.build's weight packing at opt_level 2 (TVM's default level).
+
+    Packing constant weights is what the schedules need to be fast, not an optional layout
+    optimisation, so the build does it wherever FoldConstant runs (opt_level >= 2) and not
+    only at AlterOpLayout's level 3. Disabling AlterOpLayout disables this too, and at
+    opt_level 3 it finds nothing left to pack.
+    """
+
+    @function_pass(opt_level=2, name="PackConstantWeights", required=["InferType"])
+    def pack_constant_weights_pass(func: Function, mod, ctx) -> Function:
+        if "AlterOpLayout" in ctx.disabled_pass:
+            return func
+        return alter_op_layout(func)
+
+    return pack_constant_weights_pass
+

@@ -88,9 +88,36 @@ def test_build_folds_packing_and_matches():
         kernels = [n["attrs"]["func_name"] for n in json.loads(lib.get_graph_json())["nodes"]
                    if n["op"] == "tvm_op"]
         packed = any("packed" in k or "dense_pack" in k for k in kernels)
-        assert packed == (level == 3), kernels
+        assert packed, kernels  # opt_level 2 packs too (PackConstantWeights)
         assert not any("weight_pack" in k for k in kernels), kernels  # folded at compile time
         gm = graph_executor.GraphModule(lib["default"](runtime.cpu(0)))
         gm.run(x=xa)
         outs[level] = gm.get_output(0).numpy()
     np.testing.assert_allclose(outs[3], outs[2], rtol=1e-4, atol=1e-4)
+
+
+def _kernel_names(opt_level, disabled=()):
+    x = relay.var("x", shape=(1, 8, 10, 10))
+    y = relay.nn.relu(relay.nn.conv2d(x, relay.const(_f32(16, 8, 3, 3)), padding=(1, 1)))
+    out = relay.nn.dense(relay.reshape(y, (1, -1)), relay.const(_f32(5, 1600)))
+    mod = tvm.IRModule.from_expr(relay.Function([x], out))
+    if opt_level is None:  # no PassContext: TVM's default, opt_level 2
+        lib = relay.build(mod, target="llvm")
+    else:
+        with tvm.transform.PassContext(opt_level=opt_level, disabled_pass=list(disabled)):
+            lib = relay.build(mod, target="llvm")
+    nodes = json.loads(lib.get_graph_json())["nodes"]
+    return [n["attrs"]["func_name"] for n in nodes if n["op"] == "tvm_op"]
+
+
+def test_default_build_packs_constant_weights_like_opt_level_3():
+    packed = _kernel_names(3)
+    assert any("conv2d_packed" in k for k in packed) and any("dense_pack" in k for k in packed)
+    assert _kernel_names(None) == packed
+    assert _kernel_names(2) == packed
+
+
+def test_packing_follows_alter_op_layout_when_disabled_or_below_opt_level_2():
+    for names in (_kernel_names(2, ["AlterOpLayout"]), _kernel_names(3, ["AlterOpLayout"]),
+                  _kernel_names(1)):
+        assert not any("packed" in k or "dense_pack" in k for k in names), names
