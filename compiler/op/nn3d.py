@@ -11,8 +11,8 @@ from compiler.ir.types import TensorType
 from .registry import OpDef, OpPattern, make_call, register
 from .type_relations import check_arity, fail, int_tuple, tensor_arg
 from .window import (check_layout, conv_ref, conv_rel, conv_transpose_ref,
-                     conv_transpose_rel, pad_tuple3d, tap_slices, taps, triple, window_attrs,
-                     window_out_dim)
+                     conv_transpose_rel, lowest_value, pad_tuple3d, pool_counts, tap_slices,
+                     taps, triple, window_attrs, window_out_dim)
 
 __all__ = ["conv3d", "conv3d_transpose", "max_pool3d", "avg_pool3d"]
 
@@ -89,14 +89,6 @@ def _pool3d_rel(op: str):
     return rel
 
 
-def pool_counts(size: int, k: int, s: int, d: int, begin: int, end: int, out: int,
-                include_pad: bool) -> np.ndarray:
-    """Taps per output position inside the input (or, with include_pad, the padded input)."""
-    lo, hi = (-begin, size + end) if include_pad else (0, size)
-    taps = np.arange(out)[:, None] * s - begin + np.arange(k)[None, :] * d
-    return ((taps >= lo) & (taps < hi)).sum(axis=1)
-
-
 def _pool3d_ref(kind: str):
     def reference(inputs, attrs):
         data = inputs[0]
@@ -117,8 +109,11 @@ def _pool3d_ref(kind: str):
         for tap in taps(ks):
             win = xp[tap_slices(tap, dl, outs, st)]
             acc = np.maximum(acc, win) if kind == "max" else acc + win
-        if kind == "max":
-            return acc
+        if kind == "max":  # a window over padding alone: the lowest finite value
+            inside = [pool_counts(sp[a], ks[a], st[a], dl[a], pad[a], 0, outs[a], False)
+                      for a in range(3)]
+            empty = np.einsum("i,j,k->ijk", *inside) == 0
+            return np.where(empty, data.dtype.type(lowest_value(data.dtype)), acc)
         counts = [pool_counts(sp[a], ks[a], st[a], dl[a], pad[a], pad[3 + a], outs[a],
                               attrs.count_include_pad) for a in range(3)]
         count = np.maximum(np.einsum("i,j,k->ijk", *counts), 1)

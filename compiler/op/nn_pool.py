@@ -8,7 +8,7 @@ import numpy as np
 from compiler.ir.types import TensorType
 from .registry import OpDef, OpPattern, make_call, register
 from .type_relations import check_arity, fail, int_tuple, tensor_arg
-from .window import pad_tuple2d, pair, window_out_dim
+from .window import lowest_value, pad_tuple2d, pair, pool_counts, window_out_dim
 
 __all__ = ["max_pool2d", "avg_pool2d", "global_max_pool2d", "global_avg_pool2d",
            "adaptive_max_pool2d", "adaptive_avg_pool2d", "depth_to_space", "space_to_depth"]
@@ -81,9 +81,7 @@ def _pool_ref(kind: str):
             acc = np.full(x.shape[:2] + (oh, ow), low, dtype=x.dtype)
         else:
             xp = np.pad(x.astype(np.float64), widths)
-            inside = np.pad(np.ones((h, w)), widths[2:])
             acc = np.zeros(x.shape[:2] + (oh, ow))
-            count = np.zeros((oh, ow))
         for i in range(kh):
             for j in range(kw):
                 rows = slice(i * dh, i * dh + (oh - 1) * sh + 1, sh)
@@ -92,10 +90,14 @@ def _pool_ref(kind: str):
                     acc = np.maximum(acc, xp[:, :, rows, cols])
                 else:
                     acc = acc + xp[:, :, rows, cols]
-                    count += inside[rows, cols]
-        if kind == "avg":
-            divisor = kh * kw if attrs.count_include_pad else np.maximum(count, 1)
-            acc = acc / divisor
+        # taps inside the input (or, with count_include_pad, inside input + pads) per window
+        include = kind == "avg" and attrs.count_include_pad
+        count = np.outer(pool_counts(h, kh, sh, dh, pt, pb, oh, include),
+                         pool_counts(w, kw, sw, dw, pl, pr, ow, include))
+        if kind == "max":  # a window over padding alone: the lowest finite value
+            acc = np.where(count == 0, x.dtype.type(lowest_value(x.dtype)), acc)
+        else:
+            acc = acc / np.maximum(count, 1)
             if x.dtype.kind in "iu":
                 acc = np.trunc(acc)
         return _from_nchw(acc.astype(data.dtype), attrs.layout)
@@ -123,7 +125,7 @@ def max_pool2d(data, pool_size=(1, 1), strides=(1, 1), dilation=(1, 1), padding=
 
 def avg_pool2d(data, pool_size=(1, 1), strides=(1, 1), dilation=(1, 1), padding=(0, 0),
                layout="NCHW", out_layout="", ceil_mode=False, count_include_pad=False):
-    """relay.nn.avg_pool2d; count_include_pad divides by the full window size."""
+    """relay.nn.avg_pool2d; count_include_pad divides by the taps inside input + pads."""
     return make_call("nn.avg_pool2d", [data], pool_size=pair(pool_size), strides=pair(strides),
                      dilation=pair(dilation), padding=pad_tuple2d(padding), layout=layout,
                      out_layout=out_layout, ceil_mode=bool(ceil_mode),

@@ -179,6 +179,31 @@ def transpose_out_dims(data_shape, weight_shape, attrs) -> tuple:
                  + attrs.output_padding[a] + 1 for a in range(nd))
 
 
+def pool_counts(size: int, k: int, s: int, d: int, begin: int, end: int, out: int,
+                include_pad: bool) -> np.ndarray:
+    """Taps per output position inside the input (or, with include_pad, the padded input).
+
+    With include_pad the divisor of an average stops at the end padding: a ceil-mode window
+    that reaches past it counts only its taps in [-begin, size + end), as onnxruntime, the ONNX
+    reference and TVM do.
+    """
+    lo, hi = (-begin, size + end) if include_pad else (0, size)
+    taps_at = np.arange(out)[:, None] * s - begin + np.arange(k)[None, :] * d
+    return ((taps_at >= lo) & (taps_at < hi)).sum(axis=1)
+
+
+def has_empty_window(size: int, k: int, s: int, d: int, begin: int, out: int) -> bool:
+    """Whether some window along one axis covers only padding (no tap inside the input)."""
+    return bool((pool_counts(size, k, s, d, begin, 0, out, False) == 0).any())
+
+
+def lowest_value(dtype) -> float | int:
+    """The lowest finite value of a dtype: a max-pool window over padding alone gives it
+    (as onnxruntime and TVM do), not -inf."""
+    dt = np.dtype(dtype)
+    return dt.type(np.finfo(dt).min if dt.kind == "f" else np.iinfo(dt).min).item()
+
+
 def taps(kernel: tuple):
     """Every kernel tap (one index per spatial dim)."""
     return itertools.product(*(range(k) for k in kernel))

@@ -2,10 +2,11 @@
 matmul, batch_matmul, softmax, normalisations, lrn, dropout, pooling."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tests.codegen_ops.lowering_harness import check_op, rand
+from tests.codegen_ops.lowering_harness import check_op, rand, run_op
 
 OPS_TESTED = {"nn.conv2d", "nn.conv2d_transpose", "nn.dense", "nn.matmul", "nn.batch_matmul",
               "nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.instance_norm",
@@ -122,6 +123,45 @@ def test_pools_dilation_int(dtype):
     check_op("nn.max_pool2d", [x], **common)
     check_op("nn.avg_pool2d", [x], count_include_pad=False, **common)
     check_op("nn.avg_pool2d", [x], count_include_pad=True, **common)
+
+
+@pytest.mark.parametrize("pool,strides,padding", [
+    ((2, 2), (2, 2), (0, 1, 0, 0)),  # unrolled taps
+    ((5, 5), (3, 2), (1, 2, 1, 0)),  # reduction loop
+])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_avg_pool_ceil_mode_include_pad_partial_window(pool, strides, padding, layout):
+    """A ceil-mode window divides by its taps inside input + pads, not the kernel size."""
+    x = rand((1, 2, 7, 8), "float32", seed=27)
+    (kh, kw), (sh, sw), (pt, pl, pb, pr) = pool, strides, padding
+    attrs = dict(pool_size=pool, strides=strides, dilation=(1, 1), padding=padding,
+                 layout=layout, out_layout="", ceil_mode=True, count_include_pad=True)
+    got, (ref,) = run_op("nn.avg_pool2d", [x if layout == "NCHW" else x.transpose(0, 2, 3, 1)],
+                         **attrs)
+    np.testing.assert_allclose(got[0], ref, rtol=1e-5, atol=1e-6)
+    out = got[0] if layout == "NCHW" else got[0].transpose(0, 3, 1, 2)
+    want = np.zeros_like(out)
+    for i in range(out.shape[2]):
+        for j in range(out.shape[3]):
+            y0, x0 = sh * i - pt, sw * j - pl
+            taps = (min(y0 + kh, 7 + pb) - y0) * (min(x0 + kw, 8 + pr) - x0)
+            window = x[:, :, max(y0, 0):y0 + kh, max(x0, 0):x0 + kw]
+            want[:, :, i, j] = window.sum(axis=(2, 3)) / taps
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("pool", [(2, 2), (2, 9)])  # unrolled taps, reduction loop
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_max_pool_window_over_padding_only(pool, dtype):
+    """A window whose taps all fall in the padding gives the lowest finite value, not -inf."""
+    x = rand((1, 2, 2, 9), dtype, seed=28)
+    attrs = dict(pool_size=pool, strides=(1, 1), dilation=(3, 1), padding=(1, 4, 2, 4),
+                 layout="NCHW", out_layout="", ceil_mode=False)
+    got, (ref,) = run_op("nn.max_pool2d", [x], **attrs)
+    np.testing.assert_array_equal(got[0], ref)
+    assert np.isfinite(got[0]).all()
+    assert (got[0][:, :, 0] == np.finfo(dtype).min).all()  # row 0: taps at -1 and 2
+    np.testing.assert_array_equal(got[0][:, :, 1], ref[:, :, 1])
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])

@@ -226,6 +226,34 @@ def test_pool_ceil_mode_and_global():
         infer(nn.max_pool2d(x((1, 1, 5, 5)), layout="NCHW4c"))
 
 
+def test_avg_pool_ceil_mode_include_pad_divides_by_taps_inside_input_and_pads():
+    """The last (partial) ceil-mode window counts only its taps inside input + pads, as
+    onnxruntime, the ONNX reference and TVM do, not the full kernel."""
+    data = np.arange(25, dtype="float32").reshape(1, 1, 5, 5)
+    call = nn.avg_pool2d(x(data.shape), pool_size=2, strides=2, ceil_mode=True,
+                         count_include_pad=True)
+    out = check(call, data)[0, 0]
+    assert out[0, 2] == (4 + 9) / 2 and out[2, 0] == (20 + 21) / 2 and out[2, 2] == 24
+    assert out[0, 0] == (0 + 1 + 5 + 6) / 4
+    # the taps in the begin padding count, the ones past the end of input + pads do not
+    call = nn.avg_pool2d(x(data.shape), pool_size=3, strides=2, padding=(1, 1, 0, 0),
+                         ceil_mode=True, count_include_pad=True)
+    out = check(call, data)[0, 0]
+    assert out.shape == (3, 3)
+    np.testing.assert_allclose(out[2, 2], (18 + 19 + 23 + 24) / 4)
+    np.testing.assert_allclose(out[0, 0], (0 + 1 + 5 + 6) / 9)
+    np.testing.assert_allclose(out[1, 2], data[0, 0, 1:4, 3:5].sum() / 6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
+def test_max_pool_window_over_padding_only_is_the_lowest_finite_value(dtype):
+    data = (RNG.standard_normal((1, 2, 2, 2)) * 10).astype(dtype)
+    call = nn.max_pool2d(x(data.shape, dtype), pool_size=2, dilation=3, padding=1)
+    out = check(call, data)
+    lowest = np.finfo(dtype).min if dtype.startswith("float") else np.iinfo(dtype).min
+    assert out.shape == (1, 2, 1, 1) and (out == lowest).all()
+
+
 def test_batch_norm_tuple_and_inference_reference():
     d, g, b, m, v = rand(2, 3, 4), rand(3), rand(3), rand(3), np.abs(rand(3)) + 0.5
     args = [x((2, 3, 4))] + [x((3,), name=n) for n in "gbmv"]

@@ -126,3 +126,24 @@ def test_pool3d_ceil_mode_adds_a_partial_window():
     got, (expected,) = run_op("nn.avg_pool3d", [x], pool_size=(2, 2, 2), strides=(2, 2, 2),
                               ceil_mode=True)
     np.testing.assert_allclose(got[0], expected, rtol=1e-5)
+
+
+def test_max_pool3d_window_over_padding_only_is_the_lowest_finite_value():
+    x = rand(1, 2, 2, 3, 2)
+    attrs = dict(pool_size=(2, 2, 2), strides=(1, 1, 1), dilation=(3, 1, 3),
+                 padding=(1, 1, 1, 1, 1, 1))
+    out = check(nn3d.max_pool3d(var("x", shape=x.shape), **attrs), x)
+    assert out.shape == (1, 2, 1, 4, 1)
+    assert (out == np.finfo(np.float32).min).all()
+    got, (expected,) = run_op("nn.max_pool3d", [x], **attrs)
+    np.testing.assert_array_equal(got[0], expected)
+
+
+def test_avg_pool3d_ceil_mode_include_pad_counts_taps_inside_input_and_pads():
+    x = rand(1, 1, 5, 5, 5)
+    attrs = dict(pool_size=(2, 2, 2), strides=(2, 2, 2), ceil_mode=True, count_include_pad=True)
+    out = check(nn3d.avg_pool3d(var("x", shape=x.shape), **attrs), x)
+    np.testing.assert_allclose(out[0, 0, 2, 2, 2], x[0, 0, 4, 4, 4], rtol=1e-6)
+    np.testing.assert_allclose(out[0, 0, 0, 0, 2], x[0, 0, :2, :2, 4].mean(), rtol=1e-6)
+    got, (expected,) = run_op("nn.avg_pool3d", [x], **attrs)
+    np.testing.assert_allclose(got[0], expected, rtol=1e-5)

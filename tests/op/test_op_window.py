@@ -8,7 +8,8 @@ from tests.op._opcheck import infer
 from compiler.errors import TypeInferenceError
 from compiler.ir.expr import var
 from compiler.op import nn, nn3d
-from compiler.op.window import conv_ref, ntuple, pad_tuple
+from compiler.op.window import (conv_ref, has_empty_window, lowest_value, ntuple,
+                                pad_tuple, pool_counts)
 
 
 def test_attribute_normalisation_is_the_same_for_every_rank():
@@ -46,3 +47,17 @@ def test_conv_reference_matches_a_direct_sum():
         for j in range(5):
             expect[0, :, i, j] = np.einsum("chw,ochw->o", padded[0, :, i:i + 3, j:j + 3], weight)
     np.testing.assert_allclose(conv_ref([data, weight], attrs), expect, rtol=1e-12)
+
+
+def test_pool_counts_stop_at_the_end_padding():
+    # size 5, kernel 2, stride 2, no pads, 3 ceil-mode outputs: the last window has one tap
+    assert pool_counts(5, 2, 2, 1, 0, 0, 3, True).tolist() == [2, 2, 1]
+    # begin pad 1, end pad 1, kernel 3, stride 2: taps in [-1, 6)
+    assert pool_counts(5, 3, 2, 1, 1, 1, 3, True).tolist() == [3, 3, 3]
+    assert pool_counts(5, 3, 2, 1, 1, 1, 3, False).tolist() == [2, 3, 2]
+    assert has_empty_window(2, 2, 1, 3, 1, 1) and not has_empty_window(5, 2, 2, 1, 0, 3)
+
+
+def test_lowest_value_is_finite():
+    assert lowest_value("float32") == float(np.finfo(np.float32).min)
+    assert lowest_value("float16") == -65504.0 and lowest_value("int8") == -128

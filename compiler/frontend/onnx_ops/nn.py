@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.op.window import pool_counts
 from .common import NodeContext, const, converter, norm_axis, op, reshape
 
 
@@ -197,6 +198,8 @@ converter("AveragePool")(_pool("avg"))
 
 @converter("LpPool")
 def _lp_pool(ctx, inputs):
+    """(sum of |x|^p over the window)^(1/p): an average with count_include_pad times the taps it
+    divided by (padding adds zeros to the sum)."""
     x = inputs[0]
     p = float(ctx.attr("p", 2))
     kernel = list(ctx.attr("kernel_shape"))
@@ -206,14 +209,33 @@ def _lp_pool(ctx, inputs):
     powered = op("power", op("abs", x), const(p, dtype))
     if n == 3:
         avg = _pool3d(ctx, "avg", powered, kernel, a, count_include_pad=True)
-        total = op("multiply", avg, const(float(np.prod(kernel)), dtype))
+        total = op("multiply", avg, _window_taps(ctx, powered, avg, kernel, a, dtype))
         return op("power", total, const(1.0 / p, dtype))
-    avg = op("nn.avg_pool2d", _to_2d(ctx, powered), pool_size=_lift(kernel, n, 1),
-             strides=_lift(a["strides"], n, 1), dilation=_lift(a["dilations"], n, 1),
-             padding=_lift(a["begin"], n, 0) + _lift(a["end"], n, 0), layout="NCHW",
-             ceil_mode=bool(ctx.attr("ceil_mode", 0)), count_include_pad=True)
-    total = op("multiply", avg, const(float(np.prod(kernel)), dtype))
-    return _from_2d(ctx, op("power", total, const(1.0 / p, dtype)), n)
+    lifted = dict(kernel=_lift(kernel, n, 1), strides=_lift(a["strides"], n, 1),
+                  dilations=_lift(a["dilations"], n, 1), begin=_lift(a["begin"], n, 0),
+                  end=_lift(a["end"], n, 0))
+    powered = _to_2d(ctx, powered)
+    avg = op("nn.avg_pool2d", powered, pool_size=lifted["kernel"], strides=lifted["strides"],
+             dilation=lifted["dilations"], padding=lifted["begin"] + lifted["end"],
+             layout="NCHW", ceil_mode=bool(ctx.attr("ceil_mode", 0)), count_include_pad=True)
+    total = op("multiply", avg, _window_taps(ctx, powered, avg, lifted["kernel"], lifted, dtype))
+    out = _drop_padding_windows(ctx, op("power", total, const(1.0 / p, dtype)), x, kernel, a)
+    return _from_2d(ctx, out, n)
+
+
+def _window_taps(ctx, x, pooled, kernel, a, dtype):
+    """How many taps each window of an average with count_include_pad divided by: the full
+    kernel, except ceil-mode windows that reach past the end padding."""
+    counts = [pool_counts(size, k, s, d, b, e, o, True) for size, o, k, s, d, b, e in zip(
+        ctx.shape(x)[2:], ctx.shape(pooled)[2:], kernel, a["strides"], a["dilations"],
+        a["begin"], a["end"])]
+    taps = counts[0]
+    for more in counts[1:]:
+        taps = np.multiply.outer(taps, more)
+    full = int(np.prod(kernel))
+    if (taps == full).all():
+        return const(float(full), dtype)
+    return const(taps.astype(dtype), dtype)
 
 
 def _global_pool(reduce_name: str):

@@ -5,6 +5,7 @@ a schedule; the guard keeps every load inside the input buffer.
 """
 from __future__ import annotations
 
+from compiler.op.window import has_empty_window, lowest_value
 from .common import fail, is_bool, is_float, rule, te, tir
 
 
@@ -76,6 +77,8 @@ def _pool3d(kind: str):
         sizes, ks = x.shape[2:], attrs.pool_size
         st, dl, pad = attrs.strides, attrs.dilation, attrs.padding
         acc = x.dtype if is_float(x.dtype) else "int64"
+        empty = any(has_empty_window(sizes[a], ks[a], st[a], dl[a], pad[a],
+                                     out_type.shape[2 + a]) for a in range(3))
 
         def f(n, c, *pos):
             taps = tuple(te.reduce_axis(k, f"r{a}") for a, k in enumerate(ks))
@@ -84,7 +87,15 @@ def _pool3d(kind: str):
             v = x[(n, c) + idx]
             where = tir.all(*_inside(idx, sizes))
             if kind == "max":
-                return te.max(v, taps, where=where)
+                best = te.max(v, taps, where=where)
+                if not empty:
+                    return best
+                # a window over padding alone: the lowest finite value, not -inf
+                inside = tir.const(1, "int64")
+                for a in range(3):
+                    inside = inside * _tap_count(base[a], ks[a], dl[a], 0, sizes[a])
+                return tir.select(tir.gt(inside, tir.const(0, "int64")), best,
+                                  tir.const(lowest_value(x.dtype), x.dtype))
             total = te.sum(tir.cast(v, acc), taps, where=where)
             count = tir.const(1, "int64")
             for a in range(3):

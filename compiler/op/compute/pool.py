@@ -2,6 +2,7 @@
 global and adaptive pools. NCHW and NHWC."""
 from __future__ import annotations
 
+from compiler.op.window import has_empty_window, lowest_value
 from .common import fail, is_bool, is_float, rule, te, tensor_name, tir
 
 
@@ -15,11 +16,42 @@ def _with(idx: tuple, hi: int, wi: int, y, x) -> tuple:
     return tuple(out)
 
 
-def _window_count(base, k: int, d: int, size: int):
-    """#{r in [0, k): 0 <= base + r*d < size} in closed form (int64)."""
-    lo = tir.max(tir.const(0, "int64"), tir.floordiv(-base + (d - 1), d))
-    hi = tir.min(tir.const(k - 1, "int64"), tir.floordiv(size - 1 - base, d))
-    return tir.max(hi - lo + 1, tir.const(0, "int64"))
+def _window_count(base, k: int, d: int, lo: int, hi: int):
+    """#{r in [0, k): lo <= base + r*d < hi} in closed form (int64)."""
+    first = tir.max(tir.const(0, "int64"), tir.floordiv(lo - base + (d - 1), d))
+    last = tir.min(tir.const(k - 1, "int64"), tir.floordiv(hi - 1 - base, d))
+    return tir.max(last - first + 1, tir.const(0, "int64"))
+
+
+def _avg_count(attrs, by, bx, h: int, w: int, out_hw: tuple):
+    """The divisor of an average: taps inside the input, or with count_include_pad inside
+    input + pads (a ceil-mode window reaching past the end padding counts fewer taps)."""
+    (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
+    pt, pl, pb, pr = attrs.padding
+    if not attrs.count_include_pad:
+        return tir.max(_window_count(by, kh, dh, 0, h) * _window_count(bx, kw, dw, 0, w),
+                       tir.const(1, "int64"))
+    (oh, ow) = out_hw
+    last_y, last_x = (oh - 1) * sh - pt + (kh - 1) * dh, (ow - 1) * sw - pl + (kw - 1) * dw
+    if last_y < h + pb and last_x < w + pr:
+        return tir.const(kh * kw, "int64")  # every window lies inside input + pads
+    # a ceil-mode window may start past the end padding (ONNX drops it; Relay keeps it): 0 taps
+    return tir.max(_window_count(by, kh, dh, -pt, h + pb) * _window_count(bx, kw, dw, -pl, w + pr),
+                   tir.const(1, "int64"))
+
+
+def _lowest_if_empty(acc, attrs, by, bx, h: int, w: int, out_hw: tuple, dtype: str):
+    """A max over a window that covers only padding is the dtype's lowest finite value (as
+    onnxruntime and TVM give), not the reduction's -inf. Only emitted when such a window
+    exists, so the usual kernels are unchanged."""
+    (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
+    pt, pl = attrs.padding[0], attrs.padding[1]
+    (oh, ow) = out_hw
+    if not (has_empty_window(h, kh, sh, dh, pt, oh) or has_empty_window(w, kw, sw, dw, pl, ow)):
+        return acc
+    inside = _window_count(by, kh, dh, 0, h) * _window_count(bx, kw, dw, 0, w)
+    return tir.select(tir.gt(inside, tir.const(0, "int64")), acc,
+                      tir.const(lowest_value(dtype), dtype))
 
 
 # Windows up to this many taps are unrolled into one elementwise expression (no reduction loop),
@@ -66,13 +98,8 @@ def _unrolled(kind: str, x, attrs, out_type, hi: int, wi: int, op: str):
                 else:
                     acc = _max_nan(acc, v) if kind == "max" else acc + v
         if kind == "max":
-            return acc
-        if attrs.count_include_pad:
-            count = tir.const(kh * kw, "int64")
-        else:
-            count = tir.max(_window_count(by, kh, dh, h) * _window_count(bx, kw, dw, w),
-                            tir.const(1, "int64"))
-        return acc / tir.cast(count, dt)
+            return _lowest_if_empty(acc, attrs, by, bx, h, w, (oh, ow), dt)
+        return acc / tir.cast(_avg_count(attrs, by, bx, h, w, (oh, ow)), dt)
     return te.compute(out_type.shape, f, name=tensor_name(op))
 
 
@@ -87,6 +114,7 @@ def _pool(kind: str):
         (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
         pt, pl = attrs.padding[0], attrs.padding[1]
         acc = x.dtype if is_float(x.dtype) else "int64"
+        out_hw = (out_type.shape[hi], out_type.shape[wi])
         if is_float(x.dtype) and kh * kw <= MAX_UNROLLED_TAPS:
             return _unrolled(kind, x, attrs, out_type, hi, wi, op)
 
@@ -97,13 +125,10 @@ def _pool(kind: str):
             inside = tir.all(tir.ge(iy, 0), tir.lt(iy, h), tir.ge(ix, 0), tir.lt(ix, w))
             v = x[_with(i, hi, wi, iy, ix)]
             if kind == "max":
-                return te.max(v, (ry, rx), where=inside)
+                return _lowest_if_empty(te.max(v, (ry, rx), where=inside), attrs, by, bx, h, w,
+                                        out_hw, x.dtype)
             total = te.sum(tir.cast(v, acc), (ry, rx), where=inside)
-            if attrs.count_include_pad:
-                count = tir.const(kh * kw, "int64")
-            else:
-                count = tir.max(_window_count(by, kh, dh, h) * _window_count(bx, kw, dw, w),
-                                tir.const(1, "int64"))
+            count = _avg_count(attrs, by, bx, h, w, out_hw)
             if is_float(x.dtype):
                 return total / tir.cast(count, acc)
             return tir.cast(tir.truncdiv(total, count), x.dtype)
