@@ -1,6 +1,7 @@
 """GraphModule: TVM's graph executor API over a GraphExecutor (graph JSON + kernel library)."""
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,11 @@ from .ndarray import NDArray
 from .params import load_param_dict
 
 __all__ = ["GraphModule", "GraphExecutor", "create"]
+
+# Executors that completed a run through a GraphModule: their output storage holds results.
+# Kept per executor, not per GraphModule, so GraphModule(other_module) and two GraphModules over
+# one executor agree; weak, so a dropped executor is forgotten.
+_HAS_RUN: weakref.WeakSet = weakref.WeakSet()
 
 
 def create(graph_json_str: str, libmod: KernelLibrary, device: Device | list) -> GraphModule:
@@ -62,6 +68,7 @@ class GraphModule:
         if input_dict:
             self.set_input(**input_dict)
         self._ex.run()
+        _HAS_RUN.add(self._ex)
 
     def get_num_outputs(self) -> int:
         """Number of graph outputs."""
@@ -93,8 +100,16 @@ class GraphModule:
         return shapes, dtypes
 
     def get_output(self, index: int, out: NDArray | None = None) -> NDArray:
-        """A copy of output `index` (storage is reused by the next run), or copied into `out`."""
+        """A copy of output `index` (storage is reused by the next run), or copied into `out`.
+
+        Before the first run() the output storage holds no result (it is zeroed or shared with
+        intermediates), so reading it is an error rather than silent zeros.
+        """
         arr = self._ex.output_array(index)
+        if self._ex not in _HAS_RUN:
+            raise RuntimeError(f"get_output({index}): run() has not been called on this graph "
+                               "module yet, so its outputs hold no result; set the inputs and "
+                               "call run() first")
         if out is not None:
             return out.copyfrom(arr)
         return NDArray(arr.copy(), self._ex.device)
@@ -122,7 +137,9 @@ class GraphModule:
                 self.set_input(**kwargs)
             self._ex.check_inputs_set()
             call = self._ex.run
-        return time_calls(call, repeat, number, min_repeat_ms or 0)
+        result = time_calls(call, repeat, number, min_repeat_ms or 0)
+        _HAS_RUN.add(self._ex)  # the timed calls ran the graph: outputs hold a result
+        return result
 
     def __getitem__(self, key: str) -> Any:
         """Look up a method by its TVM packed-function name (e.g. "set_input", "run")."""

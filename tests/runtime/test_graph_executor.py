@@ -74,6 +74,32 @@ def test_get_output_index_errors(lib):
         m.get_output("0")
 
 
+def test_get_output_before_run_is_an_error(lib):
+    m = _chain(lib)
+    x, p0 = _vec(), _vec()
+    m.set_input(x=x, p0=p0)
+    with pytest.raises(RuntimeError, match=r"get_output\(0\): run\(\) has not been called"):
+        m.get_output(0)
+    with pytest.raises(RuntimeError, match=r"run\(\) has not been called"):
+        m.get_output(0, nd.empty((N,)))
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), K.chain_reference(x, p0), rtol=1e-6)
+    # a wrapper of the same executor sees the run
+    np.testing.assert_allclose(graph_executor.GraphModule(m).get_output(0).numpy(),
+                               K.chain_reference(x, p0), rtol=1e-6)
+
+
+def test_get_output_after_a_failed_or_timed_run(lib):
+    m = _chain(lib)
+    with pytest.raises(ValueError, match="never set"):
+        m.run(x=_vec())  # p0 missing: nothing ran
+    with pytest.raises(RuntimeError, match="has not been called"):
+        m.get_output(0)
+    x, p0 = _vec(), _vec()
+    m.benchmark(runtime.cpu(), repeat=1, number=1, x=x, p0=p0)
+    np.testing.assert_allclose(m.get_output(0).numpy(), K.chain_reference(x, p0), rtol=1e-6)
+
+
 def test_input_queries(lib):
     m = _chain(lib)
     assert m.get_num_inputs() == 2
