@@ -6,8 +6,7 @@ from . import graph_executor
 from . import ndarray as nd
 from .device import Device, cpu, device
 from .errors import KernelError
-from .export import load_module
-from .factory import GraphExecutorFactoryModule
+from .factory import GraphExecutorFactoryModule, load_module
 from .library import Kernel, KernelLibrary, host_target_machine
 from .ndarray import NDArray
 from .params import load_param_dict, save_param_dict

@@ -7,6 +7,9 @@ Layout (all integers little-endian):
         metadata JSON {"function_names", "libmod_name", "triple", "cpu", "features"},
         reserved (empty)
     32-byte SHA-256 of everything before it
+
+This module knows the bytes only; runtime.factory turns them into a factory module (it imports
+this module, never the other way round).
 """
 from __future__ import annotations
 
@@ -15,20 +18,37 @@ import json
 import os
 import struct
 import tempfile
+from typing import TYPE_CHECKING, NamedTuple
 
-from .factory import GraphExecutorFactoryModule
-from .library import KernelLibrary
-from .params import load_param_dict, save_param_dict
+from .params import save_param_dict
 from .target import HostInfo, host_info, missing_features
+
+if TYPE_CHECKING:  # annotations only: factory imports this module
+    from .factory import GraphExecutorFactoryModule
 
 MAGIC = b"RELAYJIT"
 VERSION = 1
 _NUM_SECTIONS = 5
 _DIGEST = 32
+_EXPECTED = "a relayjit module file written by export_library (or `relayjit compile`)"
+
+
+class ModuleContents(NamedTuple):
+    """The checked sections of a module file."""
+
+    graph_json: str
+    params_blob: bytes
+    object_code: bytes
+    meta: dict
+    host: HostInfo
 
 
 def write_module(path: str | os.PathLike, factory: GraphExecutorFactoryModule) -> None:
-    """Write `factory` to `path` atomically (a crash never leaves a half-written module)."""
+    """Write `factory` to `path` atomically (a crash never leaves a half-written module).
+
+    An unwritable target is an OSError of the same kind naming `path` (not the temporary file
+    it is written through).
+    """
     lib = factory.get_lib()
     meta = {
         "function_names": list(lib.function_names),
@@ -46,32 +66,55 @@ def write_module(path: str | os.PathLike, factory: GraphExecutorFactoryModule) -
     body += b"".join(struct.pack("<Q", len(s)) + s for s in sections)
     body += hashlib.sha256(body).digest()
     path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"export_library: {path!r} is a directory; give a file path "
+                                "for the module")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"export_library: cannot write {path!r}: the directory "
+                                f"{directory!r} does not exist") from err
+    except OSError as err:
+        raise type(err)(f"export_library: cannot write {path!r}: {err.strerror or err}") \
+            from err
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(body)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(err, OSError):
+            raise type(err)(f"export_library: cannot write {path!r}: "
+                            f"{err.strerror or err}") from err
         raise
 
 
-def load_module(path: str | os.PathLike) -> GraphExecutorFactoryModule:
-    """Read a module written by export_library; ValueError naming `path` when it is not one."""
+def read_module(path: str | os.PathLike) -> ModuleContents:
+    """The checked contents of the module file at `path`.
+
+    A missing file is a FileNotFoundError and a directory (or a file that is not a module) a
+    ValueError, each naming `path` and saying what was expected.
+    """
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        data = f.read()
+    if os.path.isdir(path):
+        raise ValueError(f"{path}: is a directory, not a module; expected {_EXPECTED}")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"{path}: no such file; expected {_EXPECTED}") from err
+    except OSError as err:
+        raise type(err)(f"{path}: cannot read the module ({err.strerror or err}); expected "
+                        f"{_EXPECTED}") from err
     try:
         graph, params_blob, obj, meta = _parse(data)
         host = HostInfo(meta["triple"], meta["cpu"], meta["features"])
         _check_host(host)
-        lib = KernelLibrary(obj, meta["function_names"], host=host)
-        return GraphExecutorFactoryModule(
-            graph, lib, load_param_dict(params_blob), meta["libmod_name"]
-        )
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: not a loadable relayjit module: {err}") from err
+    return ModuleContents(graph, params_blob, obj, meta, host)
 
 
 def _parse(data: bytes) -> tuple[str, bytes, bytes, dict]:

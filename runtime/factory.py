@@ -1,16 +1,19 @@
 """GraphExecutorFactoryModule: what relay.build returns; makes graph modules and exports itself."""
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from .device import Device, device as to_device
+from .export import read_module, write_module
 from .graph_runtime import GraphExecutor
 from .graph_json import parse_graph
 from .library import KernelLibrary
 from .ndarray import NDArray, array
+from .params import load_param_dict
 
 
 class GraphExecutorFactoryModule:
@@ -65,8 +68,6 @@ class GraphExecutorFactoryModule:
 
     def export_library(self, file_name: str) -> None:
         """Write graph, params and object code to one file that `runtime.load_module` reads."""
-        from .export import write_module  # export imports this module
-
         write_module(file_name, self)
 
     def __repr__(self) -> str:
@@ -74,3 +75,18 @@ class GraphExecutorFactoryModule:
             f"GraphExecutorFactoryModule({self.libmod_name!r}, {len(self.lib.function_names)} "
             f"kernels, {len(self.params)} params)"
         )
+
+
+def load_module(path: str | os.PathLike) -> GraphExecutorFactoryModule:
+    """Read a module written by export_library; ValueError naming `path` when it is not one
+    (FileNotFoundError when there is no such file)."""
+    path = os.fspath(path)
+    contents = read_module(path)
+    try:
+        lib = KernelLibrary(contents.object_code, contents.meta["function_names"],
+                            host=contents.host)
+        return GraphExecutorFactoryModule(contents.graph_json, lib,
+                                          load_param_dict(contents.params_blob),
+                                          contents.meta["libmod_name"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: not a loadable relayjit module: {err}") from err

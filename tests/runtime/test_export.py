@@ -127,5 +127,42 @@ def test_load_rejects_missing_cpu_features(factory, tmp_path, monkeypatch):
 
 
 def test_load_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        load_module(str(tmp_path / "absent.relayjit"))
+    path = tmp_path / "absent.relayjit"
+    with pytest.raises(FileNotFoundError, match="no such file; expected a relayjit module") \
+            as info:
+        load_module(path)
+    assert str(path) in str(info.value)
+
+
+def test_load_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="is a directory, not a module; expected a relayjit "
+                                         "module file written by export_library") as info:
+        load_module(str(tmp_path))
+    assert str(tmp_path) in str(info.value)
+
+
+def test_export_into_missing_directory_names_the_target(factory, tmp_path):
+    target = tmp_path / "no" / "such" / "dir" / "model.relayjit"
+    with pytest.raises(FileNotFoundError) as info:
+        factory.export_library(str(target))
+    message = str(info.value)
+    assert repr(str(target)) in message and "does not exist" in message
+    assert ".tmp" not in message
+
+
+def test_export_onto_a_directory_names_the_target(factory, tmp_path):
+    with pytest.raises(IsADirectoryError, match="is a directory") as info:
+        factory.export_library(str(tmp_path))
+    assert repr(str(tmp_path)) in str(info.value) and ".tmp" not in str(info.value)
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+
+
+def test_export_and_factory_do_not_import_each_other():
+    """runtime.factory imports runtime.export; the format module never imports the factory."""
+    import ast
+    import runtime.export as export
+
+    tree = ast.parse(open(export.__file__).read())
+    runtime_imports = [node for node in tree.body if isinstance(node, ast.ImportFrom)
+                       and node.module == "factory"]
+    assert runtime_imports == []
