@@ -8,11 +8,12 @@ graph is static.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
 import numpy as np
 
-from compiler.errors import OpNotImplemented
+from compiler.errors import CompilerError, OpNotImplemented
 from compiler.interpreter import Interpreter
 from compiler.ir.expr import Constant, Function, RelayExpr, Tuple, Var
 from compiler.ir.module import IRModule
@@ -22,6 +23,12 @@ from compiler.ir.types import TensorType
 from .onnx_ops import find_converter
 from .onnx_ops.common import (DEFAULT_DOMAIN, FrontendError, NodeContext, canonical_domain,
                               const, infer_type, onnx_dtype)
+
+
+# What a converter's unchecked corner raises (numpy shape errors, int("last"), a short list...):
+# reported as a FrontendError naming the node instead of escaping raw.
+_CONVERTER_FAILURES = (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
+                       OverflowError)
 
 
 def _model_opsets(model) -> dict[str, int]:
@@ -96,7 +103,10 @@ class GraphConverter:
 
     def fold(self, expr: RelayExpr, where: str) -> RelayExpr:
         """Replace an expression over constants only by its value."""
-        ty = infer_type(expr, self.types)
+        try:
+            ty = infer_type(expr, self.types)
+        except FrontendError as err:  # infer_type does not know which node it types for
+            raise FrontendError(f"{where}: {err}") from err
         value = Interpreter().eval(expr)
         if isinstance(ty, TensorType):
             return self._as_constant(value, ty, where)
@@ -189,7 +199,12 @@ class GraphConverter:
             else:
                 inputs.append(self.values[name])
         fn = find_converter(node.op_type, opset, node.domain)
-        result = fn(ctx, inputs)
+        try:
+            result = fn(ctx, inputs)
+        except CompilerError:
+            raise
+        except _CONVERTER_FAILURES as err:  # a converter's unchecked case: still name the node
+            raise ctx.error(f"cannot convert: {type(err).__name__}: {err}") from err
         outputs = list(result) if isinstance(result, (list, tuple)) else [result]
         foldable = all(i is None or isinstance(i, Constant) for i in inputs)
         for index, name in enumerate(node.output):
@@ -204,10 +219,16 @@ class GraphConverter:
             if foldable:
                 expr = self.fold(expr, ctx.where)
             else:
-                infer_type(expr, self.types)  # type errors surface at the node that caused them
+                try:  # type errors surface at the node that caused them, naming it
+                    infer_type(expr, self.types)
+                except FrontendError as err:
+                    raise ctx.error(str(err)) from err
             self.values[name] = expr
 
     def convert(self) -> tuple[IRModule, dict]:
+        if not self.graph_proto.output:
+            raise FrontendError("the model's graph has no outputs (an empty or truncated "
+                                "model?)")
         user_inputs, params = self._bind_graph_inputs()
         for node in self.graph_proto.node:
             self._convert_node(node)
@@ -225,12 +246,29 @@ class GraphConverter:
         return IRModule.from_expr(func), out_params
 
 
+def _load_model_file(path) -> Any:
+    """onnx.load of a model file; a file that is not a serialized ModelProto is a
+    FrontendError naming it (not protobuf's DecodeError)."""
+    import onnx
+    from google.protobuf.message import DecodeError
+    label = os.fsdecode(path)
+    if os.path.isdir(path):
+        raise FrontendError(f"{label}: is a directory; expected an ONNX model file")
+    try:
+        return onnx.load(path)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"{label}: no such file; expected an ONNX model file") from err
+    except DecodeError as err:
+        raise FrontendError(f"{label}: not an ONNX model: the file does not decode as an ONNX "
+                            f"ModelProto (truncated or not ONNX?): {err}") from err
+
+
 def from_onnx(model, shape: Mapping | None = None, dtype: Any = "float32",
               opset: int | None = None, freeze_params: bool = False) -> tuple[IRModule, dict]:
     """Convert an ONNX model to (IRModule, params); see the module docstring."""
     import onnx
-    if isinstance(model, (str, bytes)) and not isinstance(model, onnx.ModelProto):
-        model = onnx.load(model)
+    if isinstance(model, (str, bytes, os.PathLike)):
+        model = _load_model_file(model)
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"from_onnx expects an onnx.ModelProto (or a path), got "
                         f"{type(model).__name__}")

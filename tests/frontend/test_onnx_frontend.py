@@ -221,6 +221,92 @@ def test_bad_model_argument():
         from_onnx(42)
 
 
+def test_model_files_that_are_not_onnx_are_frontend_errors(tmp_path):
+    """Truncated or random bytes: the frontend's error naming the file, not protobuf's."""
+    from compiler.frontend.onnx_ops.common import FrontendError
+    data = _add_weight_model().SerializeToString()
+    cases = {"truncated.onnx": data[: len(data) // 2], "random.onnx":
+             np.random.default_rng(0).bytes(300), "head.onnx": data[:2]}
+    for name, content in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(FrontendError) as info:
+            from_onnx(str(path))
+        message = str(info.value)
+        assert ("not an ONNX model" in message and str(path) in message) or \
+            "no outputs" in message, message
+    with pytest.raises(FrontendError, match="no outputs"):
+        from_onnx(onnx.ModelProto())
+    with pytest.raises(FrontendError, match="is a directory; expected an ONNX model file"):
+        from_onnx(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="absent.onnx: no such file"):
+        from_onnx(str(tmp_path / "absent.onnx"))
+    good = tmp_path / "good.onnx"
+    good.write_bytes(data)
+    mod, _ = from_onnx(good)  # a pathlib.Path is a path too
+    assert [p.name_hint for p in mod["main"].params] == ["x", "w"]
+
+
+@pytest.mark.parametrize("node,inputs,match", [
+    (helper.make_node("Softmax", ["x"], ["y"], name="sm", axis="last"), {"x": [2, 3]},
+     r"node 'sm' \(Softmax\): attribute 'axis' must be an int, got a string 'last'"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="conv", strides=[2.0, 2.0]),
+     {"x": [1, 1, 5, 5], "w": [1, 1, 3, 3]},
+     r"node 'conv' \(Conv\): attribute 'strides' must be a list of ints, got a list of "
+     r"floats \[2.0, 2.0\]"),
+    (helper.make_node("Transpose", ["x"], ["y"], name="tr", perm="10"), {"x": [2, 3]},
+     r"node 'tr' \(Transpose\): attribute 'perm' must be a list of ints, got a string"),
+    (helper.make_node("LeakyRelu", ["x"], ["y"], name="lr", alpha=[0.1]), {"x": [2, 3]},
+     r"node 'lr' \(LeakyRelu\): attribute 'alpha' must be a float, got a list of floats"),
+    (helper.make_node("Transpose", ["x"], ["y"], name="tr2", perm=[0, 0]), {"x": [2, 3]},
+     r"node 'tr2' \(Transpose\): .*not a permutation"),
+    (helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+     {"x": [2, 3, 4, 5], "w": [4, 5, 6]},
+     r"node 'mm' \(MatMul\): A's batch dimensions \(2, 3\) and B's batch dimensions "
+     r"\(4,\) do not broadcast"),
+], ids=["softmax-axis-string", "conv-strides-floats", "transpose-perm-string",
+        "leakyrelu-alpha-list", "transpose-perm-repeated", "matmul-batch-mismatch"])
+def test_bad_attributes_and_shapes_name_the_node(node, inputs, match):
+    from compiler.frontend.onnx_ops.common import FrontendError
+    model = _model([node], [_tensor(k, v) for k, v in inputs.items()], [_tensor("y", None)])
+    with pytest.raises(FrontendError, match=match):
+        from_onnx(model)
+
+
+def test_expand_that_does_not_broadcast_names_the_node():
+    from compiler.frontend.onnx_ops.common import FrontendError
+    shape = numpy_helper.from_array(np.array([4, 5], np.int64), "s")
+    node = helper.make_node("Expand", ["x", "s"], ["y"], name="ex")
+    model = _model([node], [_tensor("x", [2, 3])], [_tensor("y", None)], [shape])
+    with pytest.raises(FrontendError, match=r"node 'ex' \(Expand\): input shape \(2, 3\) "
+                                            r"and shape \(4, 5\) do not broadcast"):
+        from_onnx(model)
+    bad = numpy_helper.from_array(np.array([-1, 3], np.int64), "s")
+    model = _model([node], [_tensor("x", [2, 3])], [_tensor("y", None)], [bad])
+    with pytest.raises(FrontendError, match=r"node 'ex' \(Expand\): .*negative"):
+        from_onnx(model)
+
+
+def test_a_converters_raw_error_is_reported_at_its_node():
+    """A converter corner that raises ValueError/IndexError still names the node."""
+    from compiler.frontend.onnx_ops.common import CONVERTERS, FrontendError, converter
+
+    def broken(ctx, inputs):
+        return inputs[5]  # IndexError
+
+    converter("Broken", domain="test.scratch")(broken)
+    try:
+        node = helper.make_node("Broken", ["x"], ["y"], name="b", domain="test.scratch")
+        graph = helper.make_graph([node], "g", [_tensor("x", [2])], [_tensor("y", [2])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                        helper.make_opsetid("test.scratch", 1)])
+        with pytest.raises(FrontendError, match=r"node 'b' \(Broken\): cannot convert: "
+                                                r"IndexError"):
+            from_onnx(model)
+    finally:
+        del CONVERTERS[("test.scratch", "Broken")]
+
+
 def test_input_vars_keep_model_dtype():
     node = helper.make_node("Identity", ["x"], ["y"])
     model = _model([node], [_tensor("x", [2], TensorProto.INT32)],

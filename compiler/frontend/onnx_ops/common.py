@@ -1,6 +1,7 @@
 """What every ONNX converter needs: the converter table, the node context and small helpers."""
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -181,14 +182,20 @@ class StaticInputRequired(FrontendError):
 
 
 class NodeContext:
-    """One ONNX node being converted: its attributes, opset and access to static facts."""
+    """One ONNX node being converted: its attributes, opset and access to static facts.
+
+    Attribute kinds are checked against the operator's ONNX schema here, once for every
+    converter: a string where the schema declares an int, floats where it declares ints, ...
+    are an error naming the node and the attribute, not a ValueError deep in a converter.
+    """
 
     def __init__(self, node, opset: int, graph):
         self.node = node
         self.opset = opset
         self.graph = graph
-        self.attrs = _parse_attributes(node)
         self.name = node.name or (node.output[0] if node.output else node.op_type)
+        check_attribute_kinds(node, opset, self.where)
+        self.attrs = _parse_attributes(node)
 
     @property
     def where(self) -> str:
@@ -239,6 +246,61 @@ class NodeContext:
 
     def maybe_value(self, expr: RelayExpr | None) -> np.ndarray | None:
         return None if expr is None else self.graph.static_value(expr)
+
+    def broadcast_shapes(self, *named: tuple[str, Sequence[int]]) -> tuple:
+        """numpy broadcasting of static (label, shape) pairs; an error naming the node and the
+        shapes when they clash."""
+        shapes = [tuple(int(d) for d in shape) for _, shape in named]
+        listed = " and ".join(f"{label} {shape}" for (label, _), shape in zip(named, shapes))
+        if any(d < 0 for shape in shapes for d in shape):
+            raise self.error(f"{listed}: a dimension is negative")
+        try:
+            return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+        except ValueError:
+            raise self.error(f"{listed} do not broadcast (aligned from the right, each "
+                             "dimension must match or be 1)") from None
+
+
+_ATTR_KINDS = {1: "a float", 2: "an int", 3: "a string", 4: "a tensor", 5: "a graph",
+               6: "a list of floats", 7: "a list of ints", 8: "a list of strings",
+               9: "a list of tensors", 10: "a list of graphs", 11: "a sparse tensor",
+               12: "a list of sparse tensors", 13: "a type", 14: "a list of types"}
+
+
+@functools.lru_cache(maxsize=None)
+def _declared_attr_types(op_type: str, opset: int, domain: str) -> dict | None:
+    """attribute name -> AttributeProto type the op's ONNX schema declares (None: no schema)."""
+    from onnx import defs
+    try:
+        schema = defs.get_schema(op_type, opset, domain)
+    except defs.SchemaError:
+        return None
+    return {name: int(a.type) for name, a in schema.attributes.items()}
+
+
+def check_attribute_kinds(node, opset: int, where: str) -> None:
+    """Every attribute the schema declares must have the declared kind (int, ints, string...)."""
+    declared = _declared_attr_types(node.op_type, opset, canonical_domain(node.domain))
+    if not declared:
+        return
+    for attr in node.attribute:
+        expected = declared.get(attr.name)
+        if expected is None or attr.ref_attr_name or attr.type == expected:
+            continue
+        given = _ATTR_KINDS.get(attr.type, f"of attribute type {attr.type}")
+        if attr.type in _ATTR_KINDS and attr.type not in (4, 5, 9, 10, 11, 12, 13, 14):
+            from onnx import helper
+            value = helper.get_attribute_value(attr)
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            elif isinstance(value, list):
+                value = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+                         for v in value]
+            shown = repr(value)
+            given += f" {shown[:60] + '...' if len(shown) > 60 else shown}"
+        raise FrontendError(f"{where}: attribute {attr.name!r} must be "
+                            f"{_ATTR_KINDS.get(expected, f'attribute type {expected}')}, "
+                            f"got {given}")
 
 
 def _parse_attributes(node) -> dict:

@@ -288,7 +288,9 @@ def _matmul(ctx, inputs):
         a, sa = reshape(a, [1, sa[0]]), (1, sa[0])
     if len(sb) == 1:
         b, sb = reshape(b, [sb[0], 1]), (sb[0], 1)
-    out_shape = list(np.broadcast_shapes(sa[:-2], sb[:-2])) + [sa[-2], sb[-1]]
+    batch_dims = ctx.broadcast_shapes(("A's batch dimensions", sa[:-2]),
+                                      ("B's batch dimensions", sb[:-2]))
+    out_shape = list(batch_dims) + [sa[-2], sb[-1]]
     if len(sb) == 2:  # weights-style right operand: fold batch dims of a into rows
         rows = reshape(a, [-1, sa[-1]]) if len(sa) != 2 else a
         out = op("nn.dense", rows, op("transpose", b, axes=[1, 0]), units=None, out_dtype="")

@@ -249,7 +249,7 @@ def _gather_nd(ctx, inputs):
 def _expand(ctx, inputs):
     x = inputs[0]
     target = as_ints(ctx.value(inputs[1], "shape"))
-    out = list(np.broadcast_shapes(tuple(ctx.shape(x)), tuple(target)))
+    out = list(ctx.broadcast_shapes(("input shape", ctx.shape(x)), ("shape", target)))
     if out == list(ctx.shape(x)):
         return x
     return op("broadcast_to", x, shape=out)
