@@ -101,7 +101,7 @@ class ExprEmitter:
                             f"got {len(indices)}")
         b = self.builder
         offset: ir.Value | None = None
-        for idx, stride, dim in zip(indices, buf.elem_strides(), buf.shape):
+        for idx, stride, dim in _fuse_div_mod_pairs(indices, buf.elem_strides(), buf.shape):
             v = self.expr(idx)
             if v.type != I64:
                 v = b.sext(v, I64) if v.type.width < 64 else v
@@ -435,6 +435,29 @@ def emit_math(b: ir.IRBuilder, name: str, args: list[ir.Value], dtype: str, fail
     if x.type == F32 and name in mathlib.F32_POLY:  # vectorisable polynomials
         return mathlib.F32_POLY[name](b, x)
     return mathlib.libm_call(b, name, args)
+
+
+def _fuse_div_mod_pairs(indices, strides, shape) -> list[tuple[Expr, int, int]]:
+    """(index, stride, dim) per dimension, with a pair (x // c, x % c) over dims of extent c
+    and strides c*s, s merged into (x, s, c * dim): its offset is x*s whatever x is, so a
+    flattened index split over two dims (a conv tile's pixels crossing rows) addresses
+    memory linearly and its loop vectorises."""
+    out = []
+    d = 0
+    while d < len(indices):
+        a = indices[d]
+        if d + 1 < len(indices):
+            m = indices[d + 1]
+            if (type(a) is BinaryOp and type(m) is BinaryOp and a.kind == "floordiv"
+                    and m.kind == "floormod" and a.a is m.a and type(a.b) is IntImm
+                    and type(m.b) is IntImm and a.b.value == m.b.value == shape[d + 1]
+                    and strides[d] == a.b.value * strides[d + 1]):
+                out.append((a.a, strides[d + 1], shape[d] * shape[d + 1]))
+                d += 2
+                continue
+        out.append((a, strides[d], shape[d]))
+        d += 1
+    return out
 
 
 def _eager_children(e: Expr) -> tuple[Expr, ...]:

@@ -16,11 +16,14 @@ functions are `noinline` so their register allocation stays isolated):
 - `relayjit.ukr.gemv_<NR>`: c[NR] = sum_k x[k] * B_packed[k][NR] (matrix-vector, M = 1 dense
   on a pre-packed weight panel); args (k, x, b, c). Four k steps in flight, each with its own
   two accumulators, so FMA latency is hidden while the panel streams from memory.
-- `relayjit.ukr.conv_<KB>_<P>_<C>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>`: direct
-  convolution, KB output channels (two vectors) x P pixels: T[p][KB] = sum_{c,r,s}
-  x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][KB]; args (w, t, acc, x_0, ..., x_{P-1}):
-  with acc != 0 the tile accumulates (T += ...: the accumulators start from T), so a schedule
-  can block the reduction over input channels.
+- `relayjit.ukr.conv_<KB>_<P>_<C>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>_<CM>`: direct
+  convolution, KB output channels (two vectors) x P pixels: T[p][v] = sum_{c,r,s}
+  x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][v]; args (w, t, acc, x_0, ..., x_{P-1}):
+  with acc != 0 the tile accumulates (T += ...: the accumulators start from a pixel-major
+  T), so a schedule can block the reduction over input channels. With CM = 1 the tile is
+  stored channel-major instead, T[v][p] with rows of VW >= P pixels (transposed in
+  registers), so the schedule's epilogue reads a channel's pixels contiguously, as NCHW
+  stores them; schedules ask for it on the last channel block.
 """
 from __future__ import annotations
 
@@ -220,9 +223,9 @@ def gemv_kernel(module: ir.Module, nr: int, unroll: int = 4) -> ir.Function:
 
 # ---------------------------------------------------------------------- conv
 def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rowstep: int,
-                chanstep: int, dh: int, dw: int) -> ir.Function:
+                chanstep: int, dh: int, dw: int, channel_major: int) -> ir.Function:
     """void conv(ptr w, ptr t, i64 acc, ptr x_0 .. x_{p-1}): kb channels x p pixels (module doc)."""
-    name = f"{PREFIX}conv_{kb}_{p}_{c}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}"
+    name = f"{PREFIX}conv_{kb}_{p}_{c}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}_{channel_major}"
     vw = kb // 2
     fn = module.globals.get(name)
     if fn is not None:
@@ -281,11 +284,37 @@ def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rows
     if c % cu:
         carried = make_body(c % cu)(b, None, carried)
     accs = carried[1 + p:]
-    for j in range(p):
-        _vstore(b, accs[2 * j], t, kb * j)
-        _vstore(b, accs[2 * j + 1], t, kb * j + vw)
+    if not channel_major:
+        for j in range(p):
+            _vstore(b, accs[2 * j], t, kb * j)
+            _vstore(b, accs[2 * j + 1], t, kb * j + vw)
+    for h in range(2 if channel_major else 0):  # T[v][j], pixel rows padded to vw
+        rows = [accs[2 * j + h] for j in range(p)] + [zero] * (vw - p)
+        for v, col in enumerate(_transpose(b, rows)):
+            _vstore(b, col, t, (h * vw + v) * vw)
     b.ret_void()
     return fn
+
+
+def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """Transpose an n x n block held as n vectors (n a power of two): log2(n) stages of
+    two-source shuffles, each swapping the off-diagonal halves of blk x blk blocks."""
+    n = len(rows)
+    rows = list(rows)
+    blk = n // 2
+    while blk >= 1:
+        lo = ir.Constant(ir.VectorType(I32, n), [j if not j & blk else n + j - blk
+                                                for j in range(n)])
+        hi = ir.Constant(ir.VectorType(I32, n), [j + blk if not j & blk else n + j
+                                                for j in range(n)])
+        new = list(rows)
+        for i in range(n):
+            if not i & blk:
+                new[i] = b.shuffle_vector(rows[i], rows[i + blk], lo)
+                new[i + blk] = b.shuffle_vector(rows[i], rows[i + blk], hi)
+        rows = new
+        blk //= 2
+    return rows
 
 
 # ---------------------------------------------------------------------- TIR hook

@@ -23,7 +23,7 @@ from __future__ import annotations
 from .. import te
 from ..parallel import MIN_PARALLEL_WORK, fused_parallel
 from ..tir.expr import Load, Var
-from ..tir.ops import cast, floordiv, floormod, ge, gt, if_then_else, logical_and, lt
+from ..tir.ops import cast, eq, floordiv, floormod, ge, gt, if_then_else, logical_and, lt
 from ..tir.ops import min as tir_min
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
 from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, vector_width, zero
@@ -158,7 +158,11 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
         wval = if_then_else(lt(kk, kg), wval, zero())
     pack_w = None if packed else fused_parallel([gi, kb], [groups, nkb], For(ci, cg, For(ri, r, For(
         si, s, For(vi, KB, Store(wpk, (gi, kb, ci, ri, si, vi), wval))))), f"{name}_w")
-    acc = Buffer(f"{name}_acc", (pblk, P, KB), F32)
+    # one input-channel block: each tile is stored right after the micro-kernel, cache hot,
+    # through a one-tile accumulator; else the pixel block's tiles accumulate over the channel
+    # blocks and are stored at the end. Tiles are channel-major (see microkernels).
+    single = ncb == 1 and not ctail
+    acc = Buffer(f"{name}_acc", (1 if single else pblk, KB, KB // 2), F32)
     ni = var(f"{name}_n")
     xp, pad = _pad(xb, ni, g, name)
     src = xp if xp is not None else xb
@@ -185,39 +189,46 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
             body = IfThenElse(lt(t, ntiles), body)
         return For(tl, pblk, body)
 
-    def compute(c0, csize: int, accflag):
+    def compute(c0, csize: int, accflag, last):
+        """The tiles of one input-channel block; `last` (bool or condition): the block that
+        leaves the tile channel-major for store_out."""
         def make(tl, t, ohs, ows):
+            slot = imm(0) if single else tl
             xptrs = [addr(src, *(() if xp is not None else (ni,)), gg * cg + c0,
                           ohs[j] * g["sh"], ows[j] * g["sw"]) for j in range(P)]
-            kern = f"conv_{KB}_{P}_{csize}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
-            return ukr_call(kern, addr(wpk, gg, kb2, c0, 0, 0, 0), addr(acc, tl, 0, 0), accflag,
-                            *xptrs)
+            geo = f"{KB}_{P}_{csize}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
+            args = (addr(wpk, gg, kb2, c0, 0, 0, 0), addr(acc, slot, 0, 0), accflag, *xptrs)
+            final, partial = (ukr_call(f"conv_{geo}_{cm}", *args) for cm in (1, 0))
+            call = final if last is True else partial if last is False else \
+                IfThenElse(last, final, partial)
+            return seq(call, store_out(slot, t)) if single else call
         return tiles(make, clamp=True)
 
-    def store_out(tl, t, ohs, ows):
-        vv = var(f"{name}_v")
+    def store_out(tl, t, ohs=None, ows=None):
+        """Per output channel, the tile's pixels (consecutive in NCHW's flattened pixel index,
+        whatever rows they cross) as one vector loop over the channel-major tile."""
+        vv, jj = var(f"{name}_v"), var(f"{name}_j")
         kout = gg * kg + kb2 * KB + vv
-        stores = []
-        for j in range(P):
-            idx = (ni, kout, ohs[j], ows[j])
-            val = Load(acc, (tl, imm(j), vv), F32)
-            if epilogue is not None:
-                val = epilogue(val, idx)
-            st: Stmt = Store(out, idx, val)
-            conds = []
-            if kg % KB:
-                conds.append(lt(kb2 * KB + vv, kg))
-            if npix % P:
-                conds.append(lt(t * P + j, npix))
-            if conds:
-                st = IfThenElse(conds[0] if len(conds) == 1 else logical_and(*conds), st)
-            stores.append(st)
-        return For(vv, KB, seq(*stores))
+        pix = t * P + jj
+        idx = (ni, kout, floordiv(pix, g["ow"]), floormod(pix, g["ow"]))
+        val = Load(acc, (tl, vv, jj), F32)
+        if epilogue is not None:
+            val = epilogue(val, idx)
+        st: Stmt = Store(out, idx, val)
+        if npix % P:
+            st = IfThenElse(lt(pix, npix), st)
+        row: Stmt = For(jj, P, st, "vectorized")
+        if kg % KB:
+            row = IfThenElse(lt(kb2 * KB + vv, kg), row)
+        return For(vv, KB, row)
 
-    cblocks = For(cb, ncb, compute(cb * cbs, cbs, cast(gt(cb, 0), "int64"))) if ncb > 1 else \
-        compute(imm(0), cbs, imm(0))
-    tail = compute(imm(ncb * cbs), ctail, imm(1)) if ctail else None
-    per_kb = Allocate(acc, seq(cblocks, tail, tiles(store_out, clamp=False)))
+    if ncb > 1:
+        cblocks = For(cb, ncb, compute(cb * cbs, cbs, cast(gt(cb, 0), "int64"),
+                                       False if ctail else eq(cb, ncb - 1)))
+    else:
+        cblocks = compute(imm(0), cbs, imm(0), not ctail)
+    tail = compute(imm(ncb * cbs), ctail, imm(1), True) if ctail else None
+    per_kb = Allocate(acc, seq(cblocks, tail, None if single else tiles(store_out, clamp=False)))
     # (group, pixel block, channel block) in parallel, each task with its own accumulators
     flops = g["n"] * g["k"] * npix * cg * r * s
     if flops >= MIN_PARALLEL_WORK:
