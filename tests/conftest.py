@@ -3,6 +3,7 @@
 - faulthandler on, so a crash in native code shows a Python traceback;
 - the persistent compile cache (codegen.cache) goes to a temporary directory for the session,
   never to the user's ~/.cache/relayjit (subprocesses the tests start inherit it).
+- keep_thread_count: a fixture restoring the kernel thread count a test changed.
 """
 import atexit
 import faulthandler
@@ -10,8 +11,20 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 faulthandler.enable()
 
 _CACHE_DIR = tempfile.mkdtemp(prefix="relayjit-test-cache-")
 os.environ["RELAYJIT_CACHE_DIR"] = _CACHE_DIR
 atexit.register(shutil.rmtree, _CACHE_DIR, True)
+
+
+@pytest.fixture
+def keep_thread_count():
+    """Tests that change the kernel thread count leave it as they found it."""
+    from runtime import threadpool
+
+    before = threadpool.get_num_threads()
+    yield
+    threadpool.set_num_threads(before)

@@ -18,11 +18,7 @@ THREADS = (1, 2, 3, 8)
 RNG = np.random.default_rng(7)
 
 
-@pytest.fixture(autouse=True)
-def _restore_threads():
-    before = threadpool.get_num_threads()
-    yield
-    threadpool.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("keep_thread_count")
 
 
 def _at_each_thread_count(run) -> list:

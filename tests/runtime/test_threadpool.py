@@ -22,11 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RNG = np.random.default_rng(3)
 
 
-@pytest.fixture(autouse=True)
-def _restore_threads():
-    before = threadpool.get_num_threads()
-    yield
-    threadpool.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("keep_thread_count")
 
 
 def _os_threads() -> int:
