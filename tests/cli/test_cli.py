@@ -80,22 +80,19 @@ def test_bench_exported_module(exported, capsys):
     assert "relayjit    median" in out and "(2 x 1 runs" in out
 
 
+@pytest.mark.usefixtures("keep_thread_count")
 def test_bench_and_run_set_the_thread_count(exported, onnx_path, tmp_path, capsys):
     from runtime import threadpool
 
-    before = threadpool.get_num_threads()
-    try:
-        code, out, err = run_cli(capsys, "bench", onnx_path, "--repeat", "1", "--number", "1",
-                                 "--threads", "3", "-q")
-        assert code == 0, err
-        assert "3 thread(s)" in out and "onnxruntime median" in out
-        assert threadpool.get_num_threads() == 3
-        code, _, err = run_cli(capsys, "run", exported, "--threads", "2",
-                               "--output", str(tmp_path / "o"))
-        assert code == 0, err
-        assert threadpool.get_num_threads() == 2
-    finally:
-        threadpool.set_num_threads(before)
+    code, out, err = run_cli(capsys, "bench", onnx_path, "--repeat", "1", "--number", "1",
+                             "--threads", "3", "-q")
+    assert code == 0, err
+    assert "3 thread(s)" in out and "onnxruntime median" in out
+    assert threadpool.get_num_threads() == 3
+    code, _, err = run_cli(capsys, "run", exported, "--threads", "2",
+                           "--output", str(tmp_path / "o"))
+    assert code == 0, err
+    assert threadpool.get_num_threads() == 2
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "two", "100000"])
