@@ -47,7 +47,8 @@ class FunctionEmitter(ExprEmitter):
     """Emits one PrimFunc (statements here, expressions in ExprEmitter).
 
     The same class emits the body of each parallel loop, outlined into a function of its own
-    (see _parallel_for): `bound` pre-binds the values captured from the enclosing function.
+    (see _parallel_for) whose parameters are bound to the values captured from the enclosing
+    function.
     """
 
     def __init__(self, module: ir.Module, func: PrimFunc) -> None:
@@ -74,16 +75,16 @@ class FunctionEmitter(ExprEmitter):
         for arg, buf in zip(body_fn.args, f.params):
             if buf in self.buffers:
                 raise self.fail(f"buffer {buf.name} appears twice among the parameters")
-            self._bind_buffer_arg(arg, buf, buf.nbytes, aligned)
+            self._bind_buffer_arg(arg, buf, aligned)
         self._emit_function(body_fn, f.body)
         self._wrapper(body_fn)
 
-    def _bind_buffer_arg(self, arg: ir.Argument, buf: Buffer, nbytes: int, aligned: bool) -> None:
+    def _bind_buffer_arg(self, arg: ir.Argument, buf: Buffer, aligned: bool) -> None:
         """Bind a pointer parameter to buf: noalias (buffers never overlap), dereferenceable."""
         arg.name = _ident(buf.name)
         arg.add_attribute("noalias")
-        if nbytes > 0:
-            arg.attributes.dereferenceable = nbytes
+        if buf.nbytes > 0:
+            arg.attributes.dereferenceable = buf.nbytes
             arg.add_attribute("nonnull")
             if aligned:
                 arg.attributes.align = 64
@@ -226,36 +227,8 @@ class FunctionEmitter(ExprEmitter):
         for buf in bufs_used:
             if buf in self.buffers:
                 captured.append((buf, self.buffers[buf]))
-        module = self.module
-        name = module.get_unique_name(f"{self.kernel}.par")
-        # created first, so a parallel loop nested in the body gets a name of its own
-        task_fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I64]), name)
-        # the body: captured values as parameters, then the chunk's [begin, end)
-        body_ty = ir.FunctionType(I32, [val.type for _, val in captured] + [I64, I64])
-        body_fn = ir.Function(module, body_ty, f"{name}.body")
-        body_fn.linkage = "internal"
-        body_fn.attributes.add("nounwind")
-        inner = FunctionEmitter(module, self.func)
-        for (key, _), arg in zip(captured, body_fn.args):
-            if isinstance(key, Buffer):
-                inner._bind_buffer_arg(arg, key, key.nbytes, False)
-            else:
-                arg.name = _ident(key.name)
-                inner.vars[key] = arg
-        begin, end = body_fn.args[-2], body_fn.args[-1]
-        inner._emit_function(body_fn, s.body, loop=(s.var, begin, end))
-        # the entry point the pool calls: unpack the closure, run the chunk
         struct_ty = ir.LiteralStructType([val.type for _, val in captured])
-        task_fn.linkage = "internal"
-        task_fn.attributes.add("nounwind")
-        tb = ir.IRBuilder(task_fn.append_basic_block("entry"))
-        closure, tbegin, tend = task_fn.args
-        fields = []
-        for i, (_, val) in enumerate(captured):
-            slot = tb.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True,
-                          source_etype=struct_ty)
-            fields.append(tb.load(slot, typ=val.type))
-        tb.ret(tb.call(body_fn, [*fields, tbegin, tend]))
+        task_fn = self._outline(s, captured, struct_ty)
         # here: fill the closure, call the pool, keep the first failure
         b = self.builder
         frame = self.entry_builder.alloca(struct_ty, name=f"{_ident(s.var.name)}.closure")
@@ -264,13 +237,46 @@ class FunctionEmitter(ExprEmitter):
             slot = b.gep(frame, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True,
                          source_etype=struct_ty)
             b.store(val, slot)
-        launch = module.globals.get(PARALLEL_FOR) or ir.Function(
-            module, ir.FunctionType(I32, [PTR, PTR, I64]), PARALLEL_FOR)
+        launch = self.module.globals.get(PARALLEL_FOR) or ir.Function(
+            self.module, ir.FunctionType(I32, [PTR, PTR, I64]), PARALLEL_FOR)
         st = b.call(launch, [task_fn, frame, ir.Constant(I64, s.extent)])
         prev = b.load(self.status, typ=I32)
         b.store(b.select(b.icmp_signed("==", prev, ir.Constant(I32, 0)), st, prev), self.status)
         for scope in self.memo:  # the loop stored through these buffers
             scope.clear()
+
+    def _outline(self, s: For, captured: list, struct_ty: ir.Type) -> ir.Function:
+        """The task function the pool calls for the parallel loop s (see _parallel_for)."""
+        module = self.module
+        name = module.get_unique_name(f"{self.kernel}.par")
+        # created first, so a parallel loop nested in the body gets a name of its own
+        task_fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I64]), name)
+        task_fn.linkage = "internal"
+        task_fn.attributes.add("nounwind")
+        # the body: captured values as parameters, then the chunk's [begin, end)
+        body_ty = ir.FunctionType(I32, [val.type for _, val in captured] + [I64, I64])
+        body_fn = ir.Function(module, body_ty, f"{name}.body")
+        body_fn.linkage = "internal"
+        body_fn.attributes.add("nounwind")
+        inner = FunctionEmitter(module, self.func)
+        for (key, _), arg in zip(captured, body_fn.args):
+            if isinstance(key, Buffer):
+                inner._bind_buffer_arg(arg, key, False)
+            else:
+                arg.name = _ident(key.name)
+                inner.vars[key] = arg
+        begin, end = body_fn.args[-2], body_fn.args[-1]
+        inner._emit_function(body_fn, s.body, loop=(s.var, begin, end))
+        # the task: unpack the closure, run the chunk
+        tb = ir.IRBuilder(task_fn.append_basic_block("entry"))
+        closure, tbegin, tend = task_fn.args
+        fields = []
+        for i, (_, val) in enumerate(captured):
+            slot = tb.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True,
+                          source_etype=struct_ty)
+            fields.append(tb.load(slot, typ=val.type))
+        tb.ret(tb.call(body_fn, [*fields, tbegin, tend]))
+        return task_fn
 
     def _if(self, s: IfThenElse) -> None:
         b = self.builder
