@@ -1,7 +1,8 @@
 ; relayjit's native runtime support: the kernel thread pool and the graph run loop.
 ;
-; Compiled once per process by runtime/native.py (which fills in {pause} and {pause_decl}, the
-; CPU's spin-wait hint) and registered with LLVM so kernel objects resolve @relayjit_parallel_for against it.
+; Compiled once per process by runtime/native.py (which fills in {pause} and {pause_decl},
+; the CPU's spin-wait hint) and registered with LLVM, so kernel objects resolve
+; @relayjit_parallel_for against it.
 ;
 ; The pool (fork/join, static partition):
 ;   relayjit_parallel_for(fn, closure, n) runs fn(closure, begin, end) over [0, n) split into
