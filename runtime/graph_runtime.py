@@ -20,7 +20,7 @@ from .dtypes import numpy_dtype
 from .errors import KernelError
 from .graph_json import NOP, GraphPlan, OpNode, parse_graph
 from .library import KERNEL_FUNCTYPE, KernelLibrary
-from .memory import aligned_bytes, view_as
+from .memory import aligned_bytes, check_memory, view_as
 from .native import native_support
 from .ndarray import NDArray
 
@@ -61,6 +61,8 @@ class GraphExecutor:
         pool_bytes: dict[int, int] = {}
         for sid, size in zip(plan.storage_ids, sizes):
             pool_bytes[sid] = max(pool_bytes.get(sid, 0), size)
+        check_memory(sum(pool_bytes.values()),
+                     f"the graph's storage ({len(pool_bytes)} pools for {len(sizes)} tensors)")
         pools = {sid: aligned_bytes(n) for sid, n in pool_bytes.items()}
         return [
             view_as(pools[sid], shape, dt)

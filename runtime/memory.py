@@ -1,11 +1,58 @@
 """Aligned host storage: kernels may use aligned vector loads, so buffers start on 64 bytes."""
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
 
 ALIGNMENT = 64
+MEMORY_LIMIT_ENV = "RELAYJIT_MEMORY_LIMIT"  # bytes (suffixes K, M, G, T); default: RAM free
+
+
+def memory_budget() -> int:
+    """Bytes a module may allocate: $RELAYJIT_MEMORY_LIMIT, else the memory the system says
+    is available (MemAvailable; physical memory where that is unknown)."""
+    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    if text:
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+        unit = scale.get(text[-1].upper(), 1)
+        try:
+            value = float(text[:-1] if unit > 1 else text)
+        except ValueError:
+            value = -1.0
+        if not value > 0:
+            raise ValueError(f"environment variable {MEMORY_LIMIT_ENV} must be a byte count > 0 "
+                             f"(optionally with K, M, G or T), got {text!r}")
+        return int(value * unit)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return 1 << 62  # unknown: no limit
+
+
+def check_memory(nbytes: int, what: str) -> None:
+    """Refuse, before allocating, `nbytes` that exceed memory_budget(), stating both."""
+    budget = memory_budget()
+    if nbytes > budget:
+        raise MemoryError(f"{what} needs {format_bytes(nbytes)}, more than the "
+                          f"{format_bytes(budget)} this machine has available (set "
+                          f"{MEMORY_LIMIT_ENV} to change the limit)")
+
+
+def format_bytes(n: int) -> str:
+    """n bytes as a short human figure (3.6 TiB)."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def aligned_bytes(nbytes: int, alignment: int = ALIGNMENT) -> np.ndarray:
