@@ -17,7 +17,13 @@ The driver (TVM's relay.build with the graph executor):
 5. graph_codegen plans memory and writes the graph JSON; constants become params p0, p1...
 
 The result is a runtime GraphExecutorFactoryModule; its `memory_stats` attribute reports the
-planned storage (intermediate_bytes is the peak intermediate memory of the static plan).
+planned storage (intermediate_bytes is the peak intermediate memory of the static plan), its
+`build_timing` attribute where the time went (compiler.build_timing.BuildTiming: seconds per
+pass and per compile stage, kernel counts, compile-cache outcomes; print it for a table).
+
+Progress: within `with build_progress(report):` the build calls report(message) at each
+stage (each pass, lowering, LLVM, memory planning) and, unless detail=False, for each fused
+function it lowers.
 """
 from __future__ import annotations
 
@@ -25,48 +31,43 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Callable, Mapping
 
+from codegen import cache as disk_cache
+from codegen import jit
+from compiler.build_timing import PipelineInstrument, TimingRecorder
 from compiler.errors import CompilerError
 from compiler.ir.expr import Call, Function, Tuple, Var
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order, rewrite_post_order
 from compiler.ir.types import TensorType, TupleType
+from compiler.transform import PassContext, Sequential, register_pass_config
 
 __all__ = ["build", "optimize", "lower_module", "kernel_name_for", "build_progress"]
 
-_PROGRESS: ContextVar[Callable[[str], None] | None] = ContextVar("build_progress", default=None)
+_PROGRESS: ContextVar[tuple[Callable[[str], None], bool] | None] = \
+    ContextVar("build_progress", default=None)
 
 
 @contextmanager
-def build_progress(report: Callable[[str], None]):
-    """Within this block, relay.build reports each pass and each kernel to `report(message)`."""
-    token = _PROGRESS.set(report)
+def build_progress(report: Callable[[str], None], detail: bool = True):
+    """Within this block, relay.build reports each stage (and, with detail, each fused
+    function it lowers) to `report(message)`."""
+    token = _PROGRESS.set((report, detail))
     try:
         yield
     finally:
         _PROGRESS.reset(token)
 
 
-def _report(message: str) -> None:
-    report = _PROGRESS.get()
-    if report is not None:
-        report(message)
+def _report(message: str, detail: bool = False) -> None:
+    progress = _PROGRESS.get()
+    if progress is not None and (progress[1] or not detail):
+        progress[0](message)
 
 
-def _progress_context():
-    """The current PassContext plus an instrument reporting each pass, when progress is on."""
-    from compiler.transform import PassContext, PassInstrument
-    report = _PROGRESS.get()
-    if report is None:
-        return None
+def _stage_reporter() -> Callable[[str], None] | None:
+    progress = _PROGRESS.get()
+    return progress[0] if progress is not None else None
 
-    class _ReportPasses(PassInstrument):
-        def run_before_pass(self, mod, info):
-            report(f"pass {info.name}")
-
-    ctx = PassContext.current()
-    return PassContext(opt_level=ctx.opt_level, required_pass=ctx.required_pass,
-                       disabled_pass=ctx.disabled_pass, config=ctx.config,
-                       instruments=[*ctx.instruments, _ReportPasses()])
 
 MAX_NAME_LENGTH = 80
 
@@ -75,12 +76,7 @@ MAX_NAME_LENGTH = 80
 DISABLE_DISK_CACHE = "relayjit.disable_disk_cache"
 
 
-def _register_config() -> None:
-    from compiler.transform import register_pass_config
-    register_pass_config(DISABLE_DISK_CACHE, False)
-
-
-_register_config()
+register_pass_config(DISABLE_DISK_CACHE, False)
 
 
 def _check_target(target: Any) -> None:
@@ -100,8 +96,32 @@ def _to_module(mod_or_func: Any) -> IRModule:
                     f"{type(mod_or_func).__name__}")
 
 
-def optimize(mod: IRModule) -> IRModule:
-    """The build pipeline under the current PassContext (TVM's OptimizeImpl, graph path)."""
+def optimize(mod: IRModule, timing: TimingRecorder | None = None) -> IRModule:
+    """The build pipeline under the current PassContext (TVM's OptimizeImpl, graph path).
+
+    Each pass is timed (into `timing`, when given) and announced to build_progress.
+    """
+    seq = _pipeline()
+    ctx = PassContext.current()
+    enabled = [p for p in seq.passes if ctx.pass_enabled(p.info)]
+    with jit.record_compile_stats() as compiled:  # FoldConstant's kernels
+        instrument = PipelineInstrument(enabled, _stage_reporter(), compiled)
+        # The pipeline runs under a copy of the context with our instrument added. The copy
+        # is never entered: entering it would enter the caller's instruments a second time,
+        # and their exit would reset them (a PassTimingInstrument would lose its figures).
+        run_ctx = PassContext(opt_level=ctx.opt_level, required_pass=ctx.required_pass,
+                              disabled_pass=ctx.disabled_pass, config=ctx.config,
+                              instruments=[*ctx.instruments, instrument], trace=ctx.trace)
+        mod = seq._run(mod, run_ctx)
+    if timing is not None:
+        for stage in instrument.stages():
+            timing.add(stage)
+        timing.constant_kernels = compiled
+    return mod
+
+
+def _pipeline() -> Sequential:
+    """relay.build's passes, in order (each gated by its opt_level)."""
     from compiler.passes.alter_op_layout import AlterOpLayout, PackConstantWeights
     from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
     from compiler.passes.fold_constant import FoldConstant
@@ -109,15 +129,9 @@ def optimize(mod: IRModule) -> IRModule:
     from compiler.passes.fuse_ops import FuseOps
     from compiler.passes.infer_type import InferType
     from compiler.passes.simplify_inference import SimplifyInference
-    from compiler.transform import Sequential
-    seq = Sequential([InferType(), SimplifyInference(), FoldScaleAxis(), AlterOpLayout(),
-                      PackConstantWeights(), FoldConstant(),
-                      EliminateCommonSubexpr(), FuseOps(), InferType()], name="relay.build")
-    ctx = _progress_context()
-    if ctx is None:
-        return seq(mod)
-    with ctx:
-        return seq(mod)
+    return Sequential([InferType(), SimplifyInference(), FoldScaleAxis(), AlterOpLayout(),
+                       PackConstantWeights(), FoldConstant(),
+                       EliminateCommonSubexpr(), FuseOps(), InferType()], name="relay.build")
 
 
 def kernel_name_for(func: Function, mod_name: str = "default") -> str:
@@ -216,47 +230,58 @@ def lower_module(main: Function, mod_name: str = "default") -> tuple[dict, list]
     table = _KernelTable(mod_name)
     calls = [node for node in post_order(main.body, expand=lambda e: not isinstance(e, Function))
              if type(node) is Call and isinstance(node.op, Function)]
+    _report(f"lowering {len(calls)} fused function calls")
     for i, node in enumerate(calls):
         if not node.op.is_primitive:
             raise CompilerError("relay.build: main calls a non-primitive function; only "
                                 "fused Primitive functions can run on the graph executor")
-        _report(f"lowering fused functions {i + 1}/{len(calls)}")
+        _report(f"lowering fused functions {i + 1}/{len(calls)}", detail=True)
         table.add(node.op)
     return table.names, table.prim_funcs
-
-
-def _build_library(prim_funcs: list):
-    from codegen import jit
-    return jit.build_library(prim_funcs)
 
 
 def build(ir_mod: Any, target: Any = "llvm", target_host: Any = None,
           params: Mapping[str, Any] | None = None, mod_name: str = "default",
           executor: Any = None, runtime: Any = None):
     """Compile a Relay module or function for the host CPU; returns a factory module."""
-    from compiler.backend.graph_codegen import GraphCodegen
+    from compiler.backend.graph_codegen import NOP, GraphCodegen
     from compiler.passes.bind_params import bind_params_by_name
     from runtime.factory import GraphExecutorFactoryModule
+    timing = TimingRecorder()
     _check_target(target)
     mod = _to_module(ir_mod)
     if "main" not in mod:
         raise CompilerError("relay.build: the module has no 'main' function")
-    if params:
-        mod["main"] = bind_params_by_name(mod["main"], params)
-    from codegen import cache as disk_cache
-    from compiler.transform import PassContext
+    with timing.stage("bind params"):
+        if params:
+            mod["main"] = bind_params_by_name(mod["main"], params)
     no_disk = bool(PassContext.current().get_config(DISABLE_DISK_CACHE, False))
     with disk_cache.disabled(no_disk):  # FoldConstant's kernels included
-        mod = optimize(mod)
+        mod = optimize(mod, timing)
         main = mod["main"]
-        names, prim_funcs = lower_module(main, mod_name)
+        with timing.stage("lower fused functions to PrimFuncs") as lowering:
+            names, prim_funcs = lower_module(main, mod_name)
+            nops = sum(1 for name in names.values() if name == NOP)
+            lowering.note = (f"{len(names)} fused functions -> {len(prim_funcs)} kernels"
+                             + (f" ({nops} reshape-only)" if nops else ""))
         _report(f"compiling {len(prim_funcs)} kernels with LLVM")
-        lib = _build_library(prim_funcs)
+        with jit.record_compile_stats() as compiled:
+            lib = jit.build_library(prim_funcs)
+        timing.add_compile_stats(compiled)
     _report("planning memory")
-    result = GraphCodegen(main, names).run()
+    with timing.stage("graph codegen + memory planning"):
+        result = GraphCodegen(main, names).run()
     factory = GraphExecutorFactoryModule(result.graph_json, lib, result.params,
                                          libmod_name=mod_name)
     factory.memory_stats = result.memory_stats
     factory.ir_mod = mod
+    factory.build_timing = timing.finish({
+        "fused_functions": len(names), "reshape_only": nops,
+        "kernels": len(lib.function_names), "kernels_compiled": compiled.kernels_compiled,
+        "compile_jobs": compiled.jobs, "cache_memory_hits": compiled.memory_hits,
+        "cache_renamed_hits": compiled.renamed_hits, "cache_disk_hits": compiled.disk_hits,
+        "cache_misses": compiled.misses,
+        "constant_kernel_sets": timing.constant_kernels.kernel_sets,
+        "constant_kernels_compiled": timing.constant_kernels.kernels_compiled})
     return factory
 

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
 
 import numpy as np
 
+from compiler import relay, transform
+from compiler.build import build_progress, optimize
 from compiler.errors import CompilerError
 from compiler.transform import PassInstrument
 
@@ -48,31 +51,41 @@ def _load_onnx(path: str):
 
 
 class _Progress:
-    """Prints pass-by-pass and kernel-by-kernel progress on one stderr line."""
+    """Build progress on stderr: on a terminal, one line rewritten pass by pass and kernel by
+    kernel; otherwise (CI logs, pipes) one plain "relayjit: ..." line per stage."""
 
     def __init__(self, enabled: bool):
-        self.enabled = enabled and sys.stderr.isatty()
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
 
     def __call__(self, message: str) -> None:
-        if self.enabled:
+        if not self.enabled:
+            return
+        if self.tty:
             sys.stderr.write(f"\r\033[K{message}")
-            sys.stderr.flush()
+        else:
+            sys.stderr.write(f"relayjit: {message}\n")
+        sys.stderr.flush()
 
-    def done(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\r\033[K")
+    def done(self, seconds: float) -> None:
+        if not self.enabled:
+            return
+        sys.stderr.write("\r\033[K" if self.tty else f"relayjit: done in {seconds:.1f} s\n")
+        sys.stderr.flush()
 
 
 def _compile(model, shapes, opt_level: int, progress: _Progress):
-    from compiler import relay, transform
-    from compiler.build import build_progress
+    """(factory, seconds) for an ONNX model; factory.build_timing includes the frontend."""
     start = time.perf_counter()
     progress("importing ONNX graph")
     mod, params = relay.frontend.from_onnx(model, shape=shapes or None)
-    with transform.PassContext(opt_level=opt_level), build_progress(progress):
+    frontend = time.perf_counter() - start
+    with transform.PassContext(opt_level=opt_level), build_progress(progress, detail=progress.tty):
         factory = relay.build(mod, target="llvm", params=params)
-    progress.done()
-    return factory, time.perf_counter() - start
+    factory.build_timing = dataclasses.replace(factory.build_timing, frontend=frontend)
+    seconds = time.perf_counter() - start
+    progress.done(seconds)
+    return factory, seconds
 
 
 def _is_exported_module(path: str) -> bool:
@@ -119,6 +132,8 @@ def cmd_compile(args) -> int:
     out = args.output or os.path.splitext(args.model)[0] + ".rjit"
     factory.export_library(out)
     print(f"compiled {args.model} in {seconds:.2f} s -> {out} ({os.path.getsize(out)} bytes)")
+    if args.timing:
+        print(factory.build_timing.table())
     return 0
 
 
@@ -178,6 +193,9 @@ def cmd_bench(args) -> int:
     threads = _apply_threads(args)
     factory, model = _load_any(args.model, _parse_shapes(args.shape), args.opt_level,
                                args.quiet)
+    if args.timing:
+        print(factory.build_timing.table() if model is not None else
+              f"no build timing: {args.model} is a compiled module (nothing was built)")
     gmod = _executor(factory)
     feeds = _default_inputs(gmod)
     result = gmod.benchmark(_cpu(), repeat=args.repeat, number=args.number, **feeds)
@@ -211,8 +229,6 @@ def cmd_bench(args) -> int:
 def cmd_inspect(args) -> int:
     from collections import Counter
 
-    from compiler import relay, transform
-    from compiler.build import optimize
     model = _load_onnx(args.model)
     print(f"model: {args.model} (opset {[o.version for o in model.opset_import]})")
     inits = {i.name for i in model.graph.initializer}
@@ -309,6 +325,12 @@ def _apply_threads(args) -> int:
     return threadpool.get_num_threads()
 
 
+def timing_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timing", action="store_true",
+                   help="print where the compile time went: frontend, each pass, lowering, "
+                        "LLVM stages, kernel loading, memory planning; kernel and cache counts")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="relayjit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -323,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compile", help="compile an ONNX model to a .rjit file")
     p.add_argument("model")
     p.add_argument("-o", "--output")
+    timing_option(p)
     common(p)
     p.set_defaults(func=cmd_compile)
     p = sub.add_parser("run", help="run a .rjit or .onnx model once")
@@ -338,6 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--number", type=int, default=3)
     threads_option(p, "kernel threads, relayjit's and onnxruntime's alike")
     p.add_argument("--no-ort", action="store_true")
+    timing_option(p)
     common(p)
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("inspect", help="inputs, outputs, ops and fused groups of a model")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from typing import NamedTuple
 
 
 class PassInstrument:
@@ -55,6 +56,14 @@ class _Profile:
         self.children: list[_Profile] = []
 
 
+class PassProfile(NamedTuple):
+    """One timed pass run: its name, seconds, and the passes it ran inside it."""
+
+    name: str
+    seconds: float
+    children: tuple[PassProfile, ...]
+
+
 class PassTimingInstrument(PassInstrument):
     """Times every pass (nested passes under their parent); render() gives the table."""
 
@@ -76,6 +85,22 @@ class PassTimingInstrument(PassInstrument):
     def run_after_pass(self, mod, info) -> None:
         profile = self._stack.pop()
         profile.total = time.perf_counter() - profile.start
+
+    def profiles(self) -> list[PassProfile]:
+        """The finished pass runs, outermost first, each with its nested runs."""
+        def freeze(root: _Profile) -> PassProfile:
+            done: dict[int, PassProfile] = {}
+            work = [(root, False)]
+            while work:  # post-order without recursion
+                prof, expanded = work.pop()
+                if expanded:
+                    done[id(prof)] = PassProfile(prof.name, prof.total,
+                                                 tuple(done[id(c)] for c in prof.children))
+                else:
+                    work.append((prof, True))
+                    work.extend((c, False) for c in prof.children)
+            return done[id(root)]
+        return [freeze(p) for p in self._roots if p not in self._stack]
 
     def render(self) -> str:
         """One line per pass run: total and self time in us, share of the parent; "" if none."""
