@@ -2,6 +2,9 @@
 
     python benchmarks/models.py                  # the nine light models shipped with onnx
     python benchmarks/models.py model.onnx ...   # any other models (static shapes)
+    python benchmarks/models.py --generated      # the models benchmarks/generated_models.py
+                                                 # builds (transformer, decoder, MobileNet-v2,
+                                                 # UNet, LSTM/GRU, MLP); or name them: gen_lstm
     python benchmarks/models.py --threads 1,2    # thread counts to measure (default 1,2)
     python benchmarks/models.py --no-readme      # print only; by default the README table
                                                  # between the models-table markers is rewritten
@@ -11,12 +14,17 @@ intra_op_num_threads=N. relayjit builds under PassContext(opt_level=3), as TVM u
 `relayjit` CLI do (FoldScaleAxis, AlterOpLayout: weights folded and packed at compile time).
 Latency is the median of interleaved rounds; between the two engines the process idles for a
 moment so neither runs against the other's thread pool still spinning.
+
+Outputs are checked against the model's stored reference when it has one (the light models,
+rtol 1e-3 / atol 1e-5), else against onnxruntime's outputs, all of them (generated models are
+fed their seeded random inputs and compared with rtol 1e-3 / atol 1e-4).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -41,7 +49,8 @@ def _median_ms(fn, repeat: int, number: int) -> float:
 SETTLE_S = 0.1
 
 
-def bench_model(path: str, repeat: int, number: int, threads: list[int]) -> dict:
+def bench_model(path: str, repeat: int, number: int, threads: list[int],
+                feeds: dict[str, np.ndarray] | None = None, atol: float = 1e-5) -> dict:
     import onnx
     import onnxruntime as ort
 
@@ -53,7 +62,7 @@ def bench_model(path: str, repeat: int, number: int, threads: list[int]) -> dict
     from runtime import graph_executor
 
     model = onnx.load(path)
-    feeds = dummy_inputs(model)
+    feeds = dummy_inputs(model) if feeds is None else feeds
     jit.clear_cache()  # a cold build: no in-memory or on-disk compiled kernels
     start = time.perf_counter()
     mod, params = relay.frontend.from_onnx(model)
@@ -75,11 +84,11 @@ def bench_model(path: str, repeat: int, number: int, threads: list[int]) -> dict
     sessions = {n: session(n) for n in threads}
     ort_session_s = (time.perf_counter() - start) / len(threads)
     gmod.run()
-    ours = gmod.get_output(0).numpy()
-    theirs = sessions[threads[0]].run(None, feeds)[0]
-    expected = reference_outputs(path)
-    reference = expected[0] if expected else theirs
-    ok = ours.shape == reference.shape and np.allclose(ours, reference, rtol=1e-3, atol=1e-5)
+    expected = reference_outputs(path) or sessions[threads[0]].run(None, feeds)
+    ours = [gmod.get_output(i).numpy() for i in range(len(expected))]
+    ok = gmod.get_num_outputs() == len(expected) and all(
+        o.shape == e.shape and np.allclose(o, e, rtol=1e-3, atol=atol)
+        for o, e in zip(ours, expected))
     row = {"model": os.path.basename(path).removesuffix(".onnx"), "build_s": build_s,
            "ort_session_s": ort_session_s, "match": ok}
     for n in threads:
@@ -145,7 +154,10 @@ def main() -> None:
     from compiler.model_zoo import LIGHT_MODELS, light_model_path
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("models", nargs="*", help="ONNX files (default: the light models)")
+    parser.add_argument("models", nargs="*", help="ONNX files or generated model names "
+                        "(default: the light models)")
+    parser.add_argument("--generated", action="store_true",
+                        help="benchmark the models of benchmarks/generated_models.py")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--number", type=int, default=2)
     parser.add_argument("--threads", default="1,2",
@@ -156,23 +168,44 @@ def main() -> None:
         threads = [int(t) for t in args.threads.split(",")]
     except ValueError:
         parser.error(f"--threads must be comma-separated integers, got {args.threads!r}")
-    paths = args.models or [light_model_path(m) for m in LIGHT_MODELS]
+    from benchmarks.generated_models import GENERATED_MODELS, write_models
+    generated = [m for m in args.models if m in GENERATED_MODELS and not os.path.exists(m)]
+    if args.generated:
+        generated += [m for m in GENERATED_MODELS if m not in generated]
+    paths = [m for m in args.models if m not in generated]
+    if not paths and not generated:
+        paths = [light_model_path(m) for m in LIGHT_MODELS]
+    with tempfile.TemporaryDirectory(prefix="relayjit-generated-") as tmp:
+        jobs = [(path, None, 1e-5) for path in paths]
+        if generated:  # written out, so they load by path like any other model
+            jobs += [(path, _generated_feeds(tmp, name), 1e-4)
+                     for name, path in write_models(tmp, generated).items()]
+        rows = _bench_all(jobs, args, threads)
+    text = table(rows, threads)
+    print()
+    print(text)
+    if not args.no_readme and not args.models and not args.generated:
+        write_readme(text)
+        print("\nREADME.md table updated")
+
+
+def _generated_feeds(directory: str, name: str) -> dict[str, np.ndarray]:
+    with np.load(os.path.join(directory, f"{name}_inputs.npz")) as data:
+        return dict(data)
+
+
+def _bench_all(jobs: list, args, threads: list[int]) -> list[dict]:
     rows: list[dict] = []
-    for path in paths:
+    for path, feeds, atol in jobs:
         try:
-            row = bench_model(path, args.repeat, args.number, threads)
+            row = bench_model(path, args.repeat, args.number, threads, feeds, atol)
         except Exception as err:  # report and go on: one model must not hide the others
             row = {"model": os.path.basename(path), "error": f"{type(err).__name__}: {err}"[:120]}
         rows.append(row)
         if not rows[:-1]:
             print(table([], threads), flush=True)
         print(table([row], threads).splitlines()[-1], flush=True)
-    text = table(rows, threads)
-    print()
-    print(text)
-    if not args.no_readme and not args.models:
-        write_readme(text)
-        print("\nREADME.md table updated")
+    return rows
 
 
 if __name__ == "__main__":

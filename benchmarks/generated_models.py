@@ -1,0 +1,349 @@
+"""ONNX models built in-repo with onnx.helper: the families the nine light models lack.
+
+Every builder returns `(onnx.ModelProto, feeds)`: static shapes, weights and inputs drawn from
+`numpy.random.default_rng(seed)`, the model checked with `onnx.checker.check_model(full_check=
+True)` (which also runs strict shape inference against the declared output shapes). Nothing
+comes from the network.
+
+    GENERATED_MODELS        name -> builder at benchmark size (the `--generated` set of
+                            benchmarks/models.py)
+    build(name)             (model, feeds) of one registered model
+    write_models(dir)       writes <name>.onnx (and <name>_inputs.npz) for each, returns paths
+
+The builders take their sizes as keyword arguments, so tests build reduced variants of the same
+graph (tests/models/test_generated_models.py).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import Callable
+
+import numpy as np
+
+OPSET = 17  # LayerNormalization is opset 17; everything else here is older
+IR_VERSION = 8  # the lowest IR that carries opset 17, so every onnxruntime build loads it
+
+
+class _GraphBuilder:
+    """Collects nodes and initializers; names outputs `<op>_<k>`; draws weights from one rng."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list = []
+        self.initializers: list = []
+        self.inputs: list = []
+        self._count = 0
+
+    def _name(self, hint: str) -> str:
+        self._count += 1
+        return f"{hint}_{self._count}"
+
+    def input(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """Declare a float32 graph input; returns its seeded random feed."""
+        from onnx import TensorProto, helper
+        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+        return self.rng.standard_normal(shape).astype(np.float32)
+
+    def const(self, array, hint: str = "c") -> str:
+        from onnx import numpy_helper
+        name = self._name(hint)
+        self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def weight(self, shape: tuple[int, ...], fan_in: int, hint: str = "w") -> str:
+        """He/LeCun-scaled normal weights, so activations keep unit scale through the stack."""
+        data = self.rng.normal(0.0, 1.0 / math.sqrt(fan_in), shape).astype(np.float32)
+        return self.const(data, hint)
+
+    def uniform(self, shape: tuple[int, ...], low: float, high: float, hint: str = "b") -> str:
+        return self.const(self.rng.uniform(low, high, shape).astype(np.float32), hint)
+
+    def op(self, op_type: str, inputs: list[str], outputs: int = 1, **attrs):
+        """Append one node; returns its output name (or a list when outputs > 1)."""
+        from onnx import helper
+        names = [self._name(op_type.lower()) for _ in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, inputs, names, **attrs))
+        return names[0] if outputs == 1 else names
+
+    def model(self, graph_name: str, outputs: list[tuple[str, tuple[int, ...]]]):
+        """The checked ModelProto; graph outputs are renamed `output_<i>` for readability."""
+        import onnx
+        from onnx import TensorProto, helper
+        renamed = []
+        for i, (name, shape) in enumerate(outputs):
+            self.nodes.append(helper.make_node("Identity", [name], [f"output_{i}"]))
+            renamed.append(helper.make_tensor_value_info(f"output_{i}", TensorProto.FLOAT, shape))
+        graph = helper.make_graph(self.nodes, graph_name, self.inputs, renamed,
+                                  initializer=self.initializers)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                                  producer_name="relayjit-benchmarks")
+        model.ir_version = IR_VERSION
+        onnx.checker.check_model(model, full_check=True)
+        return model
+
+
+# ---------------------------------------------------------------- transformer pieces
+
+
+def _layer_norm(g: _GraphBuilder, x: str, hidden: int, decomposed: bool, eps: float) -> str:
+    gamma = g.uniform((hidden,), 0.8, 1.2, "ln_gamma")
+    beta = g.uniform((hidden,), -0.1, 0.1, "ln_beta")
+    if not decomposed:
+        return g.op("LayerNormalization", [x, gamma, beta], axis=-1, epsilon=eps)
+    # the form torch.onnx emits below opset 17
+    mean = g.op("ReduceMean", [x], axes=[-1], keepdims=1)
+    centred = g.op("Sub", [x, mean])
+    var = g.op("ReduceMean", [g.op("Pow", [centred, g.const(np.float32(2.0))])],
+               axes=[-1], keepdims=1)
+    std = g.op("Sqrt", [g.op("Add", [var, g.const(np.float32(eps))])])
+    normed = g.op("Div", [centred, std])
+    return g.op("Add", [g.op("Mul", [normed, gamma]), beta])
+
+
+def _linear(g: _GraphBuilder, x: str, n_in: int, n_out: int) -> str:
+    """MatMul + Add with a [n_in, n_out] weight, as transformer exporters emit it."""
+    y = g.op("MatMul", [x, g.weight((n_in, n_out), n_in)])
+    return g.op("Add", [y, g.uniform((n_out,), -0.1, 0.1)])
+
+
+def _gelu_erf(g: _GraphBuilder, x: str) -> str:
+    """0.5 * x * (1 + erf(x / sqrt 2)): BERT's GELU as exported."""
+    erf = g.op("Erf", [g.op("Div", [x, g.const(np.float32(math.sqrt(2.0)))])])
+    one_plus = g.op("Add", [erf, g.const(np.float32(1.0))])
+    return g.op("Mul", [g.op("Mul", [x, one_plus]), g.const(np.float32(0.5))])
+
+
+def _gelu_tanh(g: _GraphBuilder, x: str) -> str:
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): GPT-2's "gelu_new" as exported."""
+    cube = g.op("Pow", [x, g.const(np.float32(3.0))])
+    inner = g.op("Add", [x, g.op("Mul", [cube, g.const(np.float32(0.044715))])])
+    t = g.op("Tanh", [g.op("Mul", [inner, g.const(np.float32(math.sqrt(2.0 / math.pi)))])])
+    half_x = g.op("Mul", [x, g.const(np.float32(0.5))])
+    return g.op("Mul", [half_x, g.op("Add", [t, g.const(np.float32(1.0))])])
+
+
+def _split_heads(g: _GraphBuilder, x: str, seq: int, heads: int, head_dim: int,
+                 perm: list[int]) -> str:
+    shaped = g.op("Reshape", [x, g.const(np.array([1, seq, heads, head_dim], np.int64))])
+    return g.op("Transpose", [shaped], perm=perm)
+
+
+def _attention(g: _GraphBuilder, q: str, k: str, v: str, seq: int, hidden: int, heads: int,
+               mask: str | None) -> str:
+    """Scaled dot-product attention over Reshape/Transpose head splits; back to [1, seq, hidden]."""
+    head_dim = hidden // heads
+    qh = _split_heads(g, q, seq, heads, head_dim, [0, 2, 1, 3])  # [1, h, s, d]
+    kh = _split_heads(g, k, seq, heads, head_dim, [0, 2, 3, 1])  # [1, h, d, s]
+    vh = _split_heads(g, v, seq, heads, head_dim, [0, 2, 1, 3])  # [1, h, s, d]
+    scores = g.op("Div", [g.op("MatMul", [qh, kh]), g.const(np.float32(math.sqrt(head_dim)))])
+    if mask is not None:
+        scores = g.op("Add", [scores, mask])
+    probs = g.op("Softmax", [scores], axis=-1)
+    ctx = g.op("Transpose", [g.op("MatMul", [probs, vh])], perm=[0, 2, 1, 3])
+    return g.op("Reshape", [ctx, g.const(np.array([1, seq, hidden], np.int64))])
+
+
+def bert_encoder(seq: int = 128, hidden: int = 768, heads: int = 12, ffn: int = 3072,
+                 layers: int = 2, decomposed_ln: bool = False, seed: int = 0):
+    """BERT-base-like post-LN encoder layers: attention + residual + LN, GELU(erf) FFN + LN."""
+    g = _GraphBuilder(seed)
+    feeds = {"hidden_states": g.input("hidden_states", (1, seq, hidden))}
+    x = "hidden_states"
+    for _ in range(layers):
+        q, k, v = (_linear(g, x, hidden, hidden) for _ in range(3))
+        attn = _linear(g, _attention(g, q, k, v, seq, hidden, heads, None), hidden, hidden)
+        x = _layer_norm(g, g.op("Add", [attn, x]), hidden, decomposed_ln, 1e-12)
+        h = _linear(g, _gelu_erf(g, _linear(g, x, hidden, ffn)), ffn, hidden)
+        x = _layer_norm(g, g.op("Add", [h, x]), hidden, decomposed_ln, 1e-12)
+    return g.model("bert_encoder", [(x, (1, seq, hidden))]), feeds
+
+
+def gpt2_decoder(seq: int = 128, hidden: int = 768, heads: int = 12, layers: int = 1,
+                 decomposed_ln: bool = True, seed: int = 0):
+    """GPT-2-like pre-LN decoder blocks: fused QKV projection split three ways, an additive
+    causal mask before Softmax, tanh-GELU MLP (4x hidden), and the final LayerNorm."""
+    g = _GraphBuilder(seed)
+    feeds = {"hidden_states": g.input("hidden_states", (1, seq, hidden))}
+    causal = np.triu(np.full((seq, seq), -10000.0, np.float32), k=1)[None, None]
+    mask = g.const(causal, "causal_mask")
+    x = "hidden_states"
+    for _ in range(layers):
+        qkv = _linear(g, _layer_norm(g, x, hidden, decomposed_ln, 1e-5), hidden, 3 * hidden)
+        q, k, v = g.op("Split", [qkv, g.const(np.array([hidden] * 3, np.int64))], outputs=3,
+                       axis=2)
+        attn = _linear(g, _attention(g, q, k, v, seq, hidden, heads, mask), hidden, hidden)
+        x = g.op("Add", [x, attn])
+        h = _linear(g, _layer_norm(g, x, hidden, decomposed_ln, 1e-5), hidden, 4 * hidden)
+        x = g.op("Add", [x, _linear(g, _gelu_tanh(g, h), 4 * hidden, hidden)])
+    x = _layer_norm(g, x, hidden, decomposed_ln, 1e-5)
+    return g.model("gpt2_decoder", [(x, (1, seq, hidden))]), feeds
+
+
+# ---------------------------------------------------------------- convolutional nets
+
+
+def _conv(g: _GraphBuilder, x: str, c_in: int, c_out: int, k: int, stride: int = 1,
+          groups: int = 1, bias: bool = True) -> str:
+    w = g.weight((c_out, c_in // groups, k, k), c_in // groups * k * k)
+    inputs = [x, w] + ([g.uniform((c_out,), -0.1, 0.1)] if bias else [])
+    return g.op("Conv", inputs, kernel_shape=[k, k], strides=[stride, stride],
+                pads=[k // 2] * 4, group=groups)
+
+
+def _bn(g: _GraphBuilder, x: str, c: int) -> str:
+    return g.op("BatchNormalization", [
+        x, g.uniform((c,), 0.5, 1.5, "bn_scale"), g.uniform((c,), -0.2, 0.2, "bn_shift"),
+        g.uniform((c,), -0.2, 0.2, "bn_mean"), g.uniform((c,), 0.5, 1.5, "bn_var")],
+        epsilon=1e-5)
+
+
+def _relu6(g: _GraphBuilder, x: str) -> str:
+    return g.op("Clip", [x, g.const(np.float32(0.0)), g.const(np.float32(6.0))])
+
+
+def _conv_bn(g: _GraphBuilder, x: str, c_in: int, c_out: int, k: int, stride: int = 1,
+             groups: int = 1, act: bool = True) -> str:
+    y = _bn(g, _conv(g, x, c_in, c_out, k, stride, groups, bias=False), c_out)
+    return _relu6(g, y) if act else y
+
+
+# (expansion t, output channels, stride) of each inverted-residual block after the stem:
+# MobileNet-v2's first three stages, one block each plus a residual repeat
+MOBILENET_BLOCKS = ((1, 16, 1), (6, 24, 2), (6, 24, 1), (6, 32, 2), (6, 32, 1), (6, 64, 2),
+                    (6, 64, 1))
+
+
+def mobilenet_v2(size: int = 224, stem: int = 32, blocks=MOBILENET_BLOCKS, head: int = 1280,
+                 classes: int = 1000, seed: int = 0):
+    """MobileNet-v2-style stack: stride-2 stem, inverted residuals (1x1 expand + BN + Relu6,
+    3x3 depthwise + BN + Relu6, 1x1 project + BN, residual Add when shapes allow), 1x1 head,
+    GlobalAveragePool, Flatten, Gemm."""
+    g = _GraphBuilder(seed)
+    feeds = {"input": g.input("input", (1, 3, size, size))}
+    x = _conv_bn(g, "input", 3, stem, 3, stride=2)
+    c = stem
+    for t, c_out, stride in blocks:
+        hidden = c * t
+        y = _conv_bn(g, x, c, hidden, 1) if t != 1 else x
+        y = _conv_bn(g, y, hidden, hidden, 3, stride=stride, groups=hidden)
+        y = _conv_bn(g, y, hidden, c_out, 1, act=False)
+        x = g.op("Add", [x, y]) if stride == 1 and c == c_out else y
+        c = c_out
+    x = g.op("Flatten", [g.op("GlobalAveragePool", [_conv_bn(g, x, c, head, 1)])], axis=1)
+    logits = g.op("Gemm", [x, g.weight((classes, head), head), g.uniform((classes,), -0.1, 0.1)],
+                  transB=1)
+    return g.model("mobilenet_v2", [(logits, (1, classes))]), feeds
+
+
+def _double_conv(g: _GraphBuilder, x: str, c_in: int, c_out: int) -> str:
+    x = g.op("Relu", [_conv(g, x, c_in, c_out, 3)])
+    return g.op("Relu", [_conv(g, x, c_out, c_out, 3)])
+
+
+def unet(size: int = 128, base: int = 16, classes: int = 2, resize_mode: str = "linear",
+         seed: int = 0):
+    """A three-level UNet: double 3x3 convs, MaxPool 2x2 down; up once through ConvTranspose
+    2x2 stride 2 and once through Resize x2 + 1x1 conv; skip Concat on channels; 1x1 head."""
+    g = _GraphBuilder(seed)
+    feeds = {"input": g.input("input", (1, 3, size, size))}
+    skip1 = _double_conv(g, "input", 3, base)
+    pooled = g.op("MaxPool", [skip1], kernel_shape=[2, 2], strides=[2, 2])
+    skip2 = _double_conv(g, pooled, base, 2 * base)
+    pooled = g.op("MaxPool", [skip2], kernel_shape=[2, 2], strides=[2, 2])
+    x = _double_conv(g, pooled, 2 * base, 4 * base)
+    up = g.op("ConvTranspose", [x, g.weight((4 * base, 2 * base, 2, 2), 4 * base * 4),
+                                g.uniform((2 * base,), -0.1, 0.1)],
+              kernel_shape=[2, 2], strides=[2, 2])
+    x = _double_conv(g, g.op("Concat", [up, skip2], axis=1), 4 * base, 2 * base)
+    scales = g.const(np.array([1.0, 1.0, 2.0, 2.0], np.float32), "scales")
+    resize_attrs = ({"mode": "linear", "coordinate_transformation_mode": "half_pixel"}
+                    if resize_mode == "linear" else {"mode": "nearest"})
+    up = g.op("Resize", [x, "", scales], **resize_attrs)
+    up = _conv(g, up, 2 * base, base, 1)
+    x = _double_conv(g, g.op("Concat", [up, skip1], axis=1), 2 * base, base)
+    out = _conv(g, x, base, classes, 1)
+    return g.model("unet", [(out, (1, classes, size, size))]), feeds
+
+
+# ---------------------------------------------------------------- recurrent and dense
+
+
+def recurrent(kind: str = "LSTM", seq: int = 32, batch: int = 1, input_size: int = 128,
+              hidden: int = 256, linear_before_reset: int = 1, seed: int = 0):
+    """One forward LSTM or GRU layer (ONNX gate order) with biases; the sequence and the
+    initial states are graph inputs; outputs Y, Y_h (and Y_c for LSTM)."""
+    gates = {"LSTM": 4, "GRU": 3}[kind]
+    g = _GraphBuilder(seed)
+    feeds = {"X": g.input("X", (seq, batch, input_size)),
+             "initial_h": g.input("initial_h", (1, batch, hidden))}
+    w = g.weight((1, gates * hidden, input_size), input_size, "W")
+    r = g.weight((1, gates * hidden, hidden), hidden, "R")
+    b = g.uniform((1, 2 * gates * hidden), -0.1, 0.1, "B")
+    inputs = ["X", w, r, b, "", "initial_h"]
+    attrs = {"hidden_size": hidden}
+    if kind == "LSTM":
+        feeds["initial_c"] = g.input("initial_c", (1, batch, hidden))
+        inputs.append("initial_c")
+    else:
+        attrs["linear_before_reset"] = linear_before_reset  # torch exports 1
+    outs = g.op(kind, inputs, outputs=3 if kind == "LSTM" else 2, **attrs)
+    shapes = [(seq, 1, batch, hidden)] + [(1, batch, hidden)] * (len(outs) - 1)
+    return g.model(kind.lower(), list(zip(outs, shapes))), feeds
+
+
+def mlp(batch: int = 1, sizes: tuple[int, ...] = (784, 512, 256, 10), seed: int = 0):
+    """Gemm (transB=1, torch's Linear) + Relu layers; the last Gemm has no activation."""
+    g = _GraphBuilder(seed)
+    feeds = {"input": g.input("input", (batch, sizes[0]))}
+    x = "input"
+    for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
+        x = g.op("Gemm", [x, g.weight((n_out, n_in), n_in), g.uniform((n_out,), -0.1, 0.1)],
+                 transB=1)
+        if i < len(sizes) - 2:
+            x = g.op("Relu", [x])
+    return g.model("mlp", [(x, (batch, sizes[-1]))]), feeds
+
+
+# ---------------------------------------------------------------- registry
+
+GENERATED_MODELS: dict[str, Callable[[], tuple]] = {
+    "gen_bert_encoder": bert_encoder,
+    "gen_gpt2_decoder": gpt2_decoder,
+    "gen_mobilenet_v2": mobilenet_v2,
+    "gen_unet": unet,
+    "gen_lstm": functools.partial(recurrent, "LSTM"),
+    "gen_gru": functools.partial(recurrent, "GRU"),
+    "gen_mlp_b1": functools.partial(mlp, batch=1),
+    "gen_mlp_b32": functools.partial(mlp, batch=32),
+}
+
+
+def build(name: str):
+    """(model, feeds) of a registered generated model."""
+    if name not in GENERATED_MODELS:
+        raise ValueError(f"unknown generated model {name!r}; known: "
+                         f"{', '.join(GENERATED_MODELS)}")
+    return GENERATED_MODELS[name]()
+
+
+def write_models(directory: str, names=None) -> dict[str, str]:
+    """Write <name>.onnx and <name>_inputs.npz (the seeded feeds) into `directory`;
+    returns name -> model path."""
+    import onnx
+    os.makedirs(directory, exist_ok=True)
+    paths = {}
+    for name in GENERATED_MODELS if names is None else names:
+        model, feeds = build(name)
+        paths[name] = os.path.join(directory, f"{name}.onnx")
+        onnx.save(model, paths[name])
+        np.savez(os.path.join(directory, f"{name}_inputs.npz"), **feeds)
+    return paths
+
+
+if __name__ == "__main__":
+    import sys
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else "generated_models"
+    for model_name, model_path in write_models(out_dir).items():
+        print(f"{model_name}: {model_path}")
