@@ -421,7 +421,8 @@ def build_library(funcs: list[PrimFunc], opt_level: int = 3) -> KernelLibrary:
     jobs = compile_jobs()  # checked on every build, so a bad value fails cached builds too
     obj = compile_primfuncs(funcs, opt_level, jobs)
     with _timed("load"):
-        return KernelLibrary(obj, [f.name for f in funcs])
+        signatures = {f.name: tuple((b.shape, b.dtype) for b in f.params) for f in funcs}
+        return KernelLibrary(obj, [f.name for f in funcs], signatures=signatures)
 
 
 def get_llvm_ir(funcs: list[PrimFunc], optimized: bool = True, opt_level: int = 3) -> str:

@@ -79,10 +79,35 @@ class GraphExecutor:
                 f"graph node {op.name!r} calls {op.func_name!r}, which the library lacks; "
                 f"library has {list(self.lib.function_names)}"
             ) from None
+        self._check_signature(op)
         addrs = [self.entries[e].ctypes.data for e in op.inputs + op.outputs]
         args = (ctypes.c_void_p * max(len(addrs), 1))(*addrs)
         self._keepalive.append(args)
         return (kernel.cfunc, ctypes.addressof(args), op.name)
+
+    def _check_signature(self, op: OpNode) -> None:
+        """The buffers the graph gives node `op` are exactly what its kernel was compiled for
+        (a graph file could say anything), and none of its outputs shares an input's storage."""
+        sigs = self.lib.signatures
+        if sigs is None:
+            return
+        sig = sigs[op.func_name]
+        entries = op.inputs + op.outputs
+        if len(entries) != len(sig):
+            raise ValueError(f"graph node {op.name!r}: kernel {op.func_name!r} takes {len(sig)} "
+                             f"buffers, the graph gives it {len(entries)}")
+        for i, (e, (shape, dtype)) in enumerate(zip(entries, sig)):
+            got_shape, got_dtype = self.plan.shapes[e], self.plan.dtypes[e]
+            if tuple(got_shape) != shape or got_dtype != dtype:
+                raise ValueError(
+                    f"graph node {op.name!r}: argument {i} of kernel {op.func_name!r} is "
+                    f"{shape} {dtype}, the graph gives entry {e} as {tuple(got_shape)} "
+                    f"{got_dtype}")
+        sids = self.plan.storage_ids
+        shared = {sids[e] for e in op.inputs} & {sids[e] for e in op.outputs}
+        if shared:
+            raise ValueError(f"graph node {op.name!r}: an output shares storage {sorted(shared)} "
+                             f"with an input; kernels never run in place")
 
     def _nop_step(self, op: OpNode) -> Step | None:
         """A reshape-only node: shares its input's storage, or copies when the plan split them."""

@@ -2,8 +2,9 @@
 
 Calling convention (fixed; codegen emits it): each kernel is `int32_t fn(void **args)`, where
 `args` points to an array of buffer data pointers, inputs first, then outputs, and the
-return value is 0 on success. Shapes and dtypes are baked into the kernel; the runtime checks
-them before any call.
+return value is 0 on success. Shapes and dtypes are baked into the kernel; a library records
+them per kernel (its signatures) so the runtime checks every buffer it passes against what
+the kernel was compiled for, whatever a graph file says.
 """
 from __future__ import annotations
 
@@ -20,11 +21,41 @@ from .objfile import check_object_code, unresolved_symbols
 from .target import HostInfo, host_info, host_target_machine, new_target_machine
 
 __all__ = [
-    "KernelLibrary", "Kernel", "KERNEL_FUNCTYPE", "host_target_machine", "new_target_machine"
+    "KernelLibrary", "Kernel", "KERNEL_FUNCTYPE", "Signature", "check_signatures",
+    "host_target_machine", "new_target_machine"
 ]
 
 # int32_t fn(void **args): the raw pointer type the graph executor calls in its hot loop.
 KERNEL_FUNCTYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
+
+# What a kernel takes: (shape, dtype name) per buffer argument, inputs then outputs.
+Signature = tuple[tuple[tuple[int, ...], str], ...]
+
+
+def check_signatures(value: object, names: Iterable[str]) -> dict[str, Signature]:
+    """`value` (from a file: JSON-like lists) as {kernel name: Signature} covering every name;
+    ValueError saying what is malformed."""
+    if not isinstance(value, dict):
+        raise ValueError(f"kernel signatures must be a mapping, got {type(value).__name__}")
+    out: dict[str, Signature] = {}
+    for name in names:
+        if name not in value:
+            raise ValueError(f"no signature for kernel {name!r}")
+        sig = value[name]
+        if not isinstance(sig, (list, tuple)):
+            raise ValueError(f"signature of kernel {name!r} must be a list, got {sig!r:.60}")
+        args = []
+        for i, arg in enumerate(sig):
+            ok = isinstance(arg, (list, tuple)) and len(arg) == 2 \
+                and isinstance(arg[0], (list, tuple)) and isinstance(arg[1], str) \
+                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                        for d in arg[0])
+            if not ok:
+                raise ValueError(f"signature of kernel {name!r}, argument {i}: expected "
+                                 f"[shape, dtype], got {arg!r:.60}")
+            args.append((tuple(arg[0]), arg[1]))
+        out[name] = tuple(args)
+    return out
 
 
 class Kernel:
@@ -77,6 +108,7 @@ class KernelLibrary:
         object_code: bytes,
         function_names: Iterable[str],
         host: HostInfo | None = None,
+        signatures: dict | None = None,
     ) -> None:
         if not isinstance(object_code, (bytes, bytearray)):
             raise TypeError(f"object_code must be bytes, got {type(object_code).__name__}")
@@ -89,6 +121,8 @@ class KernelLibrary:
         self._object_code = bytes(object_code)
         self._names = tuple(names)
         self.host = host or host_info()  # what the code was compiled for
+        # None only for hand-made libraries (tests): then no buffer checks are possible
+        self.signatures = None if signatures is None else check_signatures(signatures, names)
         self._engine = self._load_engine(self._object_code)
         self._kernels: dict[str, Kernel] = {}
         missing = []

@@ -83,10 +83,16 @@ def object_code(n: int = 8, names: list[str] | None = None) -> tuple[bytes, list
     return tm.emit_object(mod), names
 
 
-def library(n: int = 8) -> KernelLibrary:
-    """A KernelLibrary holding every test kernel."""
+# buffers per kernel (inputs + outputs), each n float32
+_ARITY = {"add": 3, "mul": 3, "relu": 2, "add_relu": 3, "plus_one_and_double": 3, "fail": 2}
+
+
+def library(n: int = 8, signed: bool = False) -> KernelLibrary:
+    """A KernelLibrary holding every test kernel; `signed`: with the kernel signatures a
+    compiled library records (needed to export it)."""
     obj, names = object_code(n)
-    return KernelLibrary(obj, names)
+    sigs = {k: (((n,), "float32"),) * _ARITY[k] for k in names} if signed else None
+    return KernelLibrary(obj, names, signatures=sigs)
 
 
 def null(name: str) -> dict:

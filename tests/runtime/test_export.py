@@ -19,7 +19,8 @@ P0 = np.linspace(-1, 1, 8).astype(np.float32)
 
 @pytest.fixture(scope="module")
 def factory():
-    return GraphExecutorFactoryModule(K.chain_graph(), K.library(8), {"p0": nd.array(P0)})
+    return GraphExecutorFactoryModule(K.chain_graph(), K.library(8, signed=True),
+                                      {"p0": nd.array(P0)})
 
 
 def test_factory_api(factory):
