@@ -104,13 +104,31 @@ def bench_model(path: str, repeat: int, number: int, threads: list[int],
 
 
 def _timed(fn, number: int, threads: int) -> float:
-    """ms per call of fn at `threads` relayjit threads: settle, one warm call, `number` timed."""
+    """ms per call of fn at `threads` relayjit threads: settle, warm up, then `number` timed
+    calls (more for a fast model, so a round lasts at least MIN_ROUND_S).
+
+    Warm-up runs for WARMUP_S, not one call: on this VM the cores take several milliseconds
+    of work after an idle pause to reach full speed (a 1 ms model runs 2-4x slower for its
+    first calls), which would otherwise decide the figure for small models."""
     from runtime import threadpool
 
     threadpool.set_num_threads(threads)
     time.sleep(SETTLE_S)
-    fn()
-    return _median_ms(fn, 1, number)
+    start, calls = time.perf_counter(), 0
+    while calls == 0 or time.perf_counter() - start < WARMUP_S:
+        fn()
+        calls += 1
+    per_call = (time.perf_counter() - start) / calls
+    return _median_ms(fn, 1, max(number, int(MIN_ROUND_S / per_call)))
+
+
+WARMUP_S = 0.03
+MIN_ROUND_S = 0.02
+
+
+def _ms(value: float) -> str:
+    """Three significant figures down to microseconds (tiny models run in 0.05 ms)."""
+    return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
 
 
 def table(rows: list[dict], threads: list[int]) -> str:
@@ -130,7 +148,7 @@ def table(rows: list[dict], threads: list[int]) -> str:
         cells = [r["model"], f"{r['build_s']:.1f}", f"{r['ort_session_s']:.2f}"]
         for n in threads:
             ours, ort_ms = r[f"ours_ms_{n}"], r[f"ort_ms_{n}"]
-            cells += [f"{ours:.1f}", f"{ort_ms:.1f}", f"{ours / ort_ms:.2f}"]
+            cells += [_ms(ours), _ms(ort_ms), f"{ours / ort_ms:.2f}"]
         if speedup:
             cells.append(f"{r[f'ours_ms_{threads[0]}'] / r[f'ours_ms_{threads[-1]}']:.2f}x")
         cells += [f"{r['peak_mb']:.1f}", "yes" if r["match"] else "NO"]
