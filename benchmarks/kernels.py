@@ -42,11 +42,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 
 SETTLE_S = 0.15
+WARMUP_S = 0.03
 
 
 def interleaved(fns: dict, repeat: int, number: int = 5) -> dict:
     """name -> seconds per call, one figure per round: each round runs every candidate in
-    turn, one untimed call then `number` timed ones, so noise hits all alike. Between
+    turn, WARMUP_S of untimed calls then `number` timed ones, so noise hits all alike. Between
     candidates the process idles for SETTLE_S: thread pools spin after work (OpenBLAS for
     ~2^28 cycles, onnxruntime and ours for well under a millisecond), and a candidate must
     not run against the previous one's spinning threads.
@@ -65,7 +66,11 @@ def interleaved(fns: dict, repeat: int, number: int = 5) -> dict:
             threadpool.set_num_threads(1 if k == "relayjit (1 thread)" else THREADS)
             if THREADS > 1:
                 time.sleep(SETTLE_S)
-            f()
+            warm = time.perf_counter()  # cores need a few ms of work to reach full speed
+            while True:
+                f()
+                if time.perf_counter() - warm > WARMUP_S:
+                    break
             t = time.perf_counter()
             for _ in range(number):
                 f()
