@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 
 import llvmlite.binding as llvm
 
-from runtime.library import KernelLibrary, host_target_machine
+from runtime.library import KernelLibrary, host_target_machine, signature_table_ir
 from runtime.thread_config import available_cores
 
 from . import cache as disk_cache
@@ -347,6 +347,7 @@ def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3,
         _count("misses")
         _note(misses=1, kernels_compiled=len(funcs))
         mod, tm = _parallel_optimised_module(funcs, opt_level, jobs)
+        mod.link_in(_signature_table(funcs, tm))
         with _timed("cache_write"):
             bitcode = mod.as_bitcode()
         with _timed("machine_code"):
@@ -358,6 +359,18 @@ def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3,
     with _lock:
         _remember(_CACHE, (key, names), obj)
     return obj
+
+
+def _signature_table(funcs: list[PrimFunc], tm: llvm.TargetMachine) -> llvm.ModuleRef:
+    """A module defining the kernels' signature table (runtime.library.SIGNATURE_SYMBOL), in
+    kernel order (by position, so a cached module renamed for other kernels keeps a valid
+    table). It travels inside the object code, so a module file's graph is checked against
+    what its machine code was built for, not against another editable section."""
+    mod = llvm.parse_assembly(signature_table_ir(
+        tuple((b.shape, b.dtype) for b in f.params) for f in funcs))
+    mod.triple = tm.triple
+    mod.data_layout = str(tm.target_data)
+    return mod
 
 
 def _from_disk(key: str, names: tuple[str, ...], opt_level: int) -> bytes | None:
@@ -421,8 +434,7 @@ def build_library(funcs: list[PrimFunc], opt_level: int = 3) -> KernelLibrary:
     jobs = compile_jobs()  # checked on every build, so a bad value fails cached builds too
     obj = compile_primfuncs(funcs, opt_level, jobs)
     with _timed("load"):
-        signatures = {f.name: tuple((b.shape, b.dtype) for b in f.params) for f in funcs}
-        return KernelLibrary(obj, [f.name for f in funcs], signatures=signatures)
+        return KernelLibrary(obj, [f.name for f in funcs])
 
 
 def get_llvm_ir(funcs: list[PrimFunc], optimized: bool = True, opt_level: int = 3) -> str:

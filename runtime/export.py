@@ -4,8 +4,7 @@ Layout (all integers little-endian):
     b"RELAYJIT"  uint32 format version
     5 sections, each uint64 byte length + bytes, in this order:
         graph JSON (UTF-8), params blob (save_param_dict), object code,
-        metadata JSON {"function_names", "signatures", "libmod_name", "triple", "cpu",
-                       "features"},
+        metadata JSON {"function_names", "libmod_name", "triple", "cpu", "features"},
         reserved (empty)
     32-byte SHA-256 of everything before it
 
@@ -51,13 +50,8 @@ def write_module(path: str | os.PathLike, factory: GraphExecutorFactoryModule) -
     it is written through).
     """
     lib = factory.get_lib()
-    if lib.signatures is None:
-        raise ValueError("export_library: the kernel library records no kernel signatures "
-                         "(a hand-made library); a module file needs them to be checked on load")
     meta = {
         "function_names": list(lib.function_names),
-        "signatures": {name: [[list(shape), dtype] for shape, dtype in sig]
-                       for name, sig in lib.signatures.items()},
         "libmod_name": factory.libmod_name,
         **lib.host._asdict(),
     }

@@ -83,11 +83,11 @@ def load_module(path: str | os.PathLike) -> GraphExecutorFactoryModule:
     path = os.fspath(path)
     contents = read_module(path)
     try:
-        if "signatures" not in contents.meta:
-            raise ValueError("the module records no kernel signatures (written by an older "
-                             "relayjit?): build and export it again")
         lib = KernelLibrary(contents.object_code, contents.meta["function_names"],
-                            host=contents.host, signatures=contents.meta["signatures"])
+                            host=contents.host)
+        if lib.signatures is None:
+            raise ValueError("its object code has no kernel signature table (written by an "
+                             "older relayjit?): build and export it again")
         return GraphExecutorFactoryModule(contents.graph_json, lib,
                                           load_param_dict(contents.params_blob),
                                           contents.meta["libmod_name"])

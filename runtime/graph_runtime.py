@@ -41,6 +41,7 @@ class GraphExecutor:
         self.lib = lib
         self.device = device
         self.plan: GraphPlan = parse_graph(graph_json)
+        _check_storage_plan(self.plan)
         self.entries: list[np.ndarray] = self._allocate(self.plan)
         self.input_index = {name: i for i, name in enumerate(self.plan.input_names)}
         self.input_set = [False] * len(self.plan.input_names)
@@ -213,6 +214,51 @@ class GraphExecutor:
         if not 0 <= index < n:
             raise IndexError(f"output index {index} out of range; graph has {n} outputs")
         return self.entries[self.plan.outputs[index]]
+
+
+def _check_storage_plan(plan: GraphPlan) -> None:
+    """No two tensors alive at the same time share storage (a graph file could say anything).
+
+    A tensor lives from the node that writes it to the last node that reads it; graph inputs
+    and params live through the whole run (they keep their values between runs), outputs to
+    its end. A reshape (__nop) whose input and output share storage makes them one tensor.
+    """
+    n_ops, forever = len(plan.ops), len(plan.ops) + 1
+    alias = list(range(len(plan.shapes)))  # entry -> its tensor (after __nop aliasing)
+
+    def root(e: int) -> int:
+        while alias[e] != e:
+            e = alias[e]
+        return e
+
+    for op in plan.ops:
+        if op.func_name == NOP and len(op.inputs) == 1 and len(op.outputs) == 1 \
+                and plan.storage_ids[op.inputs[0]] == plan.storage_ids[op.outputs[0]]:
+            alias[root(op.outputs[0])] = root(op.inputs[0])
+    start = {e: -1 for e in plan.input_entries}
+    end = {e: forever for e in (*plan.input_entries, *plan.outputs)}
+    for i, op in enumerate(plan.ops):
+        for e in op.outputs:
+            start.setdefault(e, i)
+        for e in op.inputs:
+            end[e] = max(end.get(e, i), i)
+    spans: dict[int, list[int]] = {}  # tensor -> [first, last]
+    for e in range(len(plan.shapes)):
+        first, last = start.get(e, n_ops), end.get(e, start.get(e, n_ops))
+        span = spans.setdefault(root(e), [first, last])
+        span[0], span[1] = min(span[0], first), max(span[1], last)
+    by_sid: dict[int, list[tuple[int, int, int]]] = {}
+    for t, (first, last) in spans.items():
+        by_sid.setdefault(plan.storage_ids[t], []).append((first, last, t))
+    for sid, lives in by_sid.items():
+        lives.sort()
+        f0, l0, t0 = lives[0]
+        for f1, l1, t1 in lives[1:]:
+            if f1 <= l0:
+                raise ValueError(f"graph JSON: entries {t0} and {t1} share storage {sid} while "
+                                 f"both are alive (nodes {f0}..{l0} and {f1}..{l1})")
+            if l1 > l0:
+                f0, l0, t0 = f1, l1, t1
 
 
 def create_executor(graph_json: str, lib: KernelLibrary, device: Device) -> GraphExecutor:

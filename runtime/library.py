@@ -9,6 +9,7 @@ the kernel was compiled for, whatever a graph file says.
 from __future__ import annotations
 
 import ctypes
+import json
 from collections.abc import Iterable
 
 import llvmlite.binding as llvm
@@ -21,7 +22,8 @@ from .objfile import check_object_code, unresolved_symbols
 from .target import HostInfo, host_info, host_target_machine, new_target_machine
 
 __all__ = [
-    "KernelLibrary", "Kernel", "KERNEL_FUNCTYPE", "Signature", "check_signatures",
+    "KernelLibrary", "Kernel", "KERNEL_FUNCTYPE", "SIGNATURE_SYMBOL", "Signature",
+    "check_signatures", "signature_table_ir",
     "host_target_machine", "new_target_machine"
 ]
 
@@ -30,6 +32,18 @@ KERNEL_FUNCTYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 
 # What a kernel takes: (shape, dtype name) per buffer argument, inputs then outputs.
 Signature = tuple[tuple[tuple[int, ...], str], ...]
+# The object code's table of signatures (codegen.jit writes it): a NUL-terminated JSON list,
+# one [[shape, dtype], ...] per kernel in the order of the library's function names.
+SIGNATURE_SYMBOL = "relayjit_signatures"
+
+
+def signature_table_ir(signatures: Iterable[Signature]) -> str:
+    """LLVM IR defining SIGNATURE_SYMBOL for kernels taking these buffers, in order."""
+    table = json.dumps([[[list(shape), dtype] for shape, dtype in sig] for sig in signatures],
+                       separators=(",", ":")).encode() + b"\0"
+    text = "".join(chr(c) if 32 <= c < 127 and c not in (34, 92) else f"\\{c:02X}"
+                   for c in table)
+    return f'@{SIGNATURE_SYMBOL} = constant [{len(table)} x i8] c"{text}"\n'
 
 
 def check_signatures(value: object, names: Iterable[str]) -> dict[str, Signature]:
@@ -108,7 +122,6 @@ class KernelLibrary:
         object_code: bytes,
         function_names: Iterable[str],
         host: HostInfo | None = None,
-        signatures: dict | None = None,
     ) -> None:
         if not isinstance(object_code, (bytes, bytearray)):
             raise TypeError(f"object_code must be bytes, got {type(object_code).__name__}")
@@ -121,9 +134,11 @@ class KernelLibrary:
         self._object_code = bytes(object_code)
         self._names = tuple(names)
         self.host = host or host_info()  # what the code was compiled for
-        # None only for hand-made libraries (tests): then no buffer checks are possible
-        self.signatures = None if signatures is None else check_signatures(signatures, names)
         self._engine = self._load_engine(self._object_code)
+        # from the object code's own table (compiled libraries have one); None only for
+        # hand-made libraries, whose buffers cannot be checked
+        table = self._signature_table()
+        self.signatures = None if table is None else check_signatures(table, names)
         self._kernels: dict[str, Kernel] = {}
         missing = []
         for name in names:
@@ -156,6 +171,20 @@ class KernelLibrary:
         engine.add_object_file(self._object_file)
         engine.finalize_object()
         return engine
+
+    def _signature_table(self) -> dict | None:
+        address = self._engine.get_global_value_address(SIGNATURE_SYMBOL)
+        if not address:
+            return None
+        try:
+            table = json.loads(ctypes.string_at(address).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as err:
+            raise ValueError(f"object code's kernel signature table is unreadable: {err}") \
+                from None
+        if not isinstance(table, list) or len(table) != len(self._names):
+            raise ValueError(f"object code's kernel signature table does not list the "
+                             f"{len(self._names)} kernels {list(self._names)}")
+        return dict(zip(self._names, table))
 
     @property
     def function_names(self) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ import json
 import llvmlite.binding as llvm
 
 from runtime import KernelLibrary, host_target_machine
+from runtime.library import signature_table_ir
 
 
 def _elementwise(name: str, n: int, nin: int, body: list[str], outs: list[str]) -> str:
@@ -71,28 +72,31 @@ def kernels_ir(n: int = 8) -> dict[str, str]:
     }
 
 
-def object_code(n: int = 8, names: list[str] | None = None) -> tuple[bytes, list[str]]:
-    """Object code for the chosen kernels (all by default) and their names."""
+# buffers per kernel (inputs + outputs), each n float32
+_ARITY = {"add": 3, "mul": 3, "relu": 2, "add_relu": 3, "plus_one_and_double": 3, "fail": 2}
+
+
+def object_code(n: int = 8, names: list[str] | None = None,
+                signed: bool = False) -> tuple[bytes, list[str]]:
+    """Object code for the chosen kernels (all by default) and their names; `signed`: with the
+    signature table compiled libraries carry (needed to export and load it)."""
     irs = kernels_ir(n)
     names = list(irs) if names is None else names
     tm = host_target_machine()
-    mod = llvm.parse_assembly("\n\n".join(irs[k] for k in names))
+    text = "\n\n".join(irs[k] for k in names)
+    if signed:
+        text += "\n" + signature_table_ir((((n,), "float32"),) * _ARITY[k] for k in names)
+    mod = llvm.parse_assembly(text)
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
     mod.verify()
     return tm.emit_object(mod), names
 
 
-# buffers per kernel (inputs + outputs), each n float32
-_ARITY = {"add": 3, "mul": 3, "relu": 2, "add_relu": 3, "plus_one_and_double": 3, "fail": 2}
-
-
 def library(n: int = 8, signed: bool = False) -> KernelLibrary:
-    """A KernelLibrary holding every test kernel; `signed`: with the kernel signatures a
-    compiled library records (needed to export it)."""
-    obj, names = object_code(n)
-    sigs = {k: (((n,), "float32"),) * _ARITY[k] for k in names} if signed else None
-    return KernelLibrary(obj, names, signatures=sigs)
+    """A KernelLibrary holding every test kernel (`signed`: see object_code)."""
+    obj, names = object_code(n, signed=signed)
+    return KernelLibrary(obj, names)
 
 
 def null(name: str) -> dict:
