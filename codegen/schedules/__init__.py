@@ -1,4 +1,5 @@
-"""Schedules written for speed for the anchor ops (dense, batch_matmul/matmul, conv2d).
+"""Schedules written for speed for the anchor ops (dense, batch_matmul/matmul, conv2d,
+conv2d_transpose).
 
 Each returns a `te.extern` tensor whose fcompute accepts an `epilogue` keyword:
 `epilogue(value, out_indices) -> value`. codegen.lower fuses an elementwise consumer of such
@@ -8,9 +9,10 @@ applied while the output tile is cache-hot instead of in a second pass over memo
 from __future__ import annotations
 
 from .conv2d import conv2d_applicable, conv2d_nchw, conv2d_nchw_packed, conv2d_pack_geometry
+from .conv2d_transpose import conv2d_transpose_applicable, conv2d_transpose_nchw
 from .gemm import (batch_matmul, dense, dense_pack_geometry, dense_packed, gemm_applicable,
                    matmul)
 
 __all__ = ["dense", "batch_matmul", "matmul", "conv2d_nchw", "gemm_applicable",
            "conv2d_applicable", "conv2d_nchw_packed", "conv2d_pack_geometry", "dense_packed",
-           "dense_pack_geometry"]
+           "dense_pack_geometry", "conv2d_transpose_nchw", "conv2d_transpose_applicable"]

@@ -40,9 +40,15 @@ def conv2d_pack_geometry(k: int, cg: int, r: int, s: int, groups: int = 1,
                          vw: int | None = None) -> tuple:
     """Shape of the packed weight the direct micro-kernel reads for an OIHW weight [K, Cg, R, S]:
     Wp[G, ceil(Kg/KB), Cg, R, S, KB] with Wp[g, kb, c, r, s, v] = w[g*Kg + kb*KB + v, c, r, s]
-    (zero where kb*KB + v >= Kg), KB = two vectors."""
-    kb = 2 * (vector_width() if vw is None else vw)
+    (zero where kb*KB + v >= Kg), KB from channel_block."""
+    kb = channel_block(k // groups, vector_width() if vw is None else vw)
     return (groups, ceil_div(k // groups, kb), cg, r, s, kb)
+
+
+def channel_block(kg: int, vw: int) -> int:
+    """Output channels per micro-kernel tile: two vectors; but at most 16 channels (two 8-float
+    vectors) for a group of at most 16, where two 16-float vectors would be half padding."""
+    return 16 if kg <= 16 else 2 * vw
 
 
 def conv2d_nchw_packed(x: te.Tensor, wp: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0),
@@ -109,12 +115,13 @@ ACC_BLOCK_TILES = 48          # pixel tiles (of PB pixels) per pixel block
 
 def pixels_per_tile(kb: int, npix: int | None = None) -> int:
     """Pixels per micro-kernel tile: up to 6 with 16 ymm registers (12 accumulators), up to 12
-    with the 32 zmm registers of AVX-512 (24 accumulators + 2 weight vectors + 1 broadcast).
+    with the 32 zmm registers of AVX-512 (24 accumulators + 2 weight vectors + 1 broadcast),
+    up to 8 for a 16-channel tile on AVX-512 (its transpose to channel-major is 8 x 8).
 
     Given the output's pixel count, the largest tile (down to two thirds of the most) whose
     last tile pads the output by at most 4% (a 7x7 output takes 5 tiles of 10 pixels rather
     than 5 of 12 with 11 computed for nothing), else the one that pads least."""
-    most = 12 if kb >= 32 else PB
+    most = 12 if kb >= 32 else 8 if vector_width() == 16 else PB
     if npix is None:
         return most
     candidates = range(most, -(-2 * most // 3) - 1, -1)
@@ -141,7 +148,7 @@ def _c_blocks(cg: int, bytes_per_channel: int) -> tuple[int, int, int]:
 def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
             packed: bool = False) -> Stmt:
     cg, r, s, kg, groups = g["cg"], g["r"], g["s"], g["kg"], g["g"]
-    KB = wb.shape[-1] if packed else 2 * vector_width()  # noqa: N806 - 16 (AVX2) / 32 (AVX-512)
+    KB = wb.shape[-1] if packed else channel_block(kg, vector_width())  # noqa: N806
     P = pixels_per_tile(KB, g["oh"] * g["ow"])  # noqa: N806
     nkb = ceil_div(kg, KB)
     npix = g["oh"] * g["ow"]

@@ -1,6 +1,7 @@
 """Anchor ops (conv2d, conv2d_transpose, dense, matmul, batch_matmul).
 
-float32 conv2d / dense / matmul / batch_matmul lower through the schedules written for speed
+float32 conv2d / conv2d_transpose (groups 1) / dense / matmul / batch_matmul lower through the
+schedules written for speed
 (codegen.schedules: packed panels, LLVM micro-kernels, fused epilogues); other dtypes (and
 matrix-vector dense shapes) keep the plain reductions below, where padding is a guard on the
 reduction (`where`), not a padded copy.
@@ -55,6 +56,11 @@ def _conv2d(inputs, attrs, out_type):
 def _conv2d_transpose(inputs, attrs, out_type):
     data, weight = inputs
     dt = out_type.dtype
+    if _all_f32(data, weight, out_type=out_type) and \
+            schedules.conv2d_transpose_applicable(dt, attrs.groups):
+        return schedules.conv2d_transpose_nchw(data, weight, tuple(out_type.shape),
+                                               tuple(attrs.strides), tuple(attrs.padding),
+                                               tuple(attrs.dilation))
     _, c, h, w = data.shape
     _, og, kh, kw = weight.shape
     ig = c // attrs.groups
