@@ -179,6 +179,12 @@ def _unflatten(i: Expr, lead: list[int]) -> tuple:
     return tuple(reversed(out))
 
 
+def rows_per_tile() -> int:
+    """Rows of C per micro-kernel tile: AVX2 6x16 = 12 ymm accumulators (of 16); AVX-512
+    12x32 = 24 zmm (of 32)."""
+    return 6 if vector_width() == 8 else 12
+
+
 def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
               a_layout: str, b_layout: str, epilogue: Epilogue | None, name: str,
               out_index=None, b_packed: Buffer | None = None) -> Stmt:
@@ -186,9 +192,8 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     if m == 0 or n == 0:
         return seq()
     vw = vector_width()
-    # AVX2: 6x16 = 12 ymm accumulators (of 16); AVX-512: 12x32 = 24 zmm (of 32)
     NR = 2 * vw  # noqa: N806
-    MR = 6 if vw == 8 else 12  # noqa: N806
+    MR = rows_per_tile()  # noqa: N806
     MC_TILES = MC_ROWS[vw] // MR  # noqa: N806
     nt = ceil_div(n, NR)
     nb = max(1, ceil_div(k, KC_TARGET))
