@@ -19,14 +19,13 @@ from .device import Device
 from .dtypes import numpy_dtype
 from .errors import KernelError
 from .graph_json import NOP, GraphPlan, OpNode, parse_graph
-from .library import KERNEL_FUNCTYPE, KernelLibrary
+from .library import KERNEL_FUNCTYPE, KernelLibrary, status_message
 from .memory import aligned_bytes, check_memory, view_as
 from .native import native_support
 from .ndarray import NDArray
 
 # One step of the run loop: raw function, its argument (an address), node name for errors.
 Step = tuple[Callable[[int], int], int, str]
-_STATUS = {2: "out of memory for its scratch buffers"}
 
 
 class GraphExecutor:
@@ -202,7 +201,7 @@ class GraphExecutor:
                 self._fail(i, status)
 
     def _fail(self, step: int, status: int) -> None:
-        why = _STATUS.get(status, f"status {status}")
+        why = status_message(status)
         raise KernelError(f"kernel of graph node {self.steps[step][2]!r} returned a nonzero "
                           f"status: {why}")
 

@@ -23,12 +23,31 @@ from .target import HostInfo, host_info, host_target_machine, new_target_machine
 
 __all__ = [
     "KernelLibrary", "Kernel", "KERNEL_FUNCTYPE", "SIGNATURE_SYMBOL", "Signature",
-    "check_signatures", "signature_table_ir",
+    "check_signatures", "signature_table_ir", "status_message", "STATUS_OUT_OF_MEMORY",
+    "STATUS_INDEX_OUT_OF_RANGE",
     "host_target_machine", "new_target_machine"
 ]
 
 # int32_t fn(void **args): the raw pointer type the graph executor calls in its hot loop.
 KERNEL_FUNCTYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
+
+# Nonzero statuses a kernel returns (codegen emits them; statuses combine by bitwise or).
+STATUS_OUT_OF_MEMORY = 2  # heap scratch could not be allocated (nothing ran)
+STATUS_INDEX_OUT_OF_RANGE = 4  # a gather/scatter index outside its axis (result discarded)
+STATUS_MESSAGES = {
+    STATUS_OUT_OF_MEMORY: "out of memory for its scratch buffers",
+    STATUS_INDEX_OUT_OF_RANGE: "an index is out of range for the axis it indexes (valid: "
+                               "-n <= index < n for an axis of length n)",
+}
+
+
+def status_message(status: int) -> str:
+    """What a kernel's nonzero status says (its number too, when it has bits not ours)."""
+    known = [msg for bit, msg in STATUS_MESSAGES.items() if status & bit]
+    if status & ~sum(STATUS_MESSAGES):
+        known.append(f"status {status}")
+    return "; ".join(known)
+
 
 # What a kernel takes: (shape, dtype name) per buffer argument, inputs then outputs.
 Signature = tuple[tuple[tuple[int, ...], str], ...]
@@ -90,7 +109,7 @@ class Kernel:
             ptrs[i] = _buffer_address(self.name, i, arr)
         status = self.cfunc(ptrs)
         if status != 0:
-            raise KernelError(f"kernel {self.name!r} returned status {status}")
+            raise KernelError(f"kernel {self.name!r} failed: {status_message(status)}")
 
     def __repr__(self) -> str:
         return f"Kernel({self.name!r} at {self.address:#x})"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from runtime.library import STATUS_OUT_OF_MEMORY
 from runtime.native import PARALLEL_FOR  # the runtime's thread pool entry (runtime/native.ll)
 
 from ..errors import CodegenError
@@ -26,7 +27,6 @@ from .emit_expr import ExprEmitter
 from .types import I32, I64, PTR, mem_type
 
 STACK_LIMIT = 64 * 1024
-OUT_OF_MEMORY = 2  # kernel status: heap scratch could not be allocated
 
 
 def emit_module(funcs: list[PrimFunc], name: str = "relayjit") -> ir.Module:
@@ -92,8 +92,9 @@ class FunctionEmitter(ExprEmitter):
 
     def _emit_function(self, fn: ir.Function, body: Stmt, loop: tuple | None = None) -> None:
         """Emit `body` (or, with loop = (var, begin, end), a loop over [begin, end) of it) as
-        fn's code: returns 0, the first nonzero status of a parallel loop inside, or
-        OUT_OF_MEMORY when heap scratch could not be had (nothing runs then)."""
+        fn's code: returns 0, the or of the statuses raised inside (checked indices, parallel
+        loops), or
+        STATUS_OUT_OF_MEMORY when heap scratch could not be had (nothing runs then)."""
         entry = fn.append_basic_block("entry")
         start = fn.append_basic_block("start")
         self.entry_builder = ir.IRBuilder(entry)
@@ -120,7 +121,7 @@ class FunctionEmitter(ExprEmitter):
         eb.cbranch(failed, oom, start)
         b.position_at_end(oom)
         self._free_heap(b)
-        b.ret(ir.Constant(I32, OUT_OF_MEMORY))
+        b.ret(ir.Constant(I32, STATUS_OUT_OF_MEMORY))
 
     def _free_heap(self, b: ir.IRBuilder) -> None:
         for ptr in self.heap:
@@ -240,8 +241,7 @@ class FunctionEmitter(ExprEmitter):
         launch = self.module.globals.get(PARALLEL_FOR) or ir.Function(
             self.module, ir.FunctionType(I32, [PTR, PTR, I64]), PARALLEL_FOR)
         st = b.call(launch, [task_fn, frame, ir.Constant(I64, s.extent)])
-        prev = b.load(self.status, typ=I32)
-        b.store(b.select(b.icmp_signed("==", prev, ir.Constant(I32, 0)), st, prev), self.status)
+        b.store(b.or_(b.load(self.status, typ=I32), st), self.status)
         for scope in self.memo:  # the loop stored through these buffers
             scope.clear()
 

@@ -18,6 +18,9 @@ from ..tir.expr import (
 )
 from ..tir.functor import children, post_order
 from ..tir.stmt import Buffer
+from runtime.library import STATUS_INDEX_OUT_OF_RANGE
+
+from ..tir.ops import CHECKED_INDEX
 from . import mathlib
 from .types import F16, F32, F64, I1, I32, I64, intrinsic, mem_type, reg_type
 
@@ -387,12 +390,29 @@ class ExprEmitter:
             from .microkernels import emit_call
 
             return emit_call(self, e)
+        if e.name == CHECKED_INDEX:
+            return self._checked_index(e)
         args = [self.expr(a) for a in e.args]
         if e.args[0].dtype == "float16":  # float32 math, result rounded to half
             bld = self.builder
             out = emit_math(bld, e.name, [bld.fpext(a, F32) for a in args], "float32", self.fail)
             return bld.fptrunc(out, F16) if e.dtype == "float16" else out
         return emit_math(self.builder, e.name, args, e.args[0].dtype, self.fail)
+
+    def _checked_index(self, e: Call) -> ir.Value:
+        """tir.ops.checked_index: i + n for -n <= i < 0, i for 0 <= i < n; any other i sets the
+        function's STATUS_INDEX_OUT_OF_RANGE bit (or-ed, so the loop stays vectorisable) and is
+        clamped, so no access goes out of bounds before the caller sees the status."""
+        b = self.builder
+        i, n = self.expr(e.args[0]), self.expr(e.args[1])
+        zero = ir.Constant(I64, 0)
+        bad = b.or_(b.icmp_signed("<", i, b.neg(n)), b.icmp_signed(">=", i, n))
+        flag = b.select(bad, ir.Constant(I32, STATUS_INDEX_OUT_OF_RANGE), ir.Constant(I32, 0))
+        b.store(b.or_(b.load(self.status, typ=I32), flag), self.status)
+        j = b.select(b.icmp_signed("<", i, zero), b.add(i, n), i)
+        j = b.select(b.icmp_signed("<", j, zero), zero, j)
+        last = b.sub(n, ir.Constant(I64, 1))
+        return b.select(b.icmp_signed(">", j, last), last, j)
 
 
 def emit_math(b: ir.IRBuilder, name: str, args: list[ir.Value], dtype: str, fail) -> ir.Value:

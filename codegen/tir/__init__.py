@@ -11,7 +11,7 @@ from .expr import (
 from .functor import children, post_order, rewrite, substitute
 from .ops import (
     INTRINSICS, abs, acos, acosh, add, all, any, asin, asinh, atan, atan2, atanh, binary,
-    bitwise_and, bitwise_not, bitwise_or, bitwise_xor, call,
+    bitwise_and, bitwise_not, bitwise_or, bitwise_xor, call, checked_index,
     cast, ceil, const, convert, cos, cosh, div, eq, erf, exp, exp2, expm1, fabs, floor, floordiv,
     floormod, ge, gt, if_then_else, reinterpret, is_const, isfinite, isinf, isnan, le, log, log1p, log2, log10,
     logical_and, logical_not, logical_or, lt, max, min, mul, ne, neg, pow, power, round, rsqrt,

@@ -273,6 +273,15 @@ def if_then_else(cond: Any, a: Any, b: Any) -> Expr:
     return IfThenElseExpr(cond, a, b, a.dtype)
 
 
+CHECKED_INDEX = "relayjit.checked_index"
+
+
+def checked_index(i: Any, n: int) -> Expr:
+    """An int64 index into an axis of length n: negatives count from the end once; the kernel
+    reports an index outside [-n, n) through its status (and clamps it meanwhile)."""
+    return Call(CHECKED_INDEX, (cast(i, "int64"), IntImm(int(n), "int64")), "int64")
+
+
 def call(name: str, *args: Any) -> Expr:
     """Call a math intrinsic by name; checks arity and dtypes."""
     if name not in INTRINSICS:

@@ -202,20 +202,20 @@ def _slice_v10(ctx, inputs):
 
 
 def _normalize_indices(ctx, indices, dim: int):
-    """Negative indices count from the end (static ones are fixed at compile time)."""
+    """Static indices with negatives counted from the end and checked now; run-time ones
+    go to the kernels as they are (take/gather in "fast" mode count negatives from the end
+    and fail with an index error outside [-dim, dim))."""
     value = ctx.maybe_value(indices)
-    dtype = ctx.dtype(indices)
-    if value is not None:
-        fixed = np.where(value < 0, value + dim, value).astype(dtype)
-        if (fixed < 0).any() or (fixed >= dim).any():
-            raise ctx.error(f"indices out of range for a dimension of size {dim}")
-        return const(fixed, dtype)
-    return op("where", op("less", indices, const(0, dtype)),
-              op("add", indices, const(dim, dtype)), indices)
+    if value is None:
+        return indices
+    fixed = np.where(value < 0, value + dim, value).astype(ctx.dtype(indices))
+    if (fixed < 0).any() or (fixed >= dim).any():
+        raise ctx.error(f"indices out of range for a dimension of size {dim}")
+    return const(fixed, ctx.dtype(indices))
 
 
 def _axis_and_indices(ctx, data, indices) -> tuple:
-    """The attribute axis (normalised) and the indices with negatives counted from the end."""
+    """The attribute axis (normalised) and the indices (see _normalize_indices)."""
     shape = ctx.shape(data)
     axis = norm_axis(ctx, int(ctx.attr("axis", 0)), len(shape))
     return axis, _normalize_indices(ctx, indices, shape[axis])
@@ -225,7 +225,7 @@ def _axis_and_indices(ctx, data, indices) -> tuple:
 def _gather(ctx, inputs):
     data, indices = inputs
     axis, indices = _axis_and_indices(ctx, data, indices)
-    return op("take", data, indices, axis=axis, batch_dims=0, mode="clip")
+    return op("take", data, indices, axis=axis, batch_dims=0, mode="fast")
 
 
 @converter("GatherElements")

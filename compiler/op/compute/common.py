@@ -106,8 +106,10 @@ def clamp(i: Expr, lo: int, hi: int) -> Expr:
 
 
 def normalize_index(op: str, i: Expr, n: int, mode: str = "clip") -> Expr:
-    """An int64 index into an axis of length n: clip clamps, wrap is floor-mod, fast/raise wraps
-    negatives once (numpy) and still clamps so native code never reads out of bounds."""
+    """An int64 index into an axis of length n: clip clamps, wrap is floor-mod; fast (TVM's
+    unchecked mode, and ONNX's semantics) counts negatives from the end once and checks the
+    range at run time: the kernel fails with an index error instead of reading out of
+    bounds or silently clamping (tir.ops.checked_index)."""
     i = tir.cast(i, "int64")
     if n == 0:
         return tir.const(0, "int64")
@@ -115,7 +117,7 @@ def normalize_index(op: str, i: Expr, n: int, mode: str = "clip") -> Expr:
         return tir.floormod(i, n)
     if mode == "clip":
         return clamp(i, 0, n - 1)
-    return clamp(tir.select(tir.lt(i, 0), i + n, i), 0, n - 1)
+    return tir.checked_index(i, n)
 
 
 def const_of(value: float | int | bool, dtype: str) -> Expr:

@@ -1,6 +1,6 @@
 """scatter_elements / scatter_nd as gathers: each output element reduces over the updates that
 target it (last one wins for "update"). O(outputs x updates along the scatter) but exact, and
-no store ever goes out of bounds: out-of-range indices simply never match."""
+no store ever goes out of bounds; an index outside [-n, n) fails the kernel (checked_index)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -12,8 +12,7 @@ _COMBINE = {"add": (te.sum, tir.add), "mul": (te.prod, tir.mul), "min": (te.min,
 
 
 def _wrapped(i: Expr, n: int) -> Expr:
-    i = tir.cast(i, "int64")
-    return tir.select(tir.lt(i, 0), i + n, i)
+    return tir.checked_index(i, n)
 
 
 def _scatter(op: str, data: te.Tensor, mode: str, count: int,
