@@ -95,36 +95,42 @@ def _conv(x: te.Tensor, w: te.Tensor, wshape, strides, padding, dilation, groups
 
 
 def _is_gemm(g: dict) -> bool:
-    """A 1x1, stride-1, unpadded, ungrouped conv (out[n] = W . x[n] over NCHW's pixel rows)
-    with few input channels, whose output channels fill the GEMM's row tiles (at most 5%
-    padding): there the GEMM beats the direct schedule, whose fixed cost per tile (transpose,
-    stores) weighs on a short reduction (measured: 16->96 channels at 112x112 59 -> 95
-    GFLOP/s, 24->144 66 -> 102; from about 128 input channels the direct one wins)."""
-    if (g["r"], g["s"], g["sh"], g["sw"], g["g"]) != (1, 1, 1, 1, 1) \
-            or (g["hp"], g["wp"]) != (g["h"], g["w"]) or g["c"] > 96:
+    """A 1x1, stride-1, unpadded conv (per group, out[n] = W . x[n] over NCHW's pixel rows)
+    with at most 96 input channels a group, unless the GEMM's row tiles would pad the group's
+    output channels 5% more than the direct schedule's channel blocks do. There the GEMM
+    beats the direct schedule, whose fixed cost per tile (transpose, stores) weighs on a short
+    reduction (measured: 16->96 channels at 112x112 59 -> 95 GFLOP/s, 24->144 66 -> 102,
+    64->256 92 -> 104; 64->64 (72 GEMM rows for 64) and from ~128 input channels the direct
+    one wins)."""
+    if (g["r"], g["s"], g["sh"], g["sw"]) != (1, 1, 1, 1) \
+            or (g["hp"], g["wp"]) != (g["h"], g["w"]) or g["cg"] > 96:
         return False
-    mr = rows_per_tile()
-    return ceil_div(g["k"], mr) * mr - g["k"] <= 0.05 * g["k"]
+    kg, mr = g["kg"], rows_per_tile()
+    kb = channel_block(kg, vector_width())
+    return ceil_div(kg, mr) * mr <= 1.05 * ceil_div(kg, kb) * kb
 
 
 def _pointwise(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
                packed: bool) -> Stmt:
-    """_is_gemm convs through the GEMM schedule: C[K, pixels] = W[K, C] . x[n][C, pixels], whose
-    rows are NCHW's channel planes, so tiles and their fused epilogue store whole vectors
-    along the pixels (the direct schedule's tiles are channel vectors, stored a plane apart)."""
-    k, c, ow = g["k"], g["c"], g["ow"]
+    """_is_gemm convs through the GEMM schedule, one product per (image, group):
+    C[Kg, pixels] = W[g][Kg, Cg] . x[n][g][Cg, pixels], whose rows are NCHW's channel planes,
+    so tiles and their fused epilogue store whole vectors along the pixels (the direct
+    schedule's tiles are channel vectors, stored a plane apart)."""
+    kg, cg, ow = g["kg"], g["cg"], g["ow"]
     npix = g["oh"] * ow
     if packed:
         kb = wb.shape[-1]
-        a_load = lambda b, i, j: Load(  # noqa: E731 - Wp[0, k // KB, c, 0, 0, k % KB]
-            wb, (imm(0), floordiv(i, kb), j, imm(0), imm(0), floormod(i, kb)), F32)
+        a_load = lambda b, i, j: Load(  # noqa: E731 - Wp[g, k // KB, c, 0, 0, k % KB]
+            wb, (b[1], floordiv(i, kb), j, imm(0), imm(0), floormod(i, kb)), F32)
     else:
-        a_load = lambda b, i, j: Load(wb, (i, j, imm(0), imm(0)), F32)  # noqa: E731
-    b_load = lambda b, i, j: Load(  # noqa: E731 - x[n][c][pixel]
-        xb, (b[0], j, floordiv(i, ow), floormod(i, ow)), F32)
-    out_index = lambda b, i, j: (b[0], i, floordiv(j, ow), floormod(j, ow))  # noqa: E731
-    return gemm_stmt(k, npix, c, (g["n"],), a_load, b_load, out, "mk", "kn", epilogue, name,
-                     out_index=out_index)
+        a_load = lambda b, i, j: Load(  # noqa: E731 - w[g*Kg + k, c, 0, 0]
+            wb, (b[1] * kg + i, j, imm(0), imm(0)), F32)
+    b_load = lambda b, i, j: Load(  # noqa: E731 - x[n][g*Cg + c][pixel]
+        xb, (b[0], b[1] * cg + j, floordiv(i, ow), floormod(i, ow)), F32)
+    out_index = lambda b, i, j: (  # noqa: E731
+        b[0], b[1] * kg + i, floordiv(j, ow), floormod(j, ow))
+    return gemm_stmt(kg, npix, cg, (g["n"], g["g"]), a_load, b_load, out, "mk", "kn",
+                     epilogue, name, out_index=out_index)
 
 
 def _pad(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer | None, Stmt]:

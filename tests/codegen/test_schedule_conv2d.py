@@ -60,6 +60,7 @@ CASES = [
     ((1, 12, 9, 9), (6, 4, 3, 1), (1, 2), (1, 0, 1, 0), (1, 3), 3),
     ((1, 64, 14, 14), (64, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
     ((2, 16, 9, 7), (24, 16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # 1x1 as GEMM
+    ((1, 12, 10, 9), (68, 3, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 4),  # grouped 1x1 as GEMM
 ]
 
 
@@ -74,7 +75,7 @@ def test_conv2d(xs, ws, st, pad, dil, groups, width) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("xs,ws,st,pad,dil,groups", [CASES[1], CASES[3], CASES[6], CASES[-1]])
+@pytest.mark.parametrize("xs,ws,st,pad,dil,groups", [CASES[1], CASES[3], CASES[6], *CASES[-2:]])
 def test_conv2d_fused_bias_relu_residual(xs, ws, st, pad, dil, groups, width) -> None:
     x, w = te.placeholder(xs, name="x"), te.placeholder(ws, name="w")
     conv = conv2d_nchw(x, w, st, pad, dil, groups)
