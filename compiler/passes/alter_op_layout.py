@@ -6,6 +6,11 @@ reads. With a constant weight that work belongs at compile time, so this pass re
     nn.conv2d(x, W)  ->  nn.contrib_conv2d_packed(x, nn.contrib_conv2d_weight_pack(W))
     nn.dense(x, W)   ->  nn.contrib_dense_pack(x, nn.contrib_dense_weight_pack(W))
 
+and 3x3 stride-1 convs that pay for it (nn_winograd.winograd_tile_size) to Winograd:
+
+    nn.conv2d(x, W)  ->  nn.contrib_conv2d_winograd_without_weight_transform(
+                             x, nn.contrib_conv2d_winograd_weight_transform(W))
+
 when W is constant-foldable (built from constants only: no variables, no stateful ops), the
 op is float32 and in the layouts the schedules take (NCHW / OIHW). FoldConstant, which runs
 next in relay.build, evaluates the packing op once; the kernel then skips its run-time pack.
@@ -36,7 +41,8 @@ def _f32(ty) -> bool:
 
 def _conv2d(call: Call, old: Call) -> RelayExpr | None:
     from codegen.schedules import conv2d_pack_geometry
-    from compiler.op import nn_packed
+    from compiler.op import nn_packed, nn_winograd
+    from compiler.op.nn_winograd import winograd_tile_size
     a = call.attrs
     data_t, w_t = old.args[0].checked_type, old.args[1].checked_type
     if not (_f32(data_t) and _f32(w_t)) or a.out_dtype not in ("", F32) \
@@ -46,6 +52,14 @@ def _conv2d(call: Call, old: Call) -> RelayExpr | None:
     k, cg, r, s = w_t.shape
     if cg == 1 and a.groups > 1:  # depthwise-like: the schedule's own loop reads OIHW
         return None
+    out_h, out_w = old.checked_type.shape[2:]
+    m = winograd_tile_size(k, cg, out_h, out_w) if (r, s) == (3, 3) and a.groups == 1 \
+        and tuple(a.strides) == (1, 1) and tuple(a.dilation) == (1, 1) else None
+    if m is not None:
+        u = nn_winograd.contrib_conv2d_winograd_weight_transform(call.args[1], tile_size=m)
+        return nn_winograd.contrib_conv2d_winograd_without_weight_transform(
+            call.args[0], u, tile_size=m, channels=k, padding=a.padding,
+            kernel_size=a.kernel_size, out_dtype=a.out_dtype)
     block = conv2d_pack_geometry(k, cg, r, s, a.groups)[-1]
     packed = nn_packed.contrib_conv2d_weight_pack(call.args[1], groups=a.groups, block=block)
     return nn_packed.contrib_conv2d_packed(call.args[0], packed, channels=k, strides=a.strides,

@@ -1,0 +1,132 @@
+"""Winograd conv2d ops (TVM's nn.contrib_conv2d_winograd_weight_transform and
+nn.contrib_conv2d_winograd_without_weight_transform), produced by AlterOpLayout for constant
+3x3, stride-1 float32 convolutions (codegen.schedules.winograd has the algorithm).
+
+- nn.contrib_conv2d_winograd_weight_transform(w[K, C, 3, 3]; tile_size m) -> U[a, a, K, C]
+  with a = m + 2, U[:, :, k, c] = G w[k, c] G^T; FoldConstant evaluates it at compile time.
+- nn.contrib_conv2d_winograd_without_weight_transform(data NCHW, U; conv2d attrs, tile_size,
+  channels = K) -> NCHW, the convolution of data with the weight U was made from.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.ir.types import TensorType
+from .nn import _CONV2D_ATTRS, _conv2d_ref, _conv2d_rel
+from .registry import OpDef, OpPattern, make_call, register, register_compute
+from .type_relations import check_arity, fail, tensor_arg
+
+__all__ = ["contrib_conv2d_winograd_weight_transform",
+           "contrib_conv2d_winograd_without_weight_transform", "winograd_tile_size"]
+
+TILE_SIZES = (2, 4)
+
+
+def winograd_tile_size(k: int, c: int, oh: int, ow: int) -> int | None:
+    """The output tile m for a 3x3 stride-1 conv of C -> K channels onto oh x ow, or None
+    when direct convolution is the better choice. Measured per layer against the packed
+    direct schedule (this project's benchmarks, Zen 4): the transforms must be worth the
+    multiplies they save (C, K >= 64: 32 channels broke even), the (m+2)^2 GEMMs need at
+    least 36 tiles to run at speed (F(4x4) from 24x24 outputs, F(2x2) from 12x12; 7x7 stays
+    direct), and with 64 input channels more than 256 tiles (112x112) spill the transformed
+    tiles out of cache (0.8x); 128+ channels gain 1.2-1.7x at every size tried."""
+    if k < 64 or c < 64:
+        return None
+    for m in (4, 2):
+        tiles = -(-oh // m) * -(-ow // m)
+        if tiles >= 36:
+            return m if c >= 128 or tiles <= 256 else None
+    return None
+
+
+def _transform_rel(types, attrs):
+    op = "nn.contrib_conv2d_winograd_weight_transform"
+    check_arity(op, types, 1)
+    w = tensor_arg(op, types, 0, "weight")
+    m = attrs.tile_size
+    if w.ndim != 4 or tuple(w.shape[2:]) != (3, 3) or m not in TILE_SIZES:
+        raise fail(op, f"expected an OIHW 3x3 weight and tile_size in {TILE_SIZES}, got "
+                       f"{w.shape}, tile_size={m}")
+    k, c = w.shape[:2]
+    return TensorType((m + 2, m + 2, k, c), w.dtype)
+
+
+def _transform_ref(inputs, attrs):
+    from codegen.schedules.winograd import transform_weight
+    return transform_weight(inputs[0], attrs.tile_size)
+
+
+register(OpDef(name="nn.contrib_conv2d_winograd_weight_transform", num_inputs=1,
+               type_rel=_transform_rel, pattern=OpPattern.OPAQUE, reference=_transform_ref,
+               attrs={"tile_size": 4},
+               attrs_type_key="relay.attrs.ConvWinogradWeightTransformAttrs"))
+
+
+def untransform_weight(u: np.ndarray, m: int) -> np.ndarray:
+    """The 3x3 weight U was made from (least squares through G, exact for a transform)."""
+    from codegen.schedules.winograd import MATRICES
+    g_inv = np.linalg.pinv(np.array(MATRICES[m][0], dtype=np.float64))
+    return np.einsum("ax,xykc,by->kcab", g_inv, u.astype(np.float64), g_inv).astype(u.dtype)
+
+
+def _conv_rel(types, attrs):
+    op = "nn.contrib_conv2d_winograd_without_weight_transform"
+    check_arity(op, types, 2)
+    data, u = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, "weight")
+    m = attrs.tile_size
+    if u.ndim != 4 or m not in TILE_SIZES or tuple(u.shape[:2]) != (m + 2, m + 2) \
+            or attrs.channels != u.shape[2] or tuple(attrs.strides) != (1, 1) \
+            or tuple(attrs.dilation) != (1, 1) or attrs.groups != 1:
+        raise fail(op, f"transformed weight {u.shape} does not fit tile_size={m}, "
+                       f"channels={attrs.channels}, strides={attrs.strides}, dilation="
+                       f"{attrs.dilation}, groups={attrs.groups} (expected [m+2, m+2, K, C], "
+                       "stride 1, dilation 1, groups 1)")
+    k, c = u.shape[2:]
+    return _conv2d_rel([data, TensorType((k, c, 3, 3), u.dtype)], attrs)
+
+
+def _conv_ref(inputs, attrs):
+    data, u = inputs
+    return _conv2d_ref([data, untransform_weight(u, attrs.tile_size)], attrs)
+
+
+register(OpDef(name="nn.contrib_conv2d_winograd_without_weight_transform", num_inputs=2,
+               type_rel=_conv_rel, pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=_conv_ref,
+               attrs={**_CONV2D_ATTRS, "tile_size": 4},
+               attrs_type_key="relay.attrs.Conv2DWinogradAttrs"))
+
+
+def contrib_conv2d_winograd_weight_transform(weight, tile_size=4):
+    """U = G w G^T per (K, C) of a 3x3 OIHW weight."""
+    return make_call("nn.contrib_conv2d_winograd_weight_transform", [weight],
+                     tile_size=int(tile_size))
+
+
+def contrib_conv2d_winograd_without_weight_transform(data, weight, tile_size, channels,
+                                                     padding=(0, 0, 0, 0), kernel_size=None,
+                                                     out_dtype=""):
+    """3x3 stride-1 conv2d (NCHW) whose weight was transformed by the op above."""
+    from .nn import pad_tuple2d, pair
+    return make_call("nn.contrib_conv2d_winograd_without_weight_transform", [data, weight],
+                     strides=(1, 1), padding=pad_tuple2d(padding), dilation=(1, 1), groups=1,
+                     channels=int(channels), kernel_size=None if kernel_size is None
+                     else pair(kernel_size), out_dtype=out_dtype, tile_size=int(tile_size))
+
+
+# --- compute rules (codegen is imported lazily: the registry must load without it) ----------
+
+
+def _transform_compute(inputs, attrs, out_type):
+    from codegen.schedules.winograd import weight_transform
+    return weight_transform(inputs[0], attrs.tile_size)
+
+
+def _conv_compute(inputs, attrs, out_type):
+    from codegen.schedules.winograd import conv2d_winograd
+    data, u = inputs
+    return conv2d_winograd(data, u, tuple(out_type.shape), tuple(attrs.padding),
+                           attrs.tile_size)
+
+
+register_compute("nn.contrib_conv2d_winograd_weight_transform")(_transform_compute)
+register_compute("nn.contrib_conv2d_winograd_without_weight_transform")(_conv_compute)
