@@ -11,7 +11,7 @@ Y = A^T [ (G g G^T) . (B^T d B) ] A, so the 9 m^2 multiplies of a direct tile be
 
 F(4x4, 3x3) does 2.25 multiplies an output instead of 9; its rounding error is about 16x
 direct convolution's (measured ~5e-6 relative on 256-channel layers), F(2x2, 3x3)'s the
-same as direct's for 1.78x fewer. The transforms are unrolled with their constant
+same as direct's for 4 multiplies an output. The transforms are unrolled with their constant
 coefficients (zeros and ones skipped), every patch and tile value bound once (LetStmt).
 """
 from __future__ import annotations
