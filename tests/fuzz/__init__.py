@@ -1,11 +1,14 @@
 """Differential fuzzing of relayjit: random valid ONNX graphs and Relay programs.
 
-    generate.py / graph.py / ops_*.py   seeded random ONNX cases, valid by construction
-    oracle.py                           one case through the reference, onnxruntime and
-                                        relayjit at opt_level 0 and 3; verdict
-    relay_fuzz.py                       random Relay programs under random pass pipelines
-    worker.py / runner.py               cases run in a worker process (crash/hang safe)
-    shrink.py                           a failing graph shrunk to a minimal repro
-    campaign.py / __main__.py           `python -m tests.fuzz --minutes N [--seed S] [--out DIR]`
-    test_fuzz.py                        the bounded fixed-seed batch the default pytest run does
+    generate.py, graph.py        seeded random ONNX cases of 3-15 nodes, valid by construction
+    ops_math/reduce/shape/nn.py  the op templates (shapes, dtypes, opset-dependent attributes)
+    reference.py                 onnx.reference with its known defects patched: the oracle
+    oracle.py                    one case through the reference, relayjit at opt_level 0 and 3
+                                 and onnxruntime; the verdict and the tolerances
+    relay_fuzz.py                random Relay programs under random pass pipelines
+    worker.py, runner.py         cases run in a worker process (crash and hang safe)
+    shrink.py                    a failing graph shrunk to a minimal repro
+    campaign.py, __main__.py     python -m tests.fuzz --minutes N [--seed S] [--out DIR]
+    test_fuzz.py                 the bounded fixed-seed batch of the default pytest run and one
+                                 strict-xfail regression test per bug found (repros/)
 """

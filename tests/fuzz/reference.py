@@ -4,6 +4,7 @@ The fuzzer found these in onnx 1.23's reference implementation (onnxruntime and 
 agree with each other and with the spec against it), so the oracle overrides them instead of
 blaming relayjit:
 
+- Conv lets a NaN at an input position that a dilated window skips reach the output.
 - Softmax / LogSoftmax / Hardmax before opset 13 coerce the input to 2-D at `axis` (default
   1); the reference only has the opset-13 per-axis semantics.
 - ConvTranspose with group > 1 computes garbage or fails to reshape; patched to run the
@@ -226,6 +227,73 @@ class GlobalAveragePool(_Patched):
         return (x.mean(axis=tuple(range(2, x.ndim)), keepdims=True).astype(x.dtype),)
 
 
+def _windows(x: np.ndarray, attrs: dict, kernel: list, conv: bool = False) -> tuple:
+    """Every sliding window of x, gathered: (windows (N, C, o0, k0, o1, k1, ...), valid mask,
+    in-padding mask, per-dim position index), following auto_pad / pads / ceil_mode."""
+    nd = x.ndim - 2
+    strides = list(attrs.get("strides", [1] * nd))
+    dil = list(attrs.get("dilations", [1] * nd))
+    pads = list(attrs.get("pads", [0] * 2 * nd))
+    spatial = x.shape[2:]
+    mode = attrs.get("auto_pad", "NOTSET")
+    out = []
+    for j in range(nd):
+        n, k, s, d = spatial[j], kernel[j], strides[j], dil[j]
+        eff = (k - 1) * d + 1
+        if mode in ("SAME_UPPER", "SAME_LOWER"):
+            o = -(-n // s)
+            total = max((o - 1) * s + eff - n, 0)
+            small, big = total // 2, total - total // 2
+            pads[j], pads[j + nd] = (small, big) if mode == "SAME_UPPER" else (big, small)
+        elif mode == "VALID":
+            pads[j] = pads[j + nd] = 0
+            o = (n - eff) // s + 1
+        else:
+            span = n + pads[j] + pads[j + nd] - eff
+            if attrs.get("ceil_mode", 0) and not conv:
+                o = -(-span // s) + 1
+                if (o - 1) * s >= n + pads[j]:
+                    o -= 1
+            else:
+                o = span // s + 1
+        out.append(o)
+    index, valid, inpad = [], None, None
+    for j in range(nd):
+        pos = (np.arange(out[j]) * strides[j] - pads[j])[:, None] + np.arange(kernel[j]) * dil[j]
+        shape = [1] * (2 * nd)
+        shape[2 * j], shape[2 * j + 1] = out[j], kernel[j]
+        index.append(np.clip(pos, 0, max(spatial[j] - 1, 0)).reshape(shape))
+        ok = ((pos >= 0) & (pos < spatial[j])).reshape(shape)
+        padded = ((pos >= -pads[j]) & (pos < spatial[j] + pads[j + nd])).reshape(shape)
+        valid = ok if valid is None else valid & ok
+        inpad = padded if inpad is None else inpad & padded
+    windows = x[(slice(None), slice(None)) + tuple(index)].astype(np.float64)
+    return windows, valid, inpad, index
+
+
+class Conv(_Patched):
+    """A direct definition (gathered windows times the weights): the stock version lets a
+    NaN at an input position a dilated window skips leak into the output."""
+
+    def fix(self, x, w, bias=None):
+        nd = x.ndim - 2
+        group = int(self.attrs.get("group", 1))
+        kernel = list(w.shape[2:])
+        windows, valid, _, _ = _windows(x, self.attrs, kernel, conv=True)
+        windows = np.where(valid, windows, 0.0)
+        cin, cout = x.shape[1] // group, w.shape[0] // group
+        outs, ks = "pqr"[:nd], "uvw"[:nd]
+        win = "nc" + "".join(o + k for o, k in zip(outs, ks))
+        spec = f"{win},mc{ks}->nm{outs}"
+        parts = [np.einsum(spec, windows[:, g * cin:(g + 1) * cin],
+                           w[g * cout:(g + 1) * cout].astype(np.float64), optimize=True)
+                 for g in range(group)]
+        y = np.concatenate(parts, axis=1)
+        if bias is not None:
+            y = y + bias.astype(np.float64).reshape((-1,) + (1,) * nd)
+        return (y.astype(x.dtype),)
+
+
 class _Pool(_Patched):
     """MaxPool (with Indices), AveragePool and LpPool defined directly: every window is a
     gather of kernel positions; positions outside the input are ignored (max, Lp), or
@@ -233,48 +301,9 @@ class _Pool(_Patched):
     asymmetric pads, SAME auto_pad and some ceil_mode shapes wrong."""
 
     def fix(self, x):
-        a = self.attrs
-        nd = x.ndim - 2
-        kernel = list(a["kernel_shape"])
-        strides = list(a.get("strides", [1] * nd))
-        dil = list(a.get("dilations", [1] * nd))
-        pads = list(a.get("pads", [0] * 2 * nd))
-        spatial = x.shape[2:]
-        mode = a.get("auto_pad", "NOTSET")
-        out = []
-        for j in range(nd):
-            n, k, s, d = spatial[j], kernel[j], strides[j], dil[j]
-            eff = (k - 1) * d + 1
-            if mode in ("SAME_UPPER", "SAME_LOWER"):
-                o = -(-n // s)
-                total = max((o - 1) * s + eff - n, 0)
-                small, big = total // 2, total - total // 2
-                pads[j], pads[j + nd] = (small, big) if mode == "SAME_UPPER" else (big, small)
-            elif mode == "VALID":
-                pads[j] = pads[j + nd] = 0
-                o = (n - eff) // s + 1
-            else:
-                span = n + pads[j] + pads[j + nd] - eff
-                if a.get("ceil_mode", 0):
-                    o = -(-span // s) + 1
-                    if (o - 1) * s >= n + pads[j]:
-                        o -= 1
-                else:
-                    o = span // s + 1
-            out.append(o)
-        index, valid, inpad = [], None, None
-        for j in range(nd):
-            pos = (np.arange(out[j]) * strides[j] - pads[j])[:, None] + \
-                np.arange(kernel[j]) * dil[j]
-            shape = [1] * (2 * nd)
-            shape[2 * j], shape[2 * j + 1] = out[j], kernel[j]
-            index.append(np.clip(pos, 0, max(spatial[j] - 1, 0)).reshape(shape))
-            ok = ((pos >= 0) & (pos < spatial[j])).reshape(shape)
-            padded = ((pos >= -pads[j]) & (pos < spatial[j] + pads[j + nd])).reshape(shape)
-            valid = ok if valid is None else valid & ok
-            inpad = padded if inpad is None else inpad & padded
-        windows = x[(slice(None), slice(None)) + tuple(index)].astype(np.float64)
-        kaxes = tuple(3 + 2 * j for j in range(nd))
+        kernel = list(self.attrs["kernel_shape"])
+        windows, valid, inpad, index = _windows(x, self.attrs, kernel)
+        kaxes = tuple(3 + 2 * j for j in range(x.ndim - 2))
         return self.reduce(x, windows, valid, inpad, kaxes, index)
 
 
@@ -339,7 +368,7 @@ class Squeeze(_Patched):
         return (np.squeeze(x, axis=tuple(int(a) % x.ndim for a in np.ravel(axes))),)
 
 
-PATCHES = [Softmax, LogSoftmax, Hardmax, ConvTranspose, ReduceSumSquare, ReduceL1, ReduceSum,
+PATCHES = [Conv, Softmax, LogSoftmax, Hardmax, ConvTranspose, ReduceSumSquare, ReduceL1, ReduceSum,
            ReduceProd, Pad, Flatten, BatchNormalization, GatherElements, Mean, GlobalMaxPool,
            GlobalAveragePool, MaxPool, AveragePool, LpPool, Squeeze, Unsqueeze]
 

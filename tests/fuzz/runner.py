@@ -28,12 +28,13 @@ class Worker:
 
     def __init__(self, timeout: float = 60.0, env: dict | None = None):
         self.timeout = timeout
+        self.tmp = tempfile.TemporaryDirectory(prefix="relayjit-fuzz-")
         self.env = {**os.environ, **(env or {})}
-        self.env.setdefault("RELAYJIT_CACHE_DIR", tempfile.mkdtemp(prefix="relayjit-fuzz-cache-"))
+        # the compile cache goes to our temporary directory unless the caller chose one
+        self.env.setdefault("RELAYJIT_CACHE_DIR", str(Path(self.tmp.name) / "cache"))
         self.env.setdefault("PYTHONFAULTHANDLER", "1")
         self.proc: subprocess.Popen | None = None
         self.log = None
-        self.tmp = tempfile.TemporaryDirectory(prefix="relayjit-fuzz-")
         self.restarts = 0
 
     # -- process --------------------------------------------------------------------------

@@ -22,8 +22,8 @@ REPROS = Path(__file__).with_name("repros")
 
 # Seeds of the fixed batch that hit a known bug (one of the repros below); they are kept
 # out of the batch so it passes, and come back when the bug's regression test flips.
-KNOWN_ONNX = {9: "bug01 Unsqueeze of an empty tensor", 13: "bug02 Tile with a 0 repeat"}
-KNOWN_RELAY = {0: "bug03 FuseOps then ToANormalForm, then relay.build"}
+KNOWN_ONNX = {9: "bug03 Unsqueeze of an empty tensor", 13: "bug06 Tile with a 0 repeat"}
+KNOWN_RELAY = {0: "bug11 FuseOps then ToANormalForm, then relay.build"}
 ONNX_SEEDS = [s for s in range(80) if s not in KNOWN_ONNX]
 RELAY_SEEDS = [s for s in range(0, 80, 4) if s not in KNOWN_RELAY]
 BATCH_BUDGET_S = 90.0  # generous: the batch takes ~20-30 s on the 2-core project machine
@@ -77,6 +77,18 @@ def test_generator_is_deterministic_and_valid():
         seen_opsets.add(case.opset)
     assert min(sizes) >= 3 and max(sizes) <= 15
     assert min(seen_opsets) == MIN_OPSET and max(seen_opsets) == MAX_OPSET
+
+
+def test_runner_survives_crashes_and_hangs():
+    with Worker(timeout=3.0) as w:
+        hang = w.request({"kind": "selftest", "action": "sleep", "seconds": 30})
+        assert hang["status"] == "hang"
+        crash = w.request({"kind": "selftest", "action": "segfault"})
+        assert crash["status"] == "crash" and "Segmentation fault" in crash["stderr"]
+        raised = w.request({"kind": "selftest", "action": "raise"})
+        assert raised["status"] == "crash" and "ValueError" in raised["detail"]
+        assert w.request({"kind": "ping"})["status"] == "pong"
+        assert w.restarts == 2
 
 
 def test_compare_tolerances():

@@ -3,6 +3,7 @@
     {"kind": "onnx", "model": path, "feeds": path.npz, "levels": [0, 3], "ort": true}
     {"kind": "relay", "seed": 7, "steps": null, "pipeline": null, "level": null}
     {"kind": "ping"}
+    {"kind": "selftest", "action": "sleep" | "segfault" | "raise"}   (the runner's own tests)
 
 Each answer is one stdout line "@@fuzz-result <json>", after "@@fuzz-stage <engine>" lines
 naming each engine as it starts (how the parent tells which engine killed the worker). Anything else a library prints goes
@@ -24,6 +25,17 @@ STAGE_PREFIX = "@@fuzz-stage "
 def handle(request: dict, progress=lambda stage: None) -> dict:
     kind = request.get("kind")
     if kind == "ping":
+        return {"status": "pong"}
+    if kind == "selftest":
+        action = request.get("action")
+        if action == "sleep":
+            import time
+            time.sleep(float(request.get("seconds", 60)))
+        elif action == "segfault":
+            import ctypes
+            ctypes.string_at(0)
+        elif action == "raise":
+            raise ValueError("selftest")
         return {"status": "pong"}
     if kind == "onnx":
         import numpy as np
