@@ -71,7 +71,7 @@ def stage_nest(axis: tuple[Var, ...], shape: tuple[int, ...], body: Stmt, vector
             chunk = last // tasks
             outer, inner = Var(f"{axis[-1].name}_o", INDEX), Var(f"{axis[-1].name}_i", INDEX)
             nest = For(inner, chunk, LetStmt(axis[-1], outer * chunk + inner, body),
-                       vector_kind if vectorize else "serial")
+                       vector_kind)
             return fused_parallel([*axis[:-1], outer], [*shape[:-1], tasks], nest,
                                   axis[-1].name)
     return serial_nest(axis, shape, body, vectorize)
