@@ -44,6 +44,7 @@ class GraphExecutor:
         self.entries: list[np.ndarray] = self._allocate(self.plan)
         self.input_index = {name: i for i, name in enumerate(self.plan.input_names)}
         self.input_set = [False] * len(self.plan.input_names)
+        self.input_needed = _inputs_read(self.plan)
         self.param_names: set[str] = set()
         self._keepalive: list[Any] = []
         steps = (self._step(op) for op in self.plan.ops)
@@ -177,8 +178,10 @@ class GraphExecutor:
     # ---- running ------------------------------------------------------------------------
 
     def check_inputs_set(self) -> None:
-        """Raise naming every input that was never given a value."""
-        missing = [n for n, ok in zip(self.plan.input_names, self.input_set) if not ok]
+        """Raise naming every input the graph reads that was never given a value (an input
+        nothing reads may stay unset, as in TVM)."""
+        missing = [n for n, ok, needed in zip(self.plan.input_names, self.input_set,
+                                              self.input_needed) if needed and not ok]
         if missing:
             raise ValueError(f"input(s) never set before run: {missing}")
 
@@ -213,6 +216,12 @@ class GraphExecutor:
         if not 0 <= index < n:
             raise IndexError(f"output index {index} out of range; graph has {n} outputs")
         return self.entries[self.plan.outputs[index]]
+
+
+def _inputs_read(plan: GraphPlan) -> list[bool]:
+    """Per graph input: whether a kernel reads it or it is itself an output."""
+    read = {e for op in plan.ops for e in op.inputs} | set(plan.outputs)
+    return [e in read for e in plan.input_entries]
 
 
 def _check_storage_plan(plan: GraphPlan) -> None:

@@ -70,9 +70,15 @@ class IRModule:
         return self
 
     def update(self, other) -> None:
+        """Add other's functions under other's own GlobalVars (TVM's IRModule.Update), so
+        `self[other.get_global_var(name)]` works and calls inside them keep resolving; a
+        function of the same name here is replaced."""
         items = other.functions.items() if isinstance(other, IRModule) else other.items()
         for key, func in items:
-            self[key if isinstance(key, str) else key.name_hint] = func
+            if isinstance(key, GlobalVar):
+                for old in [gv for gv in self._functions if gv.name_hint == key.name_hint]:
+                    del self._functions[old]
+            self[key] = func
 
     def update_func(self, gv: GlobalVar, func: Function) -> None:
         self._functions[gv] = func

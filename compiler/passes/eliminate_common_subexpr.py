@@ -5,9 +5,12 @@ One bottom-up walk (rewrite_post_order, explicit stack). After a node's children
 - a call of an Op with at least one argument, not stateful (OpDef.stateful) and not skipped by
   `fskip(call)`, is looked up among the earlier calls: it matches one with the same op,
   equal attrs (compared by value) and, argument by argument, the same node (same_as, which
-  after CSE of the operands means "computes the same value") or an equal constant (dtype,
+  after CSE of the operands means "computes the same value"), an equal constant (dtype,
   shape and bytes; constants over LARGE_CONSTANT_BYTES count by identity, so model weights
-  are never copied and hashed — missing a merge there is harmless). A match replaces the
+  are never copied and hashed — missing a merge there is harmless) or a Tuple whose fields
+  match that way (TVM compares tuple arguments by value, as `concatenate((%a, %b))` written
+  twice builds two Tuple nodes; a tuple's key is made when it is rewritten, bottom-up, so
+  nested tuples cost no recursion). A match replaces the
   call; otherwise the call is remembered. TVM scans a
   list per op; here the key (op, attrs, argument keys) is hashed, so a 10,000-add chain stays
   linear.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from compiler.ir.expr import Call, Constant, Function, Op, RelayExpr, TupleGetItem
+from compiler.ir.expr import Call, Constant, Function, Op, RelayExpr, Tuple, TupleGetItem
 from compiler.ir.traversal import rewrite_post_order
 from compiler.transform import function_pass, register_pass
 
@@ -32,8 +35,11 @@ def eliminate_common_subexpr(expr: RelayExpr,
     calls: dict = {}  # (op, attrs, argument keys) -> the first such call
     projections: dict = {}  # (tuple expression, index) -> the first such TupleGetItem
     constant_keys: dict = {}
+    tuple_keys: dict = {}  # rewritten Tuple -> ("tuple", its fields' keys)
 
     def arg_key(arg: RelayExpr):
+        if type(arg) is Tuple:
+            return tuple_keys.get(arg, arg)
         if type(arg) is not Constant or arg.data.nbytes > LARGE_CONSTANT_BYTES:
             return arg  # identity: after CSE of the operands, same node means same value
         key = constant_keys.get(arg)
@@ -45,6 +51,9 @@ def eliminate_common_subexpr(expr: RelayExpr,
 
     def rewrite(old: RelayExpr, new: RelayExpr) -> RelayExpr:
         kind = type(new)
+        if kind is Tuple:
+            tuple_keys[new] = ("tuple", tuple(arg_key(f) for f in new.fields))
+            return new
         if kind is Call:
             op = new.op
             if not new.args or type(op) is not Op or op.op_def.stateful:

@@ -64,6 +64,11 @@ def list_pass_configs() -> dict:
     return {key: default for key, (default, _) in sorted(_CONFIG_KEYS.items())}
 
 
+# the type keys TVM's list_configs reports for config values (a bool is an IntImm there)
+_TVM_TYPE_KEYS = {bool: "IntImm", int: "IntImm", float: "FloatImm", str: "runtime.String",
+                  list: "Array", tuple: "Array", dict: "Map"}
+
+
 def _tname(t: type | None) -> str:
     return "any" if t is None else t.__name__
 
@@ -152,8 +157,9 @@ class PassContext:
 
     @staticmethod
     def list_configs() -> dict:
-        """Every registered config key with its default (TVM's PassContext.list_configs)."""
-        return list_pass_configs()
+        """Every registered config key mapped to {"type": <TVM type key>}, as TVM's does."""
+        return {key: {"type": _TVM_TYPE_KEYS.get(value_type, _tname(value_type))}
+                for key, (_, value_type) in sorted(_CONFIG_KEYS.items())}
 
     # --- options
     @property
