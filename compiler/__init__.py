@@ -4,4 +4,5 @@ from runtime import cpu, device, nd  # noqa: F401
 from . import ir  # noqa: F401
 from .ir import IRModule, assert_structural_equal, structural_equal, structural_hash  # noqa: F401
 from . import transform  # noqa: F401
+from . import target  # noqa: F401
 from . import relay  # noqa: F401

@@ -9,8 +9,9 @@ from compiler.build import build
 from compiler.errors import CompilerError
 from compiler.ir.expr import Function, RelayExpr
 from compiler.ir.module import IRModule
-from compiler.ir.types import TensorType
+from compiler.ir.types import TensorType, TupleType
 from compiler.passes.bind_params import bind_params_by_name
+from compiler.target import Target
 
 __all__ = ["build", "create_executor", "bind_params_by_name", "Executor"]
 
@@ -56,17 +57,21 @@ class Executor:
                  params: dict | None):
         if kind not in ("debug", "graph"):
             raise CompilerError(f"create_executor: kind must be 'debug' or 'graph', got {kind!r}")
-        self.kind, self.mod, self.device, self.target = kind, mod, device, target
+        self.kind, self.mod, self.device = kind, mod, device
+        self.target = Target(target if target is not None else "llvm")
         self.params = params or {}
 
     def evaluate(self, expr: RelayExpr | None = None):
+        """A callable over main's inputs; for an expression that is not a function (nor a
+        module), its value, as TVM's evaluate gives."""
         mod = _main_of(self.mod, expr)
         if self.params:
             mod = mod.shallow_copy()
             mod["main"] = bind_params_by_name(mod["main"], self.params)
-        if self.kind == "debug":
-            return self._debug(mod)
-        return self._graph(mod)
+        run = self._debug(mod) if self.kind == "debug" else self._graph(mod)
+        if expr is None or isinstance(expr, (Function, IRModule)):
+            return run
+        return run()
 
     def _debug(self, mod: IRModule):
         from compiler import interpreter
@@ -84,7 +89,6 @@ class Executor:
         gmod = GraphModule(factory["default"](self.device or cpu(0)))
         params: Sequence = main.params
         ret = main.ret_type or main.body.checked_type
-        single = isinstance(ret, TensorType)
 
         def run(*args: Any, **kwargs: Any):
             if len(args) + len(kwargs) != len(params):
@@ -98,9 +102,16 @@ class Executor:
                     raise CompilerError(f"missing input {p.name_hint!r}")
                 gmod.set_input(p.name_hint, _as_input(p, kwargs[p.name_hint]))
             gmod.run()
-            outs = tuple(gmod.get_output(i) for i in range(gmod.get_num_outputs()))
-            return outs[0] if single else outs
+            outs = iter([gmod.get_output(i) for i in range(gmod.get_num_outputs())])
+            return _nest_like(ret, outs)
         return run
+
+
+def _nest_like(ty, flat_outputs):
+    """The graph's flat outputs regrouped as the (possibly nested) tuple type `ty` says."""
+    if not isinstance(ty, TupleType):
+        return next(flat_outputs)
+    return tuple(_nest_like(field, flat_outputs) for field in ty.fields)
 
 
 def create_executor(kind: str = "debug", mod: IRModule | None = None, device: Any = None,
