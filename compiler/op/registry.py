@@ -49,6 +49,8 @@ class OpDef:
     attrs: the attribute schema, name -> default (REQUIRED when it has none), in print order.
     reshape_only: the output is the input's bytes under another shape (a fused group of only
         such ops becomes "__nop" in the graph and shares its input's storage).
+    flops(arg_types, attrs, out_type) -> floating-point operations of one call, for the
+        profiler's GFLOP/s; attached by compiler/op/cost.py through `register_flops`.
     """
 
     name: str
@@ -64,6 +66,7 @@ class OpDef:
     non_computational: bool = False  # TVM's TNonComputational: FoldConstant leaves it alone
     description: str = ""
     op: Op | None = None
+    flops: Callable | None = None
 
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -123,6 +126,14 @@ def register_compute(name: str):
         if opdef.compute is not None:
             raise CompilerError(f"op {name!r} already has a compute rule")
         opdef.compute = fn
+        return fn
+    return decorate
+
+
+def register_flops(name: str):
+    """Decorator attaching a FLOP count (what the profiler's GFLOP/s divides) to an op."""
+    def decorate(fn):
+        get_def(name).flops = fn
         return fn
     return decorate
 
