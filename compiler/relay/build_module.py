@@ -11,6 +11,7 @@ from compiler.ir.expr import Function, RelayExpr
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType, TupleType
 from compiler.passes.bind_params import bind_params_by_name
+from compiler.target import Target
 
 __all__ = ["build", "create_executor", "bind_params_by_name", "Executor"]
 
@@ -56,7 +57,8 @@ class Executor:
                  params: dict | None):
         if kind not in ("debug", "graph"):
             raise CompilerError(f"create_executor: kind must be 'debug' or 'graph', got {kind!r}")
-        self.kind, self.mod, self.device, self.target = kind, mod, device, target
+        self.kind, self.mod, self.device = kind, mod, device
+        self.target = Target(target if target is not None else "llvm")
         self.params = params or {}
 
     def evaluate(self, expr: RelayExpr | None = None):
