@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler.errors import CompilerError
-from compiler.ir.expr import (Call, Constant, Function, Let, RelayExpr, Tuple, TupleGetItem,
-                              Var)
+from compiler.ir.expr import (Call, Constant, Function, Let, Op, RelayExpr, Tuple,
+                              TupleGetItem, Var)
 from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType, TupleType, Type
+from compiler.op.registry import get_def
 
 __all__ = ["GraphCodegen", "GraphCodegenResult", "NOP", "flatten_tensor_types"]
 
@@ -55,6 +56,20 @@ def flatten_tensor_types(ty: Type, where: str) -> list[TensorType]:
 
 def _nbytes(t: TensorType) -> int:
     return int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize
+
+
+def _fused_op_attrs(func: Function) -> dict[str, str]:
+    """Node attrs naming the Relay ops fused into a kernel ("relay_ops", comma-separated, in
+    execution order) and, when the registry knows their cost, "flops" (the profiler reads
+    both; kernel names are truncated and shared, so they cannot tell)."""
+    ops = [n for n in post_order(func.body) if type(n) is Call and isinstance(n.op, Op)]
+    attrs = {"relay_ops": ",".join(call.op.name for call in ops)}
+    costs = [get_def(call.op.name).flops for call in ops]
+    if any(costs):
+        attrs["flops"] = str(sum(
+            int(cost([a.checked_type for a in call.args], call.attrs, call.checked_type))
+            for cost, call in zip(costs, ops) if cost is not None))
+    return attrs
 
 
 @dataclass(eq=False)
@@ -143,7 +158,8 @@ class GraphCodegen:
         name = self._unique_op_name(kernel if kernel != NOP else "reshape_nop")
         node = {"op": "tvm_op", "name": name,
                 "attrs": {"func_name": kernel, "flatten_data": "0",
-                          "num_inputs": str(len(inputs)), "num_outputs": str(len(outs))},
+                          "num_inputs": str(len(inputs)), "num_outputs": str(len(outs)),
+                          **_fused_op_attrs(func)},
                 "inputs": [self._ref(e) for e in inputs]}
         entries = self._add_node(node, outs)
         self.ops.append((len(self.nodes) - 1, inputs, entries, kernel))
