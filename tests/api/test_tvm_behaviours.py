@@ -90,15 +90,3 @@ def test_evaluate_of_a_non_function_expression_returns_its_value(kind):
     out = relay.create_executor(kind).evaluate(value)
     np.testing.assert_allclose(out.numpy(), [4.0, 5.0])
 
-
-def test_link_params_embeds_constants_in_primitive_functions():
-    x = relay.var("x", shape=(2, 3))
-    weight = np.arange(6, dtype="float32").reshape(2, 3)
-    func = relay.Function([x], relay.nn.relu(relay.add(x, relay.const(weight))))
-    with tvm.transform.PassContext(opt_level=3, config={"relay.FuseOps.link_params": True}):
-        lib = relay.build(tvm.IRModule.from_expr(func), target="llvm")
-    assert lib.get_params() == {}
-    module = graph_executor.GraphModule(lib["default"](tvm.cpu(0)))
-    data = np.full((2, 3), -2.5, "float32")
-    module.run(x=data)
-    np.testing.assert_allclose(module.get_output(0).numpy(), np.maximum(data + weight, 0))
