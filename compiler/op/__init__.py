@@ -9,4 +9,5 @@ from . import nn_winograd  # noqa: F401,E402
 from . import nn3d, image, vision  # noqa: F401,E402
 from . import bitcast  # noqa: F401,E402
 from . import nn_deform  # noqa: F401,E402
+from . import annotation  # noqa: F401,E402
 from . import cost  # noqa: F401,E402

@@ -284,9 +284,10 @@ def _log_softmax_ref(inputs, attrs):
     return (shifted - lse).astype(inputs[0].dtype)
 
 
+# OUT_ELEMWISE_FUSABLE as in TVM: FuseOps fuses the elementwise ops after a softmax into it
 for _name, _ref in (("nn.softmax", _softmax_ref), ("nn.log_softmax", _log_softmax_ref)):
     register(OpDef(name=_name, num_inputs=1, type_rel=_softmax_rel(_name),
-                   pattern=OpPattern.OPAQUE, reference=_ref, attrs={"axis": -1},
+                   pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=_ref, attrs={"axis": -1},
                    attrs_type_key="relay.attrs.SoftmaxAttrs"))
 
 

@@ -20,14 +20,15 @@ Algorithm (TVM's, made iterative so 10,000-node graphs never touch the recursion
    a node tries to join the group of its immediate post-dominator `dom` when every node on
    every path from it to `dom` satisfies a condition (CheckPath), and then all those nodes
    join (CommitFuse):
-   - phase 0: an OUT_ELEMWISE_FUSABLE anchor (conv2d, dense) fuses into `dom` when the
-     path pattern is ELEMWISE and everything on the way is at most BROADCAST;
+   - phase 0: an OUT_ELEMWISE_FUSABLE anchor (conv2d, dense, pooling, softmax) fuses into
+     `dom` when the path pattern is ELEMWISE and everything on the way is at most BROADCAST;
      ELEMWISE/BROADCAST nodes fuse into an INJECTIVE or COMM_REDUCE `dom` through paths of
      injective ops (the sink may also be an anchor group).
    - phase 1: INJECTIVE nodes and tuples fuse into `dom` through injective paths.
    - phase 2: injective nodes fuse into an intermediate tuple that was itself fused into
      an injective consumer (concatenate's input tuple).
-   Opaque nodes never move; a fusion that would exceed the PassContext config
+   Opaque nodes never move (annotation.stop_fusion is opaque: a boundary, dropped from the
+   result in step 4); a fusion that would exceed the PassContext config
    "relay.FuseOps.max_depth" (default 256) nodes is refused. fuse_opt_level 0 skips step 3
    (one primitive function per op).
 
@@ -47,7 +48,7 @@ from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, 
                               Tuple, TupleGetItem, Var)
 from compiler.ir.traversal import children, post_order, with_children
 from compiler.ir.types import TensorType, TupleType, Type
-from compiler.op.registry import OpPattern
+from compiler.op.registry import OpPattern, get_op
 from compiler.transform import FunctionPass, function_pass, register_pass
 
 __all__ = ["FuseOps", "fuse_ops", "is_reshape_op", "is_non_computational"]
@@ -58,6 +59,7 @@ _SIMPLE_CONST_DTYPES = {"int32", "int64", "float32", "float64", "bool"}
 ELEMWISE, BROADCAST, INJECTIVE = OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPattern.INJECTIVE
 COMM_REDUCE, OUT_EWISE = OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE
 TUPLE, OPAQUE = OpPattern.TUPLE, OpPattern.OPAQUE
+STOP_FUSION = get_op("annotation.stop_fusion")
 
 
 def is_reshape_op(op: RelayExpr) -> bool:
@@ -390,7 +392,8 @@ class _FuseRewriter:
         """The group whose arguments `node`'s children are, or None for plain rebuilding."""
         kind = type(node)
         if kind is Call:
-            if isinstance(node.op, Op) and not is_non_computational(node.op):
+            if isinstance(node.op, Op) and not is_non_computational(node.op) \
+                    and node.op is not STOP_FUSION:
                 return self._group_of(node)
             return None
         if kind is Tuple:
@@ -455,6 +458,8 @@ class _FuseRewriter:
                 value = self.memo.get(node.tuple_value, node.tuple_value)
                 return with_children(node, [value])
             return self._make_function(group, node.checked_type, item)
+        if kind is Call and node.op is STOP_FUSION:
+            return new[0]  # the boundary has done its job: the fused program drops it
         if kind is Call:
             return with_children(node, [node.op, *new] if isinstance(node.op, Op) else new)
         if kind is Function and node.is_primitive:

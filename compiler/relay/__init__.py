@@ -10,6 +10,7 @@ from compiler.op.scatter import *  # noqa: F401,F403
 from compiler.op.bitcast import *  # noqa: F401,F403
 from . import nn  # noqa: F401
 from . import image, vision  # noqa: F401
+from . import annotation  # noqa: F401
 from . import op  # noqa: F401
 from . import analysis, transform, build_module  # noqa: F401
 from .build_module import build, create_executor  # noqa: F401

@@ -34,6 +34,7 @@ def _intrinsic(name: str) -> Callable[[Expr], Expr]:
 
 UNARY: dict[str, Callable[[Expr], Expr]] = {
     "negative": tir.neg, "abs": tir.abs, "sign": tir.sign, "copy": _same,
+    "annotation.stop_fusion": _same,
     "fast_exp": _intrinsic("exp"), "fast_tanh": _intrinsic("tanh"), "fast_erf": _intrinsic("erf"),
     **{n: _float_or_same(n) for n in ("floor", "ceil", "round", "trunc")},
     **{n: _intrinsic(n) for n in (
