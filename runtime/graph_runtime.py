@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -202,6 +203,21 @@ class GraphExecutor:
             status = fn(arg)
             if status:
                 self._fail(i, status)
+
+    def time_steps(self, number: int) -> list[float]:
+        """Each step's mean seconds over `number` back-to-back calls, steps in order (what the
+        debug executor's profile repeats); a kernel's nonzero status raises as in run()."""
+        if not all(self.input_set):
+            self.check_inputs_set()
+        times = []
+        for i, (fn, arg, _) in enumerate(self.steps):
+            start = time.perf_counter()
+            for _ in range(number):
+                status = fn(arg)
+                if status:
+                    self._fail(i, status)
+            times.append((time.perf_counter() - start) / number)
+        return times
 
     def _fail(self, step: int, status: int) -> None:
         why = status_message(status)
