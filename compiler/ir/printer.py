@@ -71,9 +71,15 @@ def _quote(text: str) -> str:
     return '"' + escaped.replace("\t", "\\t") + '"'
 
 
-def _float_text(value: float) -> str:
-    """C++ ostream's default float format (6 significant digits), which TVM uses."""
-    return format(float(value), "g")
+def _float_text(value: float, dtype: str = "float64") -> str:
+    """C++ ostream's default float format (6 significant digits), which TVM uses, unless it
+    loses precision: then the shortest text that reads back as the same `dtype` value, so
+    that the parser (compiler.parser) gets back exactly what was printed."""
+    short = format(float(value), "g")
+    exact = np.dtype(dtype).type(value)
+    if np.isnan(exact) or np.dtype(dtype).type(short) == exact:
+        return short
+    return str(exact)
 
 
 def attr_value(value: Any) -> str:
@@ -112,7 +118,7 @@ def scalar_text(data) -> str | None:
     suffix = _SCALAR_SUFFIX.get(dtype)
     if suffix is None:
         return None
-    text = _float_text(value) if dtype.startswith("float") else str(int(value))
+    text = _float_text(value, dtype) if dtype.startswith("float") else str(int(value))
     return text + suffix
 
 
