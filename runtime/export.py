@@ -4,9 +4,14 @@ Layout (all integers little-endian):
     b"RELAYJIT"  uint32 format version
     5 sections, each uint64 byte length + bytes, in this order:
         graph JSON (UTF-8), params blob (save_param_dict), object code,
-        metadata JSON {"function_names", "libmod_name", "triple", "cpu", "features"},
+        metadata JSON {"function_names", "libmod_name", "triple", "cpu", "features",
+                       "llvm_version", "relayjit_version"},
         reserved (empty)
     32-byte SHA-256 of everything before it
+
+The triple, CPU and features are what the object code was built for (runtime.target); a host
+lacking one of those features refuses the file before any of its code runs. The LLVM and
+relayjit versions are informational.
 
 This module knows the bytes only; runtime.factory turns them into a factory module (it imports
 this module, never the other way round).
@@ -14,14 +19,17 @@ this module, never the other way round).
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import struct
 import tempfile
 from typing import TYPE_CHECKING, NamedTuple
 
+import llvmlite.binding as llvm
+
 from .params import save_param_dict
-from .target import HostInfo, host_info, missing_features
+from .target import TargetInfo, best_host_baseline, host_info, missing_features
 
 if TYPE_CHECKING:  # annotations only: factory imports this module
     from .factory import GraphExecutorFactoryModule
@@ -33,6 +41,10 @@ _DIGEST = 32
 _EXPECTED = "a relayjit module file written by export_library (or `relayjit compile`)"
 
 
+class UnsupportedCPUError(ValueError):
+    """A module file needs CPU features this machine lacks."""
+
+
 class ModuleContents(NamedTuple):
     """The checked sections of a module file."""
 
@@ -40,7 +52,7 @@ class ModuleContents(NamedTuple):
     params_blob: bytes
     object_code: bytes
     meta: dict
-    host: HostInfo
+    target: TargetInfo
 
 
 def write_module(path: str | os.PathLike, factory: GraphExecutorFactoryModule) -> None:
@@ -53,7 +65,9 @@ def write_module(path: str | os.PathLike, factory: GraphExecutorFactoryModule) -
     meta = {
         "function_names": list(lib.function_names),
         "libmod_name": factory.libmod_name,
-        **lib.host._asdict(),
+        **lib.target._asdict(),
+        "llvm_version": ".".join(map(str, llvm.llvm_version_info)),
+        "relayjit_version": _relayjit_version(),
     }
     sections = [
         factory.get_graph_json().encode("utf-8"),
@@ -110,11 +124,26 @@ def read_module(path: str | os.PathLike) -> ModuleContents:
                         f"{_EXPECTED}") from err
     try:
         graph, params_blob, obj, meta = _parse(data)
-        host = HostInfo(meta["triple"], meta["cpu"], meta["features"])
-        _check_host(host)
+        target = TargetInfo(*(_string_field(meta, k) for k in TargetInfo._fields))
+        _check_triple(target)
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: not a loadable relayjit module: {err}") from err
-    return ModuleContents(graph, params_blob, obj, meta, host)
+    _check_features(path, target)
+    return ModuleContents(graph, params_blob, obj, meta, target)
+
+
+def _relayjit_version() -> str:
+    try:
+        return importlib.metadata.version("relayjit")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return "unknown"
+
+
+def _string_field(meta: dict, key: str) -> str:
+    value = meta[key]
+    if not isinstance(value, str):
+        raise TypeError(f"metadata field {key!r} must be a string, got {value!r:.60}")
+    return value
 
 
 def _parse(data: bytes) -> tuple[str, bytes, bytes, dict]:
@@ -150,13 +179,19 @@ def _parse(data: bytes) -> tuple[str, bytes, bytes, dict]:
     return graph.decode("utf-8"), params_blob, obj, meta
 
 
-def _check_host(built_for: HostInfo) -> None:
-    """Refuse code compiled for another target or for CPU features this host lacks."""
+def _check_triple(built_for: TargetInfo) -> None:
     here = host_info()
     if built_for.triple != here.triple:
         raise ValueError(f"compiled for {built_for.triple}, this host is {here.triple}")
+
+
+def _check_features(path: str, built_for: TargetInfo) -> None:
+    """Refuse code that may use CPU features this host lacks (it would die of SIGILL)."""
     missing = missing_features(built_for.features)
     if missing:
-        raise ValueError(
-            f"compiled for CPU {built_for.cpu!r} with features this host lacks: {missing}"
-        )
+        baseline = best_host_baseline()
+        rebuild = f"llvm -mcpu={baseline}" if baseline else "llvm"
+        raise UnsupportedCPUError(
+            f"{path}: built for CPU {built_for.cpu!r} with features this machine's CPU "
+            f"({host_info().cpu}) lacks: {', '.join(missing)}; rebuild it with "
+            f"target=\"{rebuild}\" (`relayjit compile --target \"{rebuild}\"`) to run here")

@@ -84,7 +84,7 @@ def load_module(path: str | os.PathLike) -> GraphExecutorFactoryModule:
     contents = read_module(path)
     try:
         lib = KernelLibrary(contents.object_code, contents.meta["function_names"],
-                            host=contents.host)
+                            target=contents.target)
         if lib.signatures is None:
             raise ValueError("its object code has no kernel signature table (written by an "
                              "older relayjit?): build and export it again")

@@ -19,7 +19,7 @@ from .errors import KernelError
 from .native import native_support
 from .ndarray import NDArray
 from .objfile import check_object_code, unresolved_symbols
-from .target import HostInfo, host_info, host_target_machine, new_target_machine
+from .target import TargetInfo, current_target, host_target_machine, new_target_machine
 
 __all__ = [
     "KernelLibrary", "Kernel", "KERNEL_FUNCTYPE", "SIGNATURE_SYMBOL", "Signature",
@@ -140,7 +140,7 @@ class KernelLibrary:
         self,
         object_code: bytes,
         function_names: Iterable[str],
-        host: HostInfo | None = None,
+        target: TargetInfo | None = None,
     ) -> None:
         if not isinstance(object_code, (bytes, bytearray)):
             raise TypeError(f"object_code must be bytes, got {type(object_code).__name__}")
@@ -152,7 +152,7 @@ class KernelLibrary:
             raise ValueError(f"duplicate function names in {names}")
         self._object_code = bytes(object_code)
         self._names = tuple(names)
-        self.host = host or host_info()  # what the code was compiled for
+        self.target = target or current_target()  # what the code was compiled for
         self._engine = self._load_engine(self._object_code)
         # from the object code's own table (compiled libraries have one); None only for
         # hand-made libraries, whose buffers cannot be checked
