@@ -26,7 +26,8 @@ from dataclasses import dataclass, fields
 
 import llvmlite.binding as llvm
 
-from runtime.library import KernelLibrary, host_target_machine, signature_table_ir
+from runtime.library import KernelLibrary, signature_table_ir
+from runtime.target import current_target, target_machine
 from runtime.thread_config import available_cores
 
 from . import cache as disk_cache
@@ -125,12 +126,15 @@ def _note(**counts: int) -> None:
 
 
 def _target_machine(opt_level: int) -> llvm.TargetMachine:
-    return host_target_machine(opt=opt_level)
+    """For the CPU being built for (runtime.target.building_for; the host by default)."""
+    return target_machine(current_target(), opt=opt_level)
 
 
 def structural_key(funcs: list[PrimFunc], opt_level: int) -> str:
-    """Digest of the generated code: kernels' structure, shapes, dtypes, attrs; not names."""
-    return structural_digest(funcs, f"opt{opt_level}")
+    """Digest of the generated code: kernels' structure, shapes, dtypes, attrs and the target
+    CPU; not names."""
+    cpu = current_target()
+    return structural_digest(funcs, f"opt{opt_level}\0{cpu.triple}\0{cpu.cpu}\0{cpu.features}")
 
 
 def _optimised_module(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.ModuleRef,
@@ -434,7 +438,7 @@ def build_library(funcs: list[PrimFunc], opt_level: int = 3) -> KernelLibrary:
     jobs = compile_jobs()  # checked on every build, so a bad value fails cached builds too
     obj = compile_primfuncs(funcs, opt_level, jobs)
     with _timed("load"):
-        return KernelLibrary(obj, [f.name for f in funcs])
+        return KernelLibrary(obj, [f.name for f in funcs], target=current_target())
 
 
 def get_llvm_ir(funcs: list[PrimFunc], optimized: bool = True, opt_level: int = 3) -> str:
