@@ -1,8 +1,8 @@
 """Persistent on-disk compile cache: object code of a kernel set, reused across processes.
 
 Key: sha256 of the kernels' name-free structural key (codegen.tir.structural, which already
-includes the opt level), the host triple, CPU name and feature string, the llvmlite and LLVM
-versions, and the codegen version (CODEGEN_VERSION plus a digest of the source files that
+includes the opt level), the build's target triple, CPU name and feature string (runtime.target),
+the llvmlite and LLVM versions, and the codegen version (CODEGEN_VERSION plus a digest of the source files that
 turn TIR into machine code, so an edit to the emitter never reuses stale code).
 
 Entry: one file `<key[:2]>/<key>.rjc` under the cache directory:
@@ -32,6 +32,8 @@ import tempfile
 import threading
 from contextvars import ContextVar
 from typing import NamedTuple
+
+from runtime.target import TargetInfo, current_target
 
 __all__ = ["CODEGEN_VERSION", "cache_dir", "enabled", "disabled", "lookup", "store",
            "disk_cache_stats", "reset_disk_cache_stats", "entry_path", "environment_key"]
@@ -100,22 +102,20 @@ def _codegen_digest() -> str:
     return h.hexdigest()
 
 
-@functools.lru_cache(maxsize=1)
-def environment_key() -> str:
-    """Everything besides the kernels that decides the object code."""
+@functools.lru_cache(maxsize=None)
+def environment_key(target: TargetInfo) -> str:
+    """Everything besides the kernels that decides the object code for `target`."""
     import llvmlite
     import llvmlite.binding as llvm
 
-    from runtime.target import host_info
-
-    info = host_info()
-    parts = [info.triple, info.cpu, info.features, llvmlite.__version__,
+    parts = [target.triple, target.cpu, target.features, llvmlite.__version__,
              ".".join(map(str, llvm.llvm_version_info)), _codegen_digest()]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 def _file_key(structural_key: str) -> str:
-    return hashlib.sha256(f"{structural_key}\0{environment_key()}".encode()).hexdigest()
+    env = environment_key(current_target())
+    return hashlib.sha256(f"{structural_key}\0{env}".encode()).hexdigest()
 
 
 def entry_path(structural_key: str) -> str | None:
