@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping
 
 from codegen import cache as disk_cache
 from codegen import jit
+from compiler.backend.graph_codegen import function_calls
 from compiler.build_timing import PipelineInstrument, TimingRecorder
 from compiler.errors import CompilerError
 from compiler.ir.expr import Call, Function, Tuple, Var
@@ -41,6 +42,7 @@ from compiler.ir.traversal import post_order, rewrite_post_order
 from compiler.ir.types import TensorType, TupleType
 from compiler.target import Target, resolve as resolve_target
 from compiler.transform import PassContext, Sequential, register_pass_config
+from runtime.target import TargetInfo, building_for, missing_features, resolve_cpu_target
 
 __all__ = ["build", "optimize", "lower_module", "kernel_name_for", "build_progress"]
 
@@ -78,6 +80,22 @@ DISABLE_DISK_CACHE = "relayjit.disable_disk_cache"
 
 
 register_pass_config(DISABLE_DISK_CACHE, False)
+
+
+def cpu_target(target: Target) -> TargetInfo:
+    """The CPU `target` builds for (-mcpu/-mattr/-mtriple; the host when none is given).
+
+    Refused when this machine lacks one of its features: the build runs constant-folding
+    kernels here, built for the same CPU so that they agree with the packed weight layouts."""
+    try:
+        cpu = resolve_cpu_target(target.mcpu, target.mattr, target.mtriple)
+    except ValueError as err:
+        raise CompilerError(f"relay.build: target '{target}': {err}") from None
+    missing = missing_features(cpu.features)
+    if missing:
+        raise CompilerError(f"relay.build: target '{target}' needs CPU features this machine "
+                            f"lacks: {', '.join(missing)}; build on a machine that has them")
+    return cpu
 
 
 def _to_module(mod_or_func: Any) -> IRModule:
@@ -221,22 +239,21 @@ def _lower(func: Function, name: str):
 def lower_module(main: Function, mod_name: str = "default") -> tuple[dict, list]:
     """Lower every primitive function main calls: ({id(func): kernel name}, [PrimFunc])."""
     table = _KernelTable(mod_name)
-    calls = [node for node in post_order(main.body, expand=lambda e: not isinstance(e, Function))
-             if type(node) is Call and isinstance(node.op, Function)]
+    calls = function_calls(main)
     _report(f"lowering {len(calls)} fused function calls")
-    for i, node in enumerate(calls):
-        if not node.op.is_primitive:
+    for i, (_, func) in enumerate(calls):
+        if not func.is_primitive:
             raise CompilerError("relay.build: main calls a non-primitive function; only "
                                 "fused Primitive functions can run on the graph executor")
         _report(f"lowering fused functions {i + 1}/{len(calls)}", detail=True)
-        table.add(node.op)
+        table.add(func)
     return table.names, table.prim_funcs
 
 
 def build(ir_mod: Any, target: Any = None, target_host: Any = None,
           params: Mapping[str, Any] | None = None, mod_name: str = "default",
           executor: Any = None, runtime: Any = None):
-    """Compile a Relay module or function for the host CPU; returns a factory module.
+    """Compile a Relay module or function for the target's CPU; returns a factory module.
 
     `target` is a Target or anything Target() takes (None: Target.current(), else "llvm");
     the build runs with it as Target.current() and the factory keeps it as `.target`."""
@@ -254,7 +271,8 @@ def build(ir_mod: Any, target: Any = None, target_host: Any = None,
         if params:
             mod["main"] = bind_params_by_name(mod["main"], params)
     no_disk = bool(PassContext.current().get_config(DISABLE_DISK_CACHE, False))
-    with target, disk_cache.disabled(no_disk):  # FoldConstant's kernels included
+    cpu = cpu_target(target)
+    with target, building_for(cpu), disk_cache.disabled(no_disk):  # FoldConstant's too
         mod = optimize(mod, timing)
         main = mod["main"]
         with timing.stage("lower fused functions to PrimFuncs") as lowering:
