@@ -50,16 +50,22 @@ _SCALAR_SUFFIX = {"int16": "i16", "int32": "", "int64": "i64", "float16": "f16",
 
 def astext(node, show_meta_data: bool = True) -> str:
     """The TVM text form of an expression, a module or a type."""
-    if isinstance(node, IRModule):
-        return _Printer().module(node)
-    if isinstance(node, RelayExpr):
-        return _Printer().expression(node)
+    if isinstance(node, (IRModule, RelayExpr)):
+        return _Printer().print(node)
     if isinstance(node, Type):
         return type_to_str(node)
     if isinstance(node, Attrs):
         return "{" + ", ".join(f"{k}={attr_value(v)}" for k, v in node.items()) + "}"
     raise TypeError(f"astext expects a relay expression, IRModule or Type, got "
                     f"{type(node).__name__}")
+
+
+def meta_table(node: IRModule | RelayExpr) -> dict[str, list[Constant]]:
+    """The constants astext(node) prints as `meta[relay.Constant][k]`, in index order: the
+    text does not carry their values, so compiler.parser.parse takes this as init_meta_table."""
+    printer = _Printer()
+    printer.print(node)
+    return {"relay.Constant": list(printer.meta)}
 
 
 def _indent(text: str) -> str:
@@ -180,6 +186,9 @@ class _Printer:
                       If: self._if, Let: self._let, Function: self._function}
 
     # drivers ---------------------------------------------------------------------------------
+    def print(self, node: IRModule | RelayExpr) -> str:
+        return self.module(node) if isinstance(node, IRModule) else self.expression(node)
+
     def expression(self, expr: RelayExpr) -> str:
         self.uses = _use_counts(expr)
         return self.run(self._scope(expr))
