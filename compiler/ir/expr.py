@@ -180,6 +180,40 @@ class Op(RelayExpr):
         from compiler.op import registry
         return registry.get_def(self.name)
 
+    # TVM's Op registration methods (relay.op.register(...).set_num_inputs(2), ...): the
+    # state lives in the op's OpDef, so these only forward to it.
+    @property
+    def num_inputs(self) -> int:
+        return self.op_def.num_inputs
+
+    @property
+    def support_level(self) -> int:
+        return self.op_def.support_level
+
+    def set_num_inputs(self, n: int) -> None:
+        self.op_def.num_inputs = int(n)
+
+    def add_argument(self, name: str, type_key: str, description: str) -> None:
+        self.op_def.arguments.append((name, type_key, description))
+
+    def add_type_rel(self, rel_name: str, type_rel_func=None) -> None:
+        self.op_def.add_type_rel(rel_name, type_rel_func)
+
+    def set_support_level(self, level: int) -> None:
+        self.op_def.support_level = int(level)
+
+    def set_attrs_type_key(self, key: str) -> None:
+        self.op_def.attrs_type_key = key
+
+    def get_attr(self, key: str):
+        return self.op_def.get_attr(key)
+
+    def set_attr(self, key: str, value, plevel: int = 10) -> None:
+        self.op_def.set_attr(key, value, plevel)
+
+    def reset_attr(self, key: str) -> None:
+        self.op_def.reset_attr(key)
+
 
 class GlobalVar(RelayExpr):
     """The name of a function in an IRModule."""
