@@ -14,6 +14,7 @@ from typing import Any, Callable
 from compiler.errors import CompilerError
 from compiler.ir.attrs import Attrs
 from compiler.ir.expr import Call, Op, RelayExpr, _to_expr
+from .type_relations import broadcast_rel, identity_rel
 
 
 class OpPattern(IntEnum):
@@ -67,6 +68,53 @@ class OpDef:
     description: str = ""
     op: Op | None = None
     flops: Callable | None = None
+    support_level: int = 10
+    arguments: list = field(default_factory=list)  # (name, type key, description), as TVM's
+    extra_attrs: dict = field(default_factory=dict)  # TVM op attributes without a field here
+    attr_levels: dict = field(default_factory=dict)  # attr key -> plevel it was set at
+
+    def get_attr(self, key: str) -> Any:
+        """TVM's Op.get_attr: the attribute under its TVM key (TOpPattern, FTVMCompute, ...)."""
+        if key in _ATTR_FIELDS:
+            return getattr(self, _ATTR_FIELDS[key])
+        return self.extra_attrs.get(key)
+
+    def set_attr(self, key: str, value: Any, plevel: int = 10) -> None:
+        """TVM's register_op_attr: a higher plevel overrides, an equal one is an error."""
+        old = self.attr_levels.get(key)
+        if old is not None and plevel == old:
+            raise CompilerError(f"attribute {key!r} of op {self.name!r} is already registered "
+                                f"with plevel={plevel}; give a higher level to override it")
+        if old is not None and plevel < old:
+            return
+        self.attr_levels[key] = plevel
+        if key in _ATTR_FIELDS:
+            setattr(self, _ATTR_FIELDS[key], OpPattern(value) if key == "TOpPattern" else value)
+        else:
+            self.extra_attrs[key] = value
+
+    def reset_attr(self, key: str) -> None:
+        """Forget an attribute set through set_attr (a field keeps its current value)."""
+        self.attr_levels.pop(key, None)
+        self.extra_attrs.pop(key, None)
+
+    def add_type_rel(self, rel_name: str, type_rel: Callable | None = None) -> None:
+        """TVM's Op.add_type_rel: a function, or one of the named relations TVM provides."""
+        if type_rel is None:
+            if rel_name not in _NAMED_RELATIONS:
+                raise CompilerError(f"op {self.name!r}: unknown type relation {rel_name!r}; "
+                                    f"give a function or one of {sorted(_NAMED_RELATIONS)}")
+            type_rel = _NAMED_RELATIONS[rel_name](self.name)
+        self.type_rel = type_rel
+
+
+# TVM's attribute keys for the OpDef fields that hold them (compute has this registry's
+# signature, compute(inputs, attrs, out_type); relay.op.register_compute adapts TVM's)
+_ATTR_FIELDS = {"TOpPattern": "pattern", "TOpIsStateful": "stateful", "FTVMCompute": "compute",
+                "TNonComputational": "non_computational", "TReshapeOp": "reshape_only",
+                "FReference": "reference"}  # relayjit's own key: the numpy reference
+_NAMED_RELATIONS = {"Identity": identity_rel, "Broadcast": broadcast_rel,
+                    "BroadcastComp": lambda name: broadcast_rel(name, "bool")}
 
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -78,6 +126,42 @@ def register(opdef: OpDef) -> OpDef:
     opdef.op = Op(opdef.name)
     _REGISTRY[opdef.name] = opdef
     return opdef
+
+
+def _no_type_rel(name: str) -> Callable:
+    def rel(types, attrs):
+        raise CompilerError(f"op {name!r} has no type relation; add one with "
+                            f"Op.get({name!r}).add_type_rel(name, function)")
+    return rel
+
+
+def _no_reference(name: str) -> Callable:
+    def reference(inputs, attrs):
+        raise CompilerError(f"op {name!r} has no numpy reference, so it cannot be evaluated "
+                            "here; register one with register_op_attr(name, 'FReference', fn)")
+    return reference
+
+
+def register_op(name: str, description: str = "") -> Op:
+    """TVM's relay.op.register: the Op of `name`, creating an empty op when it is new.
+
+    A new op is variadic and OPAQUE until its num_inputs, type relation, pattern and compute
+    are set (Op.set_num_inputs, Op.add_type_rel, register_pattern, register_compute)."""
+    if name not in _REGISTRY:
+        _ensure_loaded()
+    if name in _REGISTRY:
+        return _REGISTRY[name].op
+    return register(OpDef(name=name, num_inputs=VARIADIC, type_rel=_no_type_rel(name),
+                          pattern=OpPattern.OPAQUE, reference=_no_reference(name),
+                          description=description)).op
+
+
+def register_op_attr(name: str, key: str, value: Any = None, level: int = 10):
+    """TVM's register_op_attr: set an attribute of a registered op (a decorator without value)."""
+    def set_value(v):
+        get_def(name).set_attr(key, v, level)
+        return v
+    return set_value if value is None else set_value(value)
 
 
 @contextmanager
