@@ -142,7 +142,7 @@ class Interpreter:
         if kind is Call:
             args = [memo[a] for a in node.args]
             if type(node.op) is Op:
-                return self._apply_op(node, args)
+                return apply_op(node, args)
             return self.call(memo[node.op], args, _describe(node.op))
         if kind is Constant:
             return node.data.numpy()
@@ -170,20 +170,20 @@ class Interpreter:
                                    "can be evaluated)")
         raise InterpreterError(f"cannot evaluate a {kind.__name__} node")
 
-    @staticmethod
-    def _apply_op(call: Call, args: list) -> Any:
-        opdef = call.op.op_def
-        try:
-            out = opdef.reference(args, call.attrs if call.attrs is not None else _NO_ATTRS)
-        except CompilerError:
-            raise
-        except Exception as err:
-            shapes = [getattr(a, "shape", "tuple") for a in args]
-            raise InterpreterError(f"evaluating {opdef.name} on argument shapes {shapes}: "
-                                   f"{type(err).__name__}: {err}") from err
-        if isinstance(out, (tuple, list)):
-            return tuple(np.asarray(o) for o in out)
-        return np.asarray(out)
+def apply_op(call: Call, args: list) -> Any:
+    """The op's numpy reference applied to evaluated arguments (a tuple for several outputs)."""
+    opdef = call.op.op_def
+    try:
+        out = opdef.reference(args, call.attrs if call.attrs is not None else _NO_ATTRS)
+    except CompilerError:
+        raise
+    except Exception as err:
+        shapes = [getattr(a, "shape", "tuple") for a in args]
+        raise InterpreterError(f"evaluating {opdef.name} on argument shapes {shapes}: "
+                               f"{type(err).__name__}: {err}") from err
+    if isinstance(out, (tuple, list)):
+        return tuple(np.asarray(o) for o in out)
+    return np.asarray(out)
 
 
 def _describe(callee: RelayExpr) -> str:

@@ -12,14 +12,17 @@ left untouched, inside and out). At each node, after its children were rewritten
 - `If` with a constant condition becomes the taken branch; `TupleGetItem(Tuple(...), i)`
   becomes the field; `let v = <constant>; body` becomes body with v replaced.
 
-Evaluation runs the real compiled path, not a numpy reference: the call is wrapped as a
-primitive function over parameters (one per tensor, tuple arguments flattened), type
-inferred under a fresh PassContext, lowered by the backend's lower_primitive_function,
-JIT-compiled by codegen.jit and run on the CPU. Compiled kernels are cached by the
-structural hash of that function, which does not depend on the constants' values, so 100
-weights going through the same reshape/multiply compile once per shape signature. Each kernel
-runs once, so small ones compile at LLVM O0 (see _opt_level); all share one kernel name so the
-persistent compile cache (codegen.cache) finds them again in the next process.
+Evaluation runs the real compiled path, not a numpy reference, unless the reference gives
+the compiled kernel's bits exactly (_exact_by_reference: data movement, and the float
+operations IEEE 754 rounds correctly everywhere); that is most of what a CNN folds (BatchNorm
+into weights, weight packing) at a fraction of the cost of compiling a kernel. Otherwise the
+call is wrapped as a primitive function over parameters (one per tensor, tuple arguments
+flattened), type inferred under a fresh PassContext, lowered by the backend's
+lower_primitive_function, JIT-compiled by codegen.jit and run on the CPU. Compiled kernels
+are cached by the structural hash of that function, which does not depend on the constants'
+values, so 100 weights going through the same exp compile once per shape signature. Each
+kernel runs once, so small ones compile at LLVM O0 (see _opt_level); all share one kernel
+name so the persistent compile cache (codegen.cache) finds them again in the next process.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from collections import OrderedDict
 import numpy as np
 
 from compiler.errors import CompilerError
+from compiler.interpreter import apply_op
 from compiler.ir.attrs import DictAttrs
 from compiler.ir.expr import (Call, Constant, Function, If, Let, Op, RelayExpr, Tuple,
                               TupleGetItem, Var)
@@ -36,6 +40,7 @@ from compiler.ir.traversal import children, post_order, with_children
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.target import Target
 from compiler.transform import FunctionPass, PassContext, function_pass, register_pass
+from runtime.ndarray import NDArray
 
 __all__ = ["FoldConstant", "fold_constant", "evaluate_call", "kernel_cache_info"]
 
@@ -149,6 +154,50 @@ def _opt_level(prim) -> int:
     return 3 if elements > FAST_COMPILE_MAX_ELEMENTS else 0
 
 
+# Ops whose numpy reference yields exactly what their compiled kernel would: data movement
+# copies values unchanged (reshape-only ops count too); numpy and LLVM both round these float
+# operations correctly (IEEE 754), so float32/float64 results agree bit for bit. Everything
+# else runs the JIT: transcendental functions use our own approximations, integer division
+# and casts have C semantics numpy does not share.
+_MOVES_DATA = frozenset({"transpose", "layout_transform", "concatenate", "nn.pad",
+                         "nn.contrib_conv2d_weight_pack", "nn.contrib_dense_weight_pack"})
+_EXACT_FLOAT_OPS = frozenset({"add", "subtract", "multiply", "divide", "negative", "sqrt"})
+_EXACT_FLOAT_DTYPES = frozenset({"float32", "float64"})
+
+
+def _exact_by_reference(call: Call, consts: list[Constant]) -> bool:
+    opdef = call.op.op_def
+    if opdef.reshape_only or opdef.name in _MOVES_DATA:
+        return True
+    return opdef.name in _EXACT_FLOAT_OPS and all(
+        str(c.data.dtype) in _EXACT_FLOAT_DTYPES for c in consts)
+
+
+def _numpy_value(arg: RelayExpr):
+    """A constant argument as the reference takes it: a read-only view (constants are
+    immutable; the view saves copying the weights), or a tuple of them."""
+    if type(arg) is Constant:
+        view = arg.data._view().view()
+        view.flags.writeable = False
+        return view
+    return tuple(_numpy_value(f) for f in arg.fields)
+
+
+def _evaluate_by_reference(call: Call, ret: Type) -> RelayExpr | None:
+    """The folded value from the op's numpy reference; None when its result does not have
+    the call's static type (then the JIT decides)."""
+    value = apply_op(call, [_numpy_value(a) for a in call.args])
+    values = value if isinstance(value, tuple) else (value,)
+    types = _output_types(ret)
+    if len(values) != len(types) or any(
+            v.shape != t.shape or v.dtype != np.dtype(t.dtype) for v, t in zip(values, types)):
+        return None
+    # NDArray keeps an aligned, writeable, contiguous result as it is and copies the rest
+    # (views of the read-only arguments among them)
+    consts = [Constant(NDArray(v)) for v in values]
+    return consts[0] if isinstance(ret, TensorType) else Tuple(consts)
+
+
 def _output_types(ty: Type) -> list[TensorType]:
     if isinstance(ty, TensorType):
         return [ty]
@@ -210,6 +259,11 @@ def _fold_call(call: Call, old: Call) -> RelayExpr:
         return call
     if not all(is_constant(a) for a in call.args):
         return call
+    ret = old._checked_type
+    if ret is not None and _exact_by_reference(call, _flatten_constants(Tuple(call.args))):
+        folded = _evaluate_by_reference(call, ret)
+        if folded is not None:
+            return folded
     return evaluate_call(call)
 
 
