@@ -32,6 +32,7 @@ from llvmlite import ir
 from .types import F32, I64, PTR
 
 PREFIX = "relayjit.ukr."
+ROW_LOOP_TAPS = 16
 I32 = ir.IntType(32)
 
 
@@ -249,7 +250,12 @@ def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rows
         phi.add_incoming(zero, entry)
         phi.add_incoming(v, load_bb)
         init.append(phi)
-    taps = [(rr * s + ss, rr * dh * rowstep + ss * dw) for rr in range(r) for ss in range(s)]
+    # A window of more than ROW_LOOP_TAPS taps loops over its rows (one row's taps unrolled):
+    # a fully unrolled 7x7 body holds 49 x p broadcasts in one block, which LLVM's scheduler
+    # hoists and spills (a 7x7/2 first layer ran at half speed).
+    rows = r if r * s > ROW_LOOP_TAPS else 1
+    taps = [(rr * s + ss, rr * dh * rowstep + ss * dw)
+            for rr in range(r // rows) for ss in range(s)]
     # channels per loop iteration: keep about 8+ taps unrolled per trip
     cu = max(1, min(c, 8 // len(taps))) if len(taps) < 8 else 1
 
@@ -267,22 +273,35 @@ def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rows
                 accs[2 * j + 1] = b.call(fma, [xv, w1, accs[2 * j + 1]])
         return accs
 
+    def advance(b, carried, w_step: int, x_step: int):
+        w_ptr, x_ptrs = carried[0], carried[1:1 + p]
+        return [b.gep(w_ptr, [ir.Constant(I64, w_step)], inbounds=True, source_etype=F32),
+                *(b.gep(x, [ir.Constant(I64, x_step)], inbounds=True, source_etype=F32)
+                  if x_step else x for x in x_ptrs), *carried[1 + p:]]
+
     def make_body(n_chan):
         def body(b, it, carried):
             w_ptr, x_ptrs, accs = carried[0], carried[1:1 + p], carried[1 + p:]
             for cc in range(n_chan):
                 accs = chan(b, w_ptr, x_ptrs, accs, cc)
-            w_next = b.gep(w_ptr, [ir.Constant(I64, n_chan * r * s * kb)], inbounds=True,
-                           source_etype=F32)
-            x_next = [b.gep(x, [ir.Constant(I64, n_chan * chanstep)], inbounds=True,
-                            source_etype=F32) for x in x_ptrs]
-            return [w_next, *x_next, *accs]
+            return advance(b, [w_ptr, *x_ptrs, *accs], n_chan * r * s * kb, n_chan * chanstep)
         return body
 
+    def row_body(b, it, carried):
+        accs = chan(b, carried[0], carried[1:1 + p], carried[1 + p:], 0)
+        return advance(b, [*carried[:1 + p], *accs], s * kb, dh * rowstep)
+
+    def channel_of_rows(b, it, carried):
+        carried = _counted_loop(b, fn, ir.Constant(I64, r), carried, row_body, "r")
+        return advance(b, carried, 0, chanstep - r * dh * rowstep)
+
     carried = [w, *xs] + init
-    carried = _counted_loop(b, fn, ir.Constant(I64, c // cu), carried, make_body(cu), "c")
-    if c % cu:
-        carried = make_body(c % cu)(b, None, carried)
+    if rows > 1:
+        carried = _counted_loop(b, fn, ir.Constant(I64, c), carried, channel_of_rows, "c")
+    else:
+        carried = _counted_loop(b, fn, ir.Constant(I64, c // cu), carried, make_body(cu), "c")
+        if c % cu:
+            carried = make_body(c % cu)(b, None, carried)
     accs = carried[1 + p:]
     if not channel_major:
         for j in range(p):
