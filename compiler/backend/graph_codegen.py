@@ -1,9 +1,10 @@
 """Graph codegen: turn a fused `main` into TVM's graph JSON, with static memory planning.
 
 Input: `main` after FuseOps and InferType, in which every computation is a call of a
-Primitive function, plus a map from each such function (by identity) to the kernel name it
-was compiled to ("__nop" for reshape-only functions). Output: the graph JSON text, the
-params (lifted constants) and memory statistics.
+Primitive function (the function itself, or after ToANormalForm a let-bound variable holding
+it, looked through as TVM's LowerTE does), plus a map from each such function (by identity)
+to the kernel name it was compiled to ("__nop" for reshape-only functions). Output: the graph
+JSON text, the params (lifted constants) and memory statistics.
 
 Node layout (what runtime.graph_json parses): one "null" node per main parameter (in order),
 then, in post-DFS order of the body, one "null" node per distinct constant (named p0, p1,
@@ -33,7 +34,8 @@ from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.op.registry import get_def
 
-__all__ = ["GraphCodegen", "GraphCodegenResult", "NOP", "flatten_tensor_types"]
+__all__ = ["GraphCodegen", "GraphCodegenResult", "NOP", "flatten_tensor_types",
+           "function_calls"]
 
 NOP = "__nop"
 MATCH_RANGE = 16
@@ -52,6 +54,27 @@ def flatten_tensor_types(ty: Type, where: str) -> list[TensorType]:
             raise CompilerError(f"graph codegen: {where} has type {t}; expected tensors or "
                                 "tuples of tensors (static shapes)")
     return out
+
+
+def _main_order(main: Function) -> tuple[list, dict]:
+    """main's body in post order (not entering functions) and its let var -> value map."""
+    order = post_order(main.body, expand=lambda e: not isinstance(e, Function))
+    return order, {e.var: e.value for e in order if type(e) is Let}
+
+
+def _callee(call: Call, let_values: dict) -> RelayExpr:
+    """What a call runs: its op, looked through let-bound variables."""
+    func = call.op
+    while type(func) is Var and func in let_values:
+        func = let_values[func]
+    return func
+
+
+def function_calls(main: Function) -> list[tuple[Call, Function]]:
+    """Each call in main that runs a function, with that function, in evaluation order."""
+    order, let_values = _main_order(main)
+    calls = [(node, _callee(node, let_values)) for node in order if type(node) is Call]
+    return [(call, func) for call, func in calls if isinstance(func, Function)]
 
 
 def _nbytes(t: TensorType) -> int:
@@ -140,7 +163,7 @@ class GraphCodegen:
                            f"constant {name}")
 
     def _call(self, call: Call) -> list[int]:
-        func = call.op
+        func = _callee(call, self.let_values)
         if not isinstance(func, Function) or not func.is_primitive:
             what = getattr(func, "name", type(func).__name__)
             raise CompilerError(f"graph codegen: main calls {what!r} directly; every call must "
@@ -177,8 +200,7 @@ class GraphCodegen:
             self.expr_entries[p] = self._input(p.name_hint, p.checked_type,
                                                f"input {p.name_hint!r}")
         arg_nodes = list(range(len(main.params)))
-        order = post_order(main.body, expand=lambda e: not isinstance(e, Function))
-        self.let_values = {e.var: e.value for e in order if type(e) is Let}
+        order, self.let_values = _main_order(main)
         for expr in order:
             kind = type(expr)
             if kind is Constant:

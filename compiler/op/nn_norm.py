@@ -229,7 +229,12 @@ def _pad_rel(types, attrs):
     for axis, (dim, (before, after)) in enumerate(zip(data.shape, widths)):
         if before < 0 or after < 0:
             raise fail(op, f"pad_width must be non-negative, got {widths}")
-        if attrs.pad_mode == "reflect" and max(before, after) >= dim:
+        padded = before > 0 or after > 0
+        if attrs.pad_mode != "constant" and padded and dim == 0:
+            raise fail(op, f"{attrs.pad_mode} padding {(before, after)} on axis {axis} needs "
+                           "values to copy, but the axis is empty (as onnxruntime, only "
+                           "constant mode pads an empty axis)")
+        if attrs.pad_mode == "reflect" and padded and max(before, after) >= dim:
             raise fail(op, f"reflect padding {(before, after)} on axis {axis} needs a "
                            f"dimension larger than the padding, got {dim}")
         out.append(dim + before + after)

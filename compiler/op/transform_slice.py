@@ -86,8 +86,8 @@ def _tile_rel(types, attrs):
     check_arity("tile", types, 1)
     data = tensor_arg("tile", types, 0, "data")
     reps = int_tuple("tile", attrs.reps, "reps")
-    if any(r < 1 for r in reps):
-        raise fail("tile", f"reps must be positive, got {reps}")
+    if any(r < 0 for r in reps):  # a 0 is allowed: numpy and ONNX give an empty axis
+        raise fail("tile", f"reps must be non-negative, got {reps}")
     return TensorType(_tile_shape(data.shape, reps), data.dtype)
 
 

@@ -10,5 +10,5 @@
     shrink.py                    a failing graph shrunk to a minimal repro
     campaign.py, __main__.py     python -m tests.fuzz --minutes N [--seed S] [--out DIR]
     test_fuzz.py                 the bounded fixed-seed batch of the default pytest run and one
-                                 strict-xfail regression test per bug found (repros/)
+                                 regression test per bug found (repros/)
 """

@@ -1,5 +1,6 @@
 """The differential fuzzer in the default test run: a bounded, fixed-seed batch, the fuzzer's
-own machinery, and one strict-xfail regression test per bug it found (they flip when fixed).
+own machinery, and one regression test per bug it found (its minimal repro in repros/, with
+a .txt saying what was wrong).
 
     python -m tests.fuzz --minutes N [--seed S] [--out DIR]   runs a long campaign instead
 """
@@ -20,12 +21,8 @@ from .shrink import shrink
 
 REPROS = Path(__file__).with_name("repros")
 
-# Seeds of the fixed batch that hit a known bug (one of the repros below); they are kept
-# out of the batch so it passes, and come back when the bug's regression test flips.
-KNOWN_ONNX = {9: "bug03 Unsqueeze of an empty tensor", 13: "bug06 Tile with a 0 repeat"}
-KNOWN_RELAY = {0: "bug11 FuseOps then ToANormalForm, then relay.build"}
-ONNX_SEEDS = [s for s in range(80) if s not in KNOWN_ONNX]
-RELAY_SEEDS = [s for s in range(0, 80, 4) if s not in KNOWN_RELAY]
+ONNX_SEEDS = list(range(80))
+RELAY_SEEDS = list(range(0, 80, 4))
 BATCH_BUDGET_S = 90.0  # generous: the batch takes ~20-30 s on the 2-core project machine
 
 
@@ -41,7 +38,7 @@ def _summary(failures: list) -> str:
 
 
 def test_fixed_seed_batch(worker):
-    """78 ONNX graphs and 19 Relay programs: relayjit agrees with the reference on all."""
+    """80 ONNX graphs and 20 Relay programs: relayjit agrees with the reference on all."""
     start = time.perf_counter()
     failures, statuses = [], {}
     for seed in ONNX_SEEDS:
@@ -174,14 +171,14 @@ def _repros() -> list:
     for path in sorted(REPROS.glob("*.onnx")) + sorted(REPROS.glob("*.relay.json")):
         stem = path.name.split(".")[0]
         reason = (REPROS / f"{stem}.txt").read_text().strip()
-        out.append(pytest.param(path, id=stem, marks=pytest.mark.xfail(strict=True,
-                                                                       reason=reason[:300])))
+        out.append(pytest.param(path, reason, id=stem))
     return out
 
 
-@pytest.mark.parametrize("path", _repros())
-def test_fuzz_regression(worker, path):
-    """A minimal repro the fuzzer saved: relayjit must agree with the reference."""
+@pytest.mark.parametrize("path, bug", _repros())
+def test_fuzz_regression(worker, path, bug):
+    """A minimal repro the fuzzer saved (`bug` says what was wrong): relayjit must agree with
+    the reference."""
     if path.name.endswith(".relay.json"):
         spec = json.loads(path.read_text())
         result = worker.run_relay(spec["seed"], spec["steps"], spec["pipeline"], spec["level"])
@@ -190,4 +187,4 @@ def test_fuzz_regression(worker, path):
         with np.load(path.with_suffix(".npz")) as data:
             feeds = {k: data[k] for k in data.files}
         result = worker.run_onnx(model, feeds)
-    assert result["status"] in (PASS,), f"{result['status']}: {result.get('detail', '')}"
+    assert result["status"] == PASS, f"{bug}\n{result['status']}: {result.get('detail', '')}"

@@ -12,6 +12,7 @@ from compiler.ir import assert_structural_equal
 from compiler.ir.traversal import post_order
 from compiler.passes.to_anf import ToANormalForm, to_a_normal_form_expr
 from compiler.transform import ModulePass
+from runtime import graph_executor
 from tests.passes._helpers import run_infer_type, run_opt_pass
 
 T = relay.TensorType((2, 3), "float32")
@@ -125,6 +126,27 @@ def test_primitive_functions_are_bound_but_not_entered():
     assert not isinstance(after.body.value.body, relay.Let)
     assert isinstance(after.body.body.value, relay.Call)
     assert after.body.body.value.op is after.body.var
+
+
+@pytest.mark.parametrize("opt_level", [0, 3])
+def test_a_normal_form_of_a_fused_program_builds(opt_level):
+    """relay.build resolves a call of a let-bound Primitive function (as TVM's LowerTE)."""
+    x = relay.var("x", shape=(2, 4, 5))
+    low = relay.min(relay.exp(x), axis=[2])
+    func = relay.Function([x], relay.Tuple([relay.add(low, relay.const(1.0)),
+                                            relay.multiply(low, low)]))
+    seq = tvm.transform.Sequential([relay.transform.InferType(), relay.transform.FuseOps(),
+                                    ToANormalForm()])
+    mod = seq(tvm.IRModule.from_expr(func))
+    assert isinstance(mod["main"].body, relay.Let)
+    with tvm.transform.PassContext(opt_level=opt_level):
+        lib = relay.build(mod)
+    gmod = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    xs = np.random.default_rng(0).standard_normal((2, 4, 5)).astype("float32")
+    gmod.run(x=xs)
+    want = np.exp(xs).min(axis=2)
+    np.testing.assert_allclose(gmod.get_output(0).numpy(), want + 1, rtol=1e-6)
+    np.testing.assert_allclose(gmod.get_output(1).numpy(), want * want, rtol=1e-6)
 
 
 def test_plain_expression_and_free_vars():

@@ -332,8 +332,19 @@ def as_ints(values: Sequence) -> list:
     return [int(v) for v in np.asarray(values).reshape(-1).tolist()]
 
 
+def num_elements(shape: Sequence[int]) -> int:
+    """The element count of a static shape (1 for a scalar)."""
+    return int(np.prod(shape, dtype=np.int64))
+
+
 def reshape(x: RelayExpr, shape: Sequence[int]) -> Call:
-    return op("reshape", x, newshape=[int(s) for s in shape])
+    """Reshape to a static ONNX-style target: a 0 is an empty dim, never "copy the input's".
+
+    A -1 is still inferred, which only works when no other dim is 0: with an empty input the
+    caller computes every dim itself.
+    """
+    newshape = [int(s) for s in shape]
+    return op("reshape", x, newshape=newshape, allowzero=0 in newshape)
 
 
 def cast(x: RelayExpr, ctx: NodeContext, dtype: str) -> RelayExpr:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.op.window import pool_counts
-from .common import NodeContext, const, converter, norm_axis, op, reshape
+from .common import NodeContext, const, converter, norm_axis, num_elements, op, reshape
 
 
 def _window_pads(ctx: NodeContext, spatial, kernel, strides, dilations) -> tuple[list, list]:
@@ -292,12 +292,12 @@ def _matmul(ctx, inputs):
                                       ("B's batch dimensions", sb[:-2]))
     out_shape = list(batch_dims) + [sa[-2], sb[-1]]
     if len(sb) == 2:  # weights-style right operand: fold batch dims of a into rows
-        rows = reshape(a, [-1, sa[-1]]) if len(sa) != 2 else a
+        rows = reshape(a, [num_elements(sa[:-1]), sa[-1]]) if len(sa) != 2 else a
         out = op("nn.dense", rows, op("transpose", b, axes=[1, 0]), units=None, out_dtype="")
     else:
         batch = out_shape[:-2]
-        a3 = reshape(_broadcast(a, sa, batch), [-1, sa[-2], sa[-1]])
-        b3 = reshape(_broadcast(b, sb, batch), [-1, sb[-2], sb[-1]])
+        a3 = reshape(_broadcast(a, sa, batch), [num_elements(batch), sa[-2], sa[-1]])
+        b3 = reshape(_broadcast(b, sb, batch), [num_elements(batch), sb[-2], sb[-1]])
         out = op("nn.batch_matmul", a3, b3, out_dtype="", transpose_a=False, transpose_b=False)
     final = list(out_shape)
     if len(ctx.shape(inputs[0])) == 1:
@@ -326,7 +326,7 @@ def _softmax_like(relay_name: str):
             axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank)
             return _apply_softmax(relay_name, ctx, x, axis)
         axis = norm_axis(ctx, int(ctx.attr("axis", 1)), rank)
-        flat = reshape(x, [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))])
+        flat = reshape(x, [num_elements(shape[:axis]), num_elements(shape[axis:])])
         return reshape(_apply_softmax(relay_name, ctx, flat, 1), shape)
     return convert
 

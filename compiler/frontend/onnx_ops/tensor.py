@@ -5,7 +5,8 @@ import numpy as np
 
 from compiler.ir.expr import Tuple, TupleGetItem
 
-from .common import NodeContext, as_ints, const, converter, norm_axis, onnx_dtype, op, reshape
+from .common import (NodeContext, as_ints, const, converter, norm_axis, num_elements, onnx_dtype,
+                     op, reshape)
 
 
 @converter("Constant")
@@ -39,7 +40,7 @@ def _shape(ctx, inputs):
 
 @converter("Size")
 def _size(ctx, inputs):
-    return const(np.int64(np.prod(ctx.shape(inputs[0]), dtype=np.int64)), "int64")
+    return const(np.int64(num_elements(ctx.shape(inputs[0]))), "int64")
 
 
 def _resolve_reshape(ctx: NodeContext, in_shape: tuple, target: list, allowzero: bool) -> list:
@@ -68,7 +69,7 @@ def _reshape_v5(ctx, inputs):
     target = as_ints(ctx.value(inputs[1], "shape"))
     allowzero = bool(ctx.attr("allowzero", 0))
     shape = _resolve_reshape(ctx, ctx.shape(inputs[0]), target, allowzero)
-    return op("reshape", inputs[0], newshape=shape, allowzero=0 in shape)
+    return reshape(inputs[0], shape)
 
 
 @converter("Flatten")
@@ -78,8 +79,7 @@ def _flatten(ctx, inputs):
     axis = axis + len(shape) if axis < 0 else axis
     if not 0 <= axis <= len(shape):
         raise ctx.error(f"axis {ctx.attr('axis')} is out of range for shape {shape}")
-    return reshape(inputs[0], [int(np.prod(shape[:axis], dtype=np.int64)),
-                               int(np.prod(shape[axis:], dtype=np.int64))])
+    return reshape(inputs[0], [num_elements(shape[:axis]), num_elements(shape[axis:])])
 
 
 @converter("Transpose")
