@@ -3,3 +3,4 @@ from compiler.ir.traversal import post_order_visit  # noqa: F401
 
 from .vars import all_vars, bound_vars, free_vars  # noqa: F401
 from .well_formed import well_formed  # noqa: F401
+from .feature import Feature, detect_feature  # noqa: F401

@@ -1,3 +1,3 @@
 """relay.analysis: the facade over compiler.analysis, as tvm.relay.analysis."""
-from compiler.analysis import (all_vars, bound_vars, free_vars, post_order_visit,  # noqa: F401
-                               well_formed)
+from compiler.analysis import (Feature, all_vars, bound_vars, detect_feature,  # noqa: F401
+                               free_vars, post_order_visit, well_formed)
