@@ -154,18 +154,7 @@ class GraphExecutor:
         """Copy `value` into input `key`'s storage after checking shape and dtype exactly."""
         index = self.resolve_input(key)
         dst = self.input_array(index)
-        if isinstance(value, NDArray):
-            value = value._view()
-        elif not isinstance(value, np.ndarray):
-            raise TypeError(
-                f"input {self.plan.input_names[index]!r}: expected numpy.ndarray or NDArray, "
-                f"got {type(value).__name__}"
-            )
-        if value.shape != dst.shape or value.dtype.name != dst.dtype.name:
-            raise ValueError(
-                f"input {self.plan.input_names[index]!r}: expected shape {dst.shape} "
-                f"dtype {dst.dtype.name}, got shape {value.shape} dtype {value.dtype.name}"
-            )
+        value = check_input_value(self.plan.input_names[index], value, dst.shape, dst.dtype.name)
         np.copyto(dst, value)  # also handles non-contiguous and byte-swapped sources
         self.input_set[index] = True
 
@@ -232,6 +221,20 @@ class GraphExecutor:
         if not 0 <= index < n:
             raise IndexError(f"output index {index} out of range; graph has {n} outputs")
         return self.entries[self.plan.outputs[index]]
+
+
+def check_input_value(name: str, value: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """`value` as an ndarray when it has exactly this shape and dtype; else the TypeError or
+    ValueError set_input raises (the serving wrapper answers requests with the same words)."""
+    if isinstance(value, NDArray):
+        value = value._view()
+    elif not isinstance(value, np.ndarray):
+        raise TypeError(f"input {name!r}: expected numpy.ndarray or NDArray, got "
+                        f"{type(value).__name__}")
+    if value.shape != tuple(shape) or value.dtype.name != dtype:
+        raise ValueError(f"input {name!r}: expected shape {tuple(shape)} dtype {dtype}, got "
+                         f"shape {value.shape} dtype {value.dtype.name}")
+    return value
 
 
 def _inputs_read(plan: GraphPlan) -> list[bool]:
