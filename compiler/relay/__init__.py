@@ -18,3 +18,4 @@ from compiler.passes.bind import bind  # noqa: F401
 from . import frontend  # noqa: F401
 
 from compiler.ir.expr import RelayExpr as Expr  # noqa: E402,F401
+from . import testing  # noqa: F401,E402
