@@ -125,11 +125,24 @@ def _summary(name: str, array: np.ndarray) -> str:
     return text
 
 
+def _check_writable(path: str, option: str) -> None:
+    """Refuse an output path whose directory is missing before any work is done."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise CliError(f"bad {option} {path!r}: it is a directory; give a file path")
+    if not os.path.isdir(folder):
+        problem = "is not a directory" if os.path.exists(folder) else "does not exist"
+        raise CliError(f"bad {option} {path!r}: {folder} {problem}")
+    if not os.access(folder, os.W_OK):
+        raise CliError(f"bad {option} {path!r}: the directory {folder} is not writable")
+
+
 def cmd_compile(args) -> int:
     model = _load_onnx(args.model)
+    out = args.output or os.path.splitext(args.model)[0] + ".rjit"
+    _check_writable(out, "--output")
     factory, seconds = _compile(model, _parse_shapes(args.shape), args.opt_level,
                                 _Progress(not args.quiet))
-    out = args.output or os.path.splitext(args.model)[0] + ".rjit"
     factory.export_library(out)
     print(f"compiled {args.model} in {seconds:.2f} s -> {out} ({os.path.getsize(out)} bytes)")
     if args.timing:
@@ -172,6 +185,8 @@ def _default_inputs(gmod) -> dict[str, np.ndarray]:
 
 def cmd_run(args) -> int:
     _apply_threads(args)
+    if args.output:
+        _check_writable(f"{args.output}_0.npy", "--output")
     factory, _ = _load_any(args.model, _parse_shapes(args.shape), args.opt_level, args.quiet)
     gmod = _executor(factory)
     feeds = _default_inputs(gmod)
@@ -385,6 +400,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (CompilerError, ValueError, KeyError, TypeError) as err:
         print(f"relayjit: error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:  # a file the command reads or writes
+        where = f": {err.filename}" if err.filename else ""
+        print(f"relayjit: error: {err.strerror or err}{where}", file=sys.stderr)
         return 1
 
 
