@@ -227,16 +227,18 @@ def _pad_rel(types, attrs):
                        f"{data.shape}, got {widths}")
     out = []
     for axis, (dim, (before, after)) in enumerate(zip(data.shape, widths)):
-        if before < 0 or after < 0:
-            raise fail(op, f"pad_width must be non-negative, got {widths}")
+        kept = dim + min(before, 0) + min(after, 0)  # a negative width crops first
+        if kept < 0:
+            raise fail(op, f"pad_width {(before, after)} on axis {axis} crops more than its "
+                           f"{dim} values")
         padded = before > 0 or after > 0
-        if attrs.pad_mode != "constant" and padded and dim == 0:
+        if attrs.pad_mode != "constant" and padded and kept == 0:
             raise fail(op, f"{attrs.pad_mode} padding {(before, after)} on axis {axis} needs "
                            "values to copy, but the axis is empty (as onnxruntime, only "
                            "constant mode pads an empty axis)")
-        if attrs.pad_mode == "reflect" and padded and max(before, after) >= dim:
+        if attrs.pad_mode == "reflect" and padded and max(before, after) >= kept:
             raise fail(op, f"reflect padding {(before, after)} on axis {axis} needs a "
-                           f"dimension larger than the padding, got {dim}")
+                           f"dimension larger than the padding, got {kept}")
         out.append(dim + before + after)
     return TensorType(tuple(out), data.dtype)
 
@@ -244,6 +246,9 @@ def _pad_rel(types, attrs):
 def _pad_ref(inputs, attrs):
     data, value = inputs
     widths = [tuple(w) for w in attrs.pad_width]
+    data = data[tuple(slice(max(-b, 0), data.shape[i] - max(-a, 0))  # crop negative widths
+                      for i, (b, a) in enumerate(widths))]
+    widths = [(max(b, 0), max(a, 0)) for b, a in widths]
     if attrs.pad_mode == "constant":
         return np.pad(data, widths, constant_values=value.astype(data.dtype))
     return np.pad(data, widths, mode=attrs.pad_mode)
@@ -255,7 +260,8 @@ register(OpDef(name="nn.pad", num_inputs=2, type_rel=_pad_rel, pattern=OpPattern
 
 
 def pad(data, pad_width, pad_value=0, pad_mode="constant"):
-    """relay.nn.pad: pad_width is ((before, after), ...) per axis; pad_value is an argument."""
+    """relay.nn.pad: pad_width is ((before, after), ...) per axis (negative crops); pad_value
+    is an argument."""
     if not isinstance(pad_value, RelayExpr):
         pad_value = const(pad_value)
     widths = tuple((int(b), int(a)) for b, a in pad_width)
