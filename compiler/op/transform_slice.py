@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.errors import CompilerError
+from compiler.ir.expr import Constant, RelayExpr
 from compiler.ir.types import TensorType
 from .registry import OpDef, OpPattern, make_call, register
 from .type_relations import (broadcast_shape, check_arity, fail, int_tuple, normalize_axis,
@@ -137,7 +139,12 @@ _injective("broadcast_to", 1, _broadcast_to_rel,
 
 
 def broadcast_to(data, shape):
-    """relay.broadcast_to a static shape."""
+    """relay.broadcast_to a static shape: ints, or a relay.Constant holding them (as TVM)."""
+    if isinstance(shape, Constant):
+        shape = shape.data.numpy().reshape(-1).tolist()
+    elif isinstance(shape, RelayExpr):
+        raise CompilerError(f"broadcast_to: shape must be static (ints or a relay.Constant), "
+                            f"got a {type(shape).__name__}; dynamic shapes are not supported")
     return make_call("broadcast_to", [data], shape=int_tuple("broadcast_to", shape, "shape"))
 
 
