@@ -17,7 +17,7 @@ from .registry import OpDef, OpPattern, make_call, register
 from .type_relations import (as_axis_list, check_arity, fail, normalize_axis, tensor_arg,
                              tuple_arg)
 
-__all__ = ["reshape", "reshape_like", "transpose", "concatenate", "split", "squeeze",
+__all__ = ["reshape", "reverse_reshape", "reshape_like", "transpose", "concatenate", "split", "squeeze",
            "expand_dims", "stack", "reverse", "layout_transform"]
 
 
@@ -119,6 +119,31 @@ def reshape(data, newshape, allowzero=False):
         newshape = (int(newshape),)
     return make_call("reshape", [data], newshape=tuple(int(v) for v in newshape),
                      allowzero=bool(allowzero))
+
+
+def _reverse_reshape_shape(shape: tuple, newshape) -> tuple:
+    """reshape's special values read from the right (TVM's contrib_reverse_reshape)."""
+    out = infer_newshape("contrib_reverse_reshape", tuple(reversed(shape)),
+                         tuple(reversed(tuple(newshape))))
+    return tuple(reversed(out))
+
+
+def _reverse_reshape_rel(types, attrs):
+    check_arity("contrib_reverse_reshape", types, 1)
+    data = tensor_arg("contrib_reverse_reshape", types, 0, "data")
+    return TensorType(_reverse_reshape_shape(data.shape, attrs.newshape), data.dtype)
+
+
+_injective("contrib_reverse_reshape", 1, _reverse_reshape_rel,
+           lambda ins, attrs: ins[0].reshape(_reverse_reshape_shape(ins[0].shape, attrs.newshape)),
+           {"newshape": ()}, "relay.attrs.ReshapeAttrs", reshape_only=True)
+
+
+def reverse_reshape(data, newshape):
+    """relay.reverse_reshape: reshape whose special values (0, -1, ...) count from the right."""
+    if isinstance(newshape, (int, np.integer)):
+        newshape = (int(newshape),)
+    return make_call("contrib_reverse_reshape", [data], newshape=tuple(int(v) for v in newshape))
 
 
 def _reshape_like_shape(attrs, data: tuple, like: tuple) -> tuple:
