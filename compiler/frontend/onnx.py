@@ -246,32 +246,40 @@ class GraphConverter:
         return IRModule.from_expr(func), out_params
 
 
-def _load_model_file(path) -> Any:
-    """onnx.load of a model file; a file that is not a serialized ModelProto is a
-    FrontendError naming it (not protobuf's DecodeError)."""
+def _model_proto(model) -> Any:
+    """The ModelProto of a ModelProto, its serialized bytes or a model file path.
+
+    Input that does not decode is a FrontendError naming its source (not protobuf's
+    DecodeError); a missing file stays a FileNotFoundError.
+    """
     import onnx
     from google.protobuf.message import DecodeError
-    label = os.fsdecode(path)
-    if os.path.isdir(path):
-        raise FrontendError(f"{label}: is a directory; expected an ONNX model file")
+    if isinstance(model, onnx.ModelProto):
+        return model
+    serialized = isinstance(model, (bytes, bytearray, memoryview))
+    if serialized:
+        source = f"the {len(model)} bytes given"
+    elif isinstance(model, (str, os.PathLike)):
+        source = os.fsdecode(model)
+        if os.path.isdir(model):
+            raise FrontendError(f"{source}: is a directory; expected an ONNX model file")
+    else:
+        raise FrontendError(f"from_onnx expects an onnx.ModelProto, its serialized bytes or "
+                            f"a model file path, got {type(model).__name__}")
     try:
-        return onnx.load(path)
+        return onnx.load_model_from_string(bytes(model)) if serialized else onnx.load(model)
     except FileNotFoundError as err:
-        raise FileNotFoundError(f"{label}: no such file; expected an ONNX model file") from err
+        raise FileNotFoundError(f"{source}: no such file; expected an ONNX model file") from err
     except DecodeError as err:
-        raise FrontendError(f"{label}: not an ONNX model: the file does not decode as an ONNX "
-                            f"ModelProto (truncated or not ONNX?): {err}") from err
+        raise FrontendError(f"{source}: not an ONNX model (its contents do not decode as an "
+                            f"ONNX ModelProto: truncated, or not ONNX?): {err}") from err
 
 
 def from_onnx(model, shape: Mapping | None = None, dtype: Any = "float32",
               opset: int | None = None, freeze_params: bool = False) -> tuple[IRModule, dict]:
-    """Convert an ONNX model to (IRModule, params); see the module docstring."""
-    import onnx
-    if isinstance(model, (str, bytes, os.PathLike)):
-        model = _load_model_file(model)
-    if not isinstance(model, onnx.ModelProto):
-        raise TypeError(f"from_onnx expects an onnx.ModelProto (or a path), got "
-                        f"{type(model).__name__}")
+    """Convert an ONNX model (a ModelProto, its serialized bytes or a file path) to
+    (IRModule, params); see the module docstring."""
+    model = _model_proto(model)
     opsets = _model_opsets(model)
     if opset is not None:  # overrides the default domain's only
         opsets[DEFAULT_DOMAIN] = int(opset)

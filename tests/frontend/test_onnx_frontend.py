@@ -9,6 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler.errors import CompilerError, OpNotImplemented
 from compiler.frontend import from_onnx
 from compiler.interpreter import evaluate
+from compiler.ir import assert_structural_equal
 from compiler.ir.expr import Call, Constant, Var
 from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType
@@ -216,9 +217,31 @@ def test_all_constant_nodes_fold():
     np.testing.assert_array_equal(_run(mod, params, np.ones(2, np.float32)), [1, 2])
 
 
-def test_bad_model_argument():
-    with pytest.raises(TypeError, match="ModelProto"):
-        from_onnx(42)
+@pytest.mark.parametrize("model", [42, None, ["model.onnx"]])
+def test_bad_model_argument(model):
+    from compiler.frontend.onnx_ops.common import FrontendError
+    with pytest.raises(FrontendError, match=r"expects an onnx.ModelProto, its serialized bytes "
+                                            r"or a model file path, got " + type(model).__name__):
+        from_onnx(model)
+
+
+@pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview])
+def test_serialized_model_bytes(wrap):
+    """from_onnx(model.SerializeToString()) converts the same as the ModelProto."""
+    model = _add_weight_model()
+    mod, params = from_onnx(wrap(model.SerializeToString()))
+    want, want_params = from_onnx(model)
+    assert_structural_equal(mod["main"], want["main"])
+    assert params.keys() == want_params.keys()
+
+
+def test_undecodable_bytes_are_a_frontend_error():
+    from compiler.frontend.onnx_ops.common import FrontendError
+    data = _add_weight_model().SerializeToString()
+    for blob in (data[: len(data) // 2], np.random.default_rng(0).bytes(300)):
+        with pytest.raises(FrontendError, match=rf"the {len(blob)} bytes given: not an ONNX "
+                                                r"model \(its contents do not decode"):
+            from_onnx(blob)
 
 
 def test_model_files_that_are_not_onnx_are_frontend_errors(tmp_path):
