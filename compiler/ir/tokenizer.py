@@ -30,7 +30,7 @@ class Token:
 # layer1.0.weight stay whole; the parser resolves `%a.0` against the names it knows).
 _NAME = r"[A-Za-z0-9_]+(?:(?:[.:/\-]|::)[A-Za-z0-9_]+)*"
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
-_NUMBER = (r"-?(?:(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|inf|nan)"
+_NUMBER = (r"-?(?:(?:\d+\.\d*|\d+)(?:[eE][+-]?\d+)?|inf|nan)"
            r"(?P<suffix>(?:f|i|u)(?:\d+)?)?(?![A-Za-z0-9_])")
 _PATTERNS = [
     ("SKIP", r"[ \t\r\n]+|//[^\n]*|/\*(?:.|\n)*?\*/|#\[version[^\]]*\]"),
