@@ -82,6 +82,14 @@ def test_empty_dims_match_the_reference(op_type, x_shape, opset, consts, y_shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("x_shape", [(0, 4, 3), (2, 4, 0)])
+def test_group_normalization_of_an_empty_tensor(x_shape):
+    """onnxruntime and onnx.reference both fail here (their -1 reshape of an empty tensor)."""
+    model = _model("GroupNormalization", x_shape, 21, [np.ones(4, np.float32),
+                                                      np.zeros(4, np.float32)], num_groups=2)
+    assert _run(model, {"x": np.zeros(x_shape, np.float32)}).shape == x_shape
+
+
 @pytest.mark.parametrize("mode", ["reflect", "edge"])
 def test_pad_copying_from_an_empty_axis_is_an_error(mode):
     """onnxruntime refuses to pad an empty axis in reflect/edge mode: nothing to copy."""

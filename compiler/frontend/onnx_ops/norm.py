@@ -6,7 +6,7 @@ import numpy as np
 
 from compiler.ir.expr import TupleGetItem
 
-from .common import const, converter, norm_axis, op, reshape
+from .common import const, converter, norm_axis, num_elements, op, reshape
 
 
 def _channel(ctx, v, rank: int):
@@ -92,7 +92,7 @@ def _group_norm(ctx, inputs):
     groups = int(ctx.attr("num_groups"))
     eps = float(ctx.attr("epsilon", 1e-5))
     n, c = shape[0], shape[1]
-    grouped = reshape(x, [n, groups, -1 if c else 0])
+    grouped = reshape(x, [n, groups, num_elements(shape[1:]) // groups])
     _, centered, var = _moments(grouped, [2])
     normed = op("multiply", centered, op("rsqrt", op("add", var, const(eps, dtype))))
     rank = len(shape)
