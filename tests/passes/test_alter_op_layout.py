@@ -121,3 +121,32 @@ def test_packing_follows_alter_op_layout_when_disabled_or_below_opt_level_2():
     for names in (_kernel_names(2, ["AlterOpLayout"]), _kernel_names(3, ["AlterOpLayout"]),
                   _kernel_names(1)):
         assert not any("packed" in k or "dense_pack" in k for k in names), names
+
+
+def test_shared_weight_is_packed_and_stored_once():
+    """An unrolled recurrence slices the same constant R at every step: the slices and their
+    packings become one node each, so the params hold one packed R, not one per step (32 MiB
+    of copies made an LSTM's every step read its weights from memory)."""
+    steps, hidden = 6, 16
+    r = relay.const(_f32(3 * hidden, hidden))
+    h = relay.var("h", shape=(1, hidden))
+    x = h
+    for _ in range(steps):
+        gates = relay.split(r, 3, axis=0)  # a new split of R per step, as the frontend makes
+        x = relay.tanh(relay.nn.dense(x, gates[0]) + relay.nn.dense(x, gates[2]))
+    func = relay.Function([h], x)
+    out = _alter(func)
+    packs = [n for n in post_order(out) if type(n) is Call and
+             getattr(n.op, "name", "") == "nn.contrib_dense_weight_pack"]
+    assert len(packs) == 2  # R's first and last third, each packed once
+    ha = _f32(1, hidden)
+    results = []
+    for level in (0, 2):
+        with tvm.transform.PassContext(opt_level=level):
+            lib = relay.build(tvm.IRModule.from_expr(func), target="llvm")
+        if level == 2:
+            assert len(lib.get_params()) == 2, sorted(lib.get_params())
+        gm = graph_executor.GraphModule(lib["default"](runtime.cpu(0)))
+        gm.run(h=ha)
+        results.append(gm.get_output(0).numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-5)
