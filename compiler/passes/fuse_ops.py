@@ -256,12 +256,14 @@ class GraphPartitioner:
             self._run_fuse(graph, tree, phase)
         return self.groups
 
-    def _reachable(self, src: GraphNode, sink: GraphNode) -> list[GraphNode]:
-        """Nodes on paths from src's consumers up to and including sink (explicit DFS)."""
+    def _reachable(self, src: GraphNode, sink: GraphNode,
+                   limit: int | None = None) -> list[GraphNode]:
+        """Nodes on paths from src's consumers up to and including sink (explicit DFS); with
+        a limit, the walk stops once it found more than `limit` nodes."""
         seen: set = set()
         found = []
         stack = [out for out, _ in reversed(src.outputs)]
-        while stack:
+        while stack and (limit is None or len(found) <= limit):
             node = stack.pop()
             if id(node) in seen:
                 continue
@@ -299,7 +301,10 @@ class GraphPartitioner:
     def _count_fused_nodes(self, child: GraphNode, dom_parent: GraphNode) -> int:
         total = self.groups[dom_parent.index].find_root().num_nodes
         total += self.groups[child.index].num_nodes
-        for node in self._reachable(child, dom_parent):
+        # every node adds at least 1: past max_depth nodes the answer is "too many" already, and
+        # stopping there keeps far post-dominators (overlapping skip connections) from making
+        # the pass quadratic
+        for node in self._reachable(child, dom_parent, limit=self.max_depth):
             if node is not dom_parent:
                 total += self.groups[node.index].num_nodes
         return total
