@@ -52,6 +52,10 @@ class OpDef:
         such ops becomes "__nop" in the graph and shares its input's storage).
     flops(arg_types, attrs, out_type) -> floating-point operations of one call, for the
         profiler's GFLOP/s; attached by compiler/op/cost.py through `register_flops`.
+    solve_missing(arg_types, attrs) -> {index: Type} for arguments whose type is unknown (None
+        in arg_types), deduced from the known ones and the attrs (TVM's type relations solve
+        a conv2d weight from channels and kernel_size); InferType types unannotated params
+        with it. Attached by compiler/op/type_solvers.py through `register_type_solver`.
     """
 
     name: str
@@ -68,6 +72,7 @@ class OpDef:
     description: str = ""
     op: Op | None = None
     flops: Callable | None = None
+    solve_missing: Callable | None = None
     support_level: int = 10
     arguments: list = field(default_factory=list)  # (name, type key, description), as TVM's
     extra_attrs: dict = field(default_factory=dict)  # TVM op attributes without a field here
@@ -218,6 +223,15 @@ def register_flops(name: str):
     """Decorator attaching a FLOP count (what the profiler's GFLOP/s divides) to an op."""
     def decorate(fn):
         get_def(name).flops = fn
+        return fn
+    return decorate
+
+
+def register_type_solver(*names: str):
+    """Decorator attaching a missing-argument type solver (OpDef.solve_missing) to ops."""
+    def decorate(fn):
+        for name in names:
+            get_def(name).solve_missing = fn
         return fn
     return decorate
 
