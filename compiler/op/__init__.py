@@ -10,4 +10,5 @@ from . import nn3d, image, vision  # noqa: F401,E402
 from . import bitcast  # noqa: F401,E402
 from . import nn_deform  # noqa: F401,E402
 from . import annotation  # noqa: F401,E402
+from . import nn1d  # noqa: F401,E402
 from . import cost  # noqa: F401,E402

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.ir.types import TensorType
+from .conv_layout import any_layout_rel, any_layout_ref
 from .registry import OpDef, OpPattern, make_call, register
 from .type_relations import (check_arity, fail, identity_rel, normalize_axis,
                              require_float, same_dtype, tensor_arg)
@@ -34,15 +35,18 @@ _conv2d_ref = conv_ref
 _CONV2D_ATTRS = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1,
                  "channels": None, "kernel_size": None, "data_layout": "NCHW",
                  "kernel_layout": "OIHW", "out_layout": "", "out_dtype": ""}
-register(OpDef(name="nn.conv2d", num_inputs=2, type_rel=_conv2d_rel,
-               pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=conv_ref,
+register(OpDef(name="nn.conv2d", num_inputs=2,
+               type_rel=any_layout_rel("nn.conv2d", "NCHW", "OIHW", _conv2d_rel),
+               pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+               reference=any_layout_ref("NCHW", "OIHW", conv_ref),
                attrs=_CONV2D_ATTRS, attrs_type_key="relay.attrs.Conv2DAttrs"))
 
 
 def conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
            channels=None, kernel_size=None, data_layout="NCHW", kernel_layout="OIHW",
            out_layout="", out_dtype=""):
-    """relay.nn.conv2d (NCHW data, OIHW weight; groups == channels is depthwise)."""
+    """relay.nn.conv2d (NCHW data, OIHW weight by default; NHWC/HWIO and other permutations
+    too; groups == channels is depthwise)."""
     return make_call("nn.conv2d", [data, weight], strides=pair(strides),
                      padding=pad_tuple2d(padding), dilation=pair(dilation), groups=int(groups),
                      channels=channels, kernel_size=None if kernel_size is None

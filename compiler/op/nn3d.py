@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.ir.types import TensorType
+from .conv_layout import any_layout_rel, any_layout_ref
 from .registry import OpDef, OpPattern, make_call, register
 from .type_relations import check_arity, fail, int_tuple, tensor_arg
 from .window import (check_layout, conv_ref, conv_rel, conv_transpose_ref,
@@ -21,8 +22,10 @@ __all__ = ["conv3d", "conv3d_transpose", "max_pool3d", "avg_pool3d"]
 
 
 register(OpDef(name="nn.conv3d", num_inputs=2,
-               type_rel=conv_rel("nn.conv3d", "NCDHW", "OIDHW"),
-               pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=conv_ref,
+               type_rel=any_layout_rel("nn.conv3d", "NCDHW", "OIDHW",
+                                       conv_rel("nn.conv3d", "NCDHW", "OIDHW")),
+               pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+               reference=any_layout_ref("NCDHW", "OIDHW", conv_ref),
                attrs={"strides": (1, 1, 1), "padding": (0,) * 6, "dilation": (1, 1, 1),
                       "groups": 1, "channels": None, "kernel_size": None,
                       "data_layout": "NCDHW", "kernel_layout": "OIDHW", "out_layout": "",
@@ -33,7 +36,7 @@ register(OpDef(name="nn.conv3d", num_inputs=2,
 def conv3d(data, weight, strides=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1, 1), groups=1,
            channels=None, kernel_size=None, data_layout="NCDHW", kernel_layout="OIDHW",
            out_layout="", out_dtype=""):
-    """relay.nn.conv3d (NCDHW data, OIDHW weight)."""
+    """relay.nn.conv3d (NCDHW data, OIDHW weight by default; NDHWC/DHWIO too; grouped)."""
     return make_call("nn.conv3d", [data, weight], strides=triple(strides),
                      padding=pad_tuple3d(padding), dilation=triple(dilation), groups=int(groups),
                      channels=channels,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from codegen import schedules
 
 from .common import rule, te, tir
+from .conv_layout import any_layout
 
 F32 = "float32"
 
@@ -23,7 +24,6 @@ def _acc(x, dtype: str):
     return tir.cast(x, dtype)
 
 
-@rule("nn.conv2d")
 def _conv2d(inputs, attrs, out_type):
     data, weight = inputs
     dt = out_type.dtype
@@ -50,6 +50,9 @@ def _conv2d(inputs, attrs, out_type):
         prod = _acc(data[n, ch, iy, ix], dt) * _acc(weight[oc, ic, ry, rx], dt)
         return te.sum(prod, (ic, ry, rx), where=tir.all(*conds) if conds else None)
     return te.compute(out_type.shape, f, name="T_conv2d")
+
+
+rule("nn.conv2d")(any_layout("NCHW", "OIHW", _conv2d))
 
 
 @rule("nn.conv2d_transpose")

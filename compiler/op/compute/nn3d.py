@@ -1,4 +1,4 @@
-"""3-D convolution and pooling (NCDHW): plain guarded reductions, padding is a `where` guard.
+"""1-D and 3-D convolution, 3-D pooling: plain guarded reductions, padding is a `where` guard.
 
 These ops are rare in the models we target, so they keep the generic reduction form rather than
 a schedule; the guard keeps every load inside the input buffer.
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from compiler.op.window import has_empty_window, lowest_value
 from .common import fail, is_bool, is_float, rule, te, tir
+from .conv_layout import any_layout
 
 
 def _inside(idx, sizes, lo=None, hi=None) -> list:
@@ -17,39 +18,44 @@ def _inside(idx, sizes, lo=None, hi=None) -> list:
     return conds
 
 
-@rule("nn.conv3d")
-def _conv3d(inputs, attrs, out_type):
+def _conv_nd(inputs, attrs, out_type):
+    """Grouped N-d convolution (NC..., OI...) for any number of spatial dims."""
     data, weight = inputs
     dt = out_type.dtype
     sizes = data.shape[2:]
     o, ig = weight.shape[:2]
     ks = weight.shape[2:]
     og = o // attrs.groups
-    st, dl, pad = attrs.strides, attrs.dilation, attrs.padding
+    st, dl, begin = attrs.strides, attrs.dilation, attrs.padding[:len(sizes)]
 
     def f(n, oc, *pos):
         ic = te.reduce_axis(ig, "ic")
         taps = tuple(te.reduce_axis(k, f"r{a}") for a, k in enumerate(ks))
-        idx = tuple(p * s + r * d - b for p, s, r, d, b in zip(pos, st, taps, dl, pad[:3]))
+        idx = tuple(p * s + r * d - b for p, s, r, d, b in zip(pos, st, taps, dl, begin))
         ch = tir.floordiv(oc, og) * ig + ic if attrs.groups > 1 else ic
         prod = tir.cast(data[(n, ch) + idx], dt) * tir.cast(weight[(oc, ic) + taps], dt)
         return te.sum(prod, (ic,) + taps, where=tir.all(*_inside(idx, sizes)))
-    return te.compute(out_type.shape, f, name="T_conv3d")
+    return te.compute(out_type.shape, f, name=f"T_conv{len(sizes)}d")
 
 
-@rule("nn.conv3d_transpose")
-def _conv3d_transpose(inputs, attrs, out_type):
+rule("nn.conv3d")(any_layout("NCDHW", "OIDHW", _conv_nd))
+rule("nn.conv1d")(any_layout("NCW", "OIW", _conv_nd))
+
+
+@rule("nn.conv3d_transpose", "nn.conv1d_transpose")
+def _conv_transpose_nd(inputs, attrs, out_type):
+    """Grouped N-d transposed convolution (NC..., IO...)."""
     data, weight = inputs
     dt = out_type.dtype
     sizes = data.shape[2:]
     og, ks = weight.shape[1], weight.shape[2:]
     ig = data.shape[1] // attrs.groups
-    st, dl, pad = attrs.strides, attrs.dilation, attrs.padding
+    st, dl, begin = attrs.strides, attrs.dilation, attrs.padding[:len(sizes)]
 
     def f(n, oc, *pos):
         ic = te.reduce_axis(ig, "ic")
         taps = tuple(te.reduce_axis(k, f"r{a}") for a, k in enumerate(ks))
-        scaled = tuple(p + b - r * d for p, b, r, d in zip(pos, pad[:3], taps, dl))
+        scaled = tuple(p + b - r * d for p, b, r, d in zip(pos, begin, taps, dl))
         idx = tuple(tir.floordiv(t, s) for t, s in zip(scaled, st))
         conds = [tir.ge(t, 0) for t in scaled] + [tir.lt(i, n_) for i, n_ in zip(idx, sizes)]
         conds += [tir.eq(tir.floormod(t, s), tir.const(0, "int64"))
@@ -58,7 +64,7 @@ def _conv3d_transpose(inputs, attrs, out_type):
         prod = tir.cast(data[(n, ch) + idx], dt) * \
             tir.cast(weight[(ch, tir.floormod(oc, og)) + taps], dt)
         return te.sum(prod, (ic,) + taps, where=tir.all(*conds))
-    return te.compute(out_type.shape, f, name="T_conv3d_transpose")
+    return te.compute(out_type.shape, f, name=f"T_conv{len(sizes)}d_transpose")
 
 
 def _tap_count(base, k: int, d: int, lo, hi):
