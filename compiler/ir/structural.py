@@ -9,10 +9,10 @@ matches only itself, or any free var of the same annotation with map_free_vars=T
 Constants compare by dtype, shape and bytes; ops and global vars by name; attrs by value;
 call type_args only when the callee is not an op; checked types and name hints never.
 
-The hash numbers vars in a canonical pre-order (definitions before uses, so alpha-equivalent
-functions agree) and combines per-node hashes bottom-up once per node. It only mixes ints
+The hash serialises the graph in the order the equality walks it (see _Hasher): nodes met
+again become back-references, vars are numbered at their definitions. It only mixes ints
 with Python's deterministic tuple hash (strings and bytes go through blake2b), so the same
-program hashes the same in every process: usable as an on-disk compilation cache key.
+closed program hashes the same in every process: usable as an on-disk compilation cache key.
 """
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ import numpy as np
 from .expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,
                    TupleGetItem, Var)
 from .module import IRModule
-from .traversal import children, post_order
 from .types import Type, type_to_str
 
 _GRAPH_NODES = (Var, Call, Tuple, TupleGetItem, Let, If, Function)
@@ -255,15 +254,32 @@ class _Equal:
                             path, a, b)
         if a.ret_type != b.ret_type:
             return Mismatch(f"return types differ: {a.ret_type} vs {b.ret_type}", path, a, b)
-        if not _attrs_equal(a.attrs, b.attrs):
-            return Mismatch(f"function attrs differ: {a.attrs!r} vs {b.attrs!r}", path, a, b)
         if tuple(a.type_params) != tuple(b.type_params):
             return Mismatch("function type params differ", path, a, b)
         found = self._bind(a, b, path)
         for i, (x, y) in enumerate(zip(a.params, b.params)):
             found = found or self._define(x, y, (path, f".params[{i}]"))
+        if found is None and not self._function_attrs_equal(a.attrs, b.attrs):
+            return Mismatch(f"function attrs differ: {a.attrs!r} vs {b.attrs!r}", path, a, b)
         stack.append((a.body, b.body, (path, ".body")))
         return found
+
+    def _function_attrs_equal(self, a, b) -> bool:
+        """Attrs by value, except that a var held in an attribute (e.g. a param it refers to)
+        matches the var it is mapped to, as TVM compares a Var's vid under the mapping."""
+        if not a or not b:
+            return not a and not b
+        if sorted(a) != sorted(b):
+            return False
+        return all(self._attr_value_equal(a[key], b[key]) for key in a)
+
+    def _attr_value_equal(self, x, y) -> bool:
+        if isinstance(x, Var) or isinstance(y, Var):
+            return isinstance(x, Var) and isinstance(y, Var) and (
+                x is y or self.lmap.get(x) is y)
+        if isinstance(x, (tuple, list)) and isinstance(y, (tuple, list)):
+            return len(x) == len(y) and all(map(self._attr_value_equal, x, y))
+        return _values_equal(x, y)
 
 
 _STEPS = {Var: _Equal._var, Constant: _Equal._constant, Op: _Equal._op,
@@ -324,81 +340,96 @@ def _constant_hash(const: Constant) -> int:
 
 
 class _Hasher:
-    """Hashes expressions; var numbering is shared by everything this hasher sees."""
+    """Hashes expressions as a canonical serialisation of their graph, so it agrees with
+    structural_equal: graph nodes are numbered in the order the equality meets them, a node
+    met again is written as a back-reference to its number (so sharing is part of the hash,
+    `add(%0, %0)` differs from two equal copies), vars are numbered where they are defined,
+    and a free var is written as its identity unless free vars are mapped. The numbering
+    is shared by everything this hasher sees (a module's functions)."""
 
-    def __init__(self):
-        self.var_index: dict = {}
-        self.memo: dict = {}
+    def __init__(self, map_free_vars: bool):
+        self.map_free_vars = map_free_vars
+        self.index: dict = {}
 
-    def number_vars(self, root: RelayExpr) -> None:
-        """Number vars by a pre-order walk: definition points are met before their uses."""
-        index = self.var_index
-        seen: set = set()
+    def hash(self, root: RelayExpr) -> int:
+        stream: list = []
+        index = self.index
         stack = [root]
         while stack:
             node = stack.pop()
-            if node in seen:
-                continue
-            seen.add(node)
-            kind = type(node)
-            if kind is Function:
-                for param in node.params:
-                    index.setdefault(param, len(index))
-            elif kind is Let:
-                index.setdefault(node.var, len(index))
-            elif kind is Var:
-                index.setdefault(node, len(index))
-            stack.extend(reversed(children(node)))
+            if type(node) in _GRAPH_NODES:
+                seen = index.get(node)
+                if seen is not None:
+                    stream.append((0, seen))
+                    continue
+                index[node] = len(index)
+            stream.append(self._node_record(node, stack))
+        return hash(tuple(stream))
 
-    def hash(self, root: RelayExpr) -> int:
-        self.number_vars(root)
-        memo = self.memo
-        for node in post_order(root, memo):
-            memo[node] = self._node_hash(node, memo)
-        return memo[root]
+    def _define(self, var: Var) -> int:
+        self.index.setdefault(var, len(self.index))
+        return _type_hash(var.type_annotation)
 
-    def _node_hash(self, node: RelayExpr, memo: dict) -> int:
+    def _attr_hash(self, value) -> int:
+        if isinstance(value, Var):
+            number = self.index.get(value)
+            return hash((12, number)) if number is not None else hash((13, value.vid))
+        if isinstance(value, (tuple, list)) and any(isinstance(v, Var) for v in value):
+            return hash((7, *(self._attr_hash(v) for v in value)))
+        return _value_hash(value)
+
+    def _node_record(self, node: RelayExpr, stack: list) -> tuple:
+        """The node without its children (pushed so the first child is popped first)."""
         kind = type(node)
-        if kind is Var:
-            return hash((1, self.var_index[node], _type_hash(node.type_annotation)))
+        if kind is Var:  # met at a use before any definition: a free var
+            identity = 0 if self.map_free_vars else node.vid
+            return (1, _type_hash(node.type_annotation), identity)
         if kind is Constant:
-            return _constant_hash(node)
+            return (2, _constant_hash(node))
         if kind is Op:
-            return hash((3, _str_hash(node.name)))
+            return (3, _str_hash(node.name))
         if kind is GlobalVar:
-            return hash((4, _str_hash(node.name_hint)))
+            return (4, _str_hash(node.name_hint))
         if kind is Call:
             type_args = (0 if isinstance(node.op, Op)
                          else hash(tuple(_type_hash(t) for t in node.type_args)))
-            return hash((5, memo[node.op], _value_hash(dict(node.attrs or {})), type_args,
-                         *(memo[a] for a in node.args)))
+            stack.extend(reversed(node.args))
+            stack.append(node.op)
+            return (5, _value_hash(dict(node.attrs or {})), type_args, len(node.args))
         if kind is Tuple:
-            return hash((6, *(memo[f] for f in node.fields)))
+            stack.extend(reversed(node.fields))
+            return (6, len(node.fields))
         if kind is TupleGetItem:
-            return hash((7, memo[node.tuple_value], node.index))
+            stack.append(node.tuple_value)
+            return (7, node.index)
         if kind is Let:
-            return hash((8, memo[node.var], memo[node.value], memo[node.body]))
+            var_type = self._define(node.var)
+            stack.append(node.body)
+            stack.append(node.value)
+            return (8, var_type)
         if kind is If:
-            return hash((9, memo[node.cond], memo[node.true_branch], memo[node.false_branch]))
+            stack.extend((node.false_branch, node.true_branch, node.cond))
+            return (9,)
         if kind is Function:
-            return hash((10, _type_hash(node.ret_type), _value_hash(dict(node.attrs or {})),
-                         *(memo[p] for p in node.params), memo[node.body]))
+            param_types = tuple(self._define(p) for p in node.params)
+            attrs = sorted((node.attrs or {}).items(), key=lambda kv: str(kv[0]))
+            attrs_hash = hash(tuple((_str_hash(str(k)), self._attr_hash(v)) for k, v in attrs))
+            stack.append(node.body)
+            return (10, _type_hash(node.ret_type), attrs_hash, param_types)
         raise TypeError(f"structural_hash: unknown expression kind {kind.__name__}")
 
 
 def structural_hash(node, map_free_vars: bool = False) -> int:
-    """A hash consistent with structural_equal, stable across processes; linear time.
-
-    Free vars are numbered like bound ones, so the hash is the same whether or not free vars
-    are mapped (map_free_vars is accepted for TVM's signature)."""
+    """A hash consistent with structural_equal, stable across processes for programs without
+    free vars; linear time. Free vars hash by identity unless map_free_vars is set."""
     if isinstance(node, IRModule):
-        hasher = _Hasher()
+        hasher = _Hasher(map_free_vars)
         funcs = sorted(((gv.name_hint, f) for gv, f in node.functions.items()),
                        key=lambda item: item[0])
         return hash((11, _value_hash(node.attrs),
                      *((_str_hash(name), hasher.hash(f)) for name, f in funcs)))
     if isinstance(node, RelayExpr):
-        return _Hasher().hash(node)
+        return _Hasher(map_free_vars).hash(node)
     if isinstance(node, Type):
         return _type_hash(node)
     return _value_hash(node)
