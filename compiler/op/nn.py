@@ -309,5 +309,7 @@ from .nn_norm import *  # noqa: E402,F401,F403
 from .nn_norm import __all__ as _norm_all  # noqa: E402
 from .nn_pool import *  # noqa: E402,F401,F403
 from .nn_pool import __all__ as _pool_all  # noqa: E402
+from .nn_upsampling import *  # noqa: E402,F401,F403
+from .nn_upsampling import __all__ as _upsampling_all  # noqa: E402
 
-__all__ += _norm_all + _pool_all
+__all__ += _norm_all + _pool_all + _upsampling_all

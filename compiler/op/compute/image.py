@@ -1,4 +1,4 @@
-"""image.grid_sample: data-dependent gathers whose indices are clamped before every load.
+"""image.grid_sample and nn.upsampling: gathers whose indices are clamped before every load.
 
 Each output element sums its (2 or 4)^ndim taps, unrolled; a tap outside the input reads a
 clamped index and is then masked (zeros padding) so native code never reads out of bounds,
@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 
 from compiler.op.image import CUBIC_A, bounds
+from compiler.op.nn_upsampling import NEAREST_EPSILON, source_scale, spatial_axes
 
 from .common import clamp, rule, te, tir
 
@@ -108,3 +109,39 @@ def _grid_sample(inputs, attrs, out_type):
             total = v if total is None else total + v
         return total
     return te.compute(out_type.shape, f, name="T_grid_sample")
+
+
+def _upsampling_taps(i, in_size: int, out: int, attrs) -> list:
+    """[(int64 index, float32 weight or None)] along one axis for output index i."""
+    f32 = "float32"
+    src = tir.cast(i, f32) * _f(source_scale(in_size, out, attrs.align_corners), f32)
+    if attrs.method == "nearest_neighbor":
+        near = tir.round(src) if attrs.align_corners \
+            else tir.floor(src + _f(NEAREST_EPSILON, f32))
+        return [(clamp(tir.cast(near, "int64"), 0, in_size - 1), None)]
+    low = tir.floor(src)
+    t = src - low
+    low = tir.cast(low, "int64")
+    return [(clamp(low, 0, in_size - 1), _f(1, f32) - t), (clamp(low + 1, 0, in_size - 1), t)]
+
+
+@rule("nn.upsampling")
+def _upsampling(inputs, attrs, out_type):
+    (x,) = inputs
+    ah, aw = spatial_axes(attrs.layout)
+
+    def f(*i):
+        rows = _upsampling_taps(i[ah], x.shape[ah], out_type.shape[ah], attrs)
+        cols = _upsampling_taps(i[aw], x.shape[aw], out_type.shape[aw], attrs)
+
+        def at(r, c):
+            idx = list(i)
+            idx[ah], idx[aw] = r, c
+            return tir.cast(x[tuple(idx)], "float32")
+        if attrs.method == "nearest_neighbor":
+            return tir.cast(at(rows[0][0], cols[0][0]), out_type.dtype)
+        (c0, w0), (c1, w1) = cols
+        top = at(rows[0][0], c0) * w0 + at(rows[0][0], c1) * w1
+        bottom = at(rows[1][0], c0) * w0 + at(rows[1][0], c1) * w1
+        return tir.cast(top * rows[0][1] + bottom * rows[1][1], out_type.dtype)
+    return te.compute(out_type.shape, f, name="T_upsampling")
