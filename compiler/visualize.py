@@ -13,6 +13,7 @@ optional `viz` extra); the SVG is written here. Element classes, for styling and
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Iterable, Mapping
 from xml.sax.saxutils import escape
@@ -20,7 +21,7 @@ from xml.sax.saxutils import escape
 from compiler.errors import CompilerError
 from runtime.graph_json import NOP, parse_graph
 
-__all__ = ["draw_graph", "VizDependencyError"]
+__all__ = ["draw_graph", "require_layout_library", "VizDependencyError"]
 
 CHAR_WIDTH = 7.2  # px per character of the 12 px monospace font
 LINE_HEIGHT = 15
@@ -73,17 +74,22 @@ def _heat(fraction: float) -> str:
     return f"#ff{int(255 - 180 * f):02x}{int(255 - 200 * f):02x}"
 
 
+def require_layout_library() -> None:
+    """Raise VizDependencyError, saying how to install it, when grandalf is missing (an
+    optional dependency, so it is imported only when a graph is drawn)."""
+    if importlib.util.find_spec("grandalf") is None:
+        raise VizDependencyError("drawing the graph needs the grandalf layout library: "
+                                 "pip install 'relayjit[viz]'")
+
+
 def draw_graph(graph_json: str, params: Iterable[str] = (),
                node_times: Mapping[str, float] | None = None, title: str = "") -> str:
     """SVG text of the graph; `params` names the inputs that are bound params; node_times
     (seconds by node name, e.g. from a debug_executor profile) shades and labels kernels."""
-    try:
-        from grandalf.graphs import Edge, Graph, Vertex
-        from grandalf.layouts import SugiyamaLayout
-        from grandalf.routing import route_with_lines
-    except ImportError:
-        raise VizDependencyError("drawing the graph needs the grandalf layout library: "
-                                 "pip install 'relayjit[viz]'") from None
+    require_layout_library()
+    from grandalf.graphs import Edge, Graph, Vertex
+    from grandalf.layouts import SugiyamaLayout
+    from grandalf.routing import route_with_lines
     plan = parse_graph(graph_json)  # validates everything used below
     graph = json.loads(graph_json)
     param_names = set(params)

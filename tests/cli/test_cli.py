@@ -123,8 +123,9 @@ def test_missing_file(capsys, tmp_path):
     for command in ["compile", "run", "bench", "inspect"]:
         code, _, err = run_cli(capsys, command, str(tmp_path / "nope.onnx"))
         assert code == 2 and "no such file" in err, command
-    code, _, err = run_cli(capsys, "compile", str(tmp_path))  # a directory is not a file
-    assert code == 2 and "no such file" in err
+    for command in ["compile", "run", "profile"]:
+        code, _, err = run_cli(capsys, command, str(tmp_path))  # a directory is not a model
+        assert code == 2 and f"{tmp_path} is a directory; expected an ONNX model" in err
 
 
 def test_not_an_onnx_file(capsys, tmp_path):
@@ -147,14 +148,15 @@ def test_bad_shape(onnx_path, capsys, shape):
 
 
 def test_bad_input_arguments(exported, tmp_path, capsys):
-    code, _, err = run_cli(capsys, "run", exported, "--input", "data_0")
-    assert code == 2 and "expected NAME=FILE.npy" in err
+    code, _, err = run_cli(capsys, "run", exported, "--input", "=x.npy")
+    assert code == 2 and "expected NAME=FILE.npy or FILE.npz" in err
     code, _, err = run_cli(capsys, "run", exported, "--input", f"data_0={tmp_path / 'no.npy'}")
     assert code == 2 and "no such file" in err
     text = tmp_path / "text.npy"
     text.write_text("not numpy")
     code, _, err = run_cli(capsys, "run", exported, "--input", f"data_0={text}")
-    assert code == 2 and "is not a .npy array file" in err and str(text) in err
+    assert code == 2 and "is not a NumPy .npy or .npz file" in err and str(text) in err
+    assert "pickled" not in err
     small = tmp_path / "small.npy"
     np.save(small, np.zeros((2, 2), "float32"))
     code, _, err = run_cli(capsys, "run", exported, "--input", f"nope={small}")
@@ -165,10 +167,15 @@ def test_bad_input_arguments(exported, tmp_path, capsys):
 
 
 def test_bad_bench_repeat(exported, capsys):
-    code, _, err = run_cli(capsys, "bench", exported, "--repeat", "0")
-    assert code == 1 and "repeat must be an int >= 1" in err
+    with pytest.raises(SystemExit) as info:
+        cli.main(["bench", exported, "--repeat", "0"])
+    assert info.value.code == 2
+    assert "argument --repeat: expected a number >= 1, got 0" in capsys.readouterr().err
 
 
 def test_unknown_demo_model(capsys):
-    code, _, err = run_cli(capsys, "demo", "--model", "nosuch")
-    assert code == 1 and "unknown light model 'nosuch'" in err and "squeezenet" in err
+    with pytest.raises(SystemExit) as info:
+        cli.main(["demo", "--model", "nosuch"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'nosuch'" in err and "squeezenet" in err
