@@ -335,7 +335,8 @@ class _Printer:
     def _function(self, fn: Function, prefix: str = "fn ") -> Printing:
         params = [self._alloc_var(p) for p in fn.params]
         params += [f"{key}={attr_value(value)}" for key, value in (fn.attrs or {}).items()]
-        head = f"{prefix}({', '.join(params)}) "
+        type_params = ", ".join(type_to_str(tp) for tp in fn.type_params)
+        head = f"{prefix}{f'<{type_params}>' if type_params else ''}({', '.join(params)}) "
         if fn.ret_type is not None:
             head += f"-> {type_to_str(fn.ret_type)} "
         body = yield self._body(fn.body)
