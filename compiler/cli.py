@@ -21,6 +21,7 @@ from codegen.printer import primfunc_str
 from compiler import relay, transform
 from compiler.backend.graph_codegen import GraphCodegen
 from compiler.build import build_progress, lower_module, optimize
+from compiler.cli_serve import add_serve_parser
 from compiler.errors import CompilerError
 from compiler.interpreter import evaluate
 from compiler.ir.expr import Call, Function, Op
@@ -700,6 +701,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the same, so the check is weak)")
     common(p, shapes=False, target=False)
     p.set_defaults(func=cmd_demo)
+
+    add_serve_parser(sub)
     return parser
 
 

@@ -292,9 +292,10 @@ class Server:
         import ray
         from ray import serve
 
-        serve.delete(self.name)
         if self.owns_cluster:
             serve.shutdown()
+        else:
+            serve.delete(self.name)
         if self.started_ray:
             ray.shutdown()
 
@@ -311,6 +312,11 @@ def start(path: str | os.PathLike, replicas: int = 1, port: int = 8000, threads:
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(address=address, include_dashboard=False, logging_level="warning")
-    serve.start(http_options={"host": host, "port": port})
-    serve.run(app, name=name, route_prefix="/")
-    return Server(f"http://{host}:{port}/", name, started_ray, started_ray and address is None)
+    server = Server(f"http://{host}:{port}/", name, started_ray, started_ray and address is None)
+    try:
+        serve.start(http_options={"host": host, "port": port})
+        serve.run(app, name=name, route_prefix="/")
+    except BaseException:
+        server.stop()
+        raise
+    return server

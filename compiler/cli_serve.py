@@ -1,0 +1,56 @@
+"""`relayjit serve model.rjit`: an exported module behind a Ray Serve HTTP endpoint
+(runtime.serving) until Ctrl-C; `pip install 'relayjit[serve]'` brings Ray."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from runtime import serving
+from runtime.thread_config import check_thread_count
+
+
+def _count(text: str) -> int:
+    try:
+        return check_thread_count(int(text), "the count")
+    except (TypeError, ValueError) as err:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r} ({err})")
+
+
+def add_serve_parser(sub) -> None:
+    """The `serve` subcommand on the CLI's subparsers."""
+    p = sub.add_parser("serve", help="serve a .rjit module over HTTP on Ray Serve")
+    p.add_argument("model", help="the module file (.rjit) written by `relayjit compile`")
+    p.add_argument("--replicas", type=_count, default=1,
+                   help="replicas (processes) behind the endpoint, each loading the module "
+                        "once (default: 1)")
+    p.add_argument("--threads", type=_count, default=1,
+                   help="kernel threads per replica; each replica reserves as many Ray CPUs "
+                        "(default: 1)")
+    p.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: 127.0.0.1; 0.0.0.0 for every interface)")
+    p.add_argument("--address", help='join this Ray cluster ("auto", or "ray://HOST:PORT") '
+                                     "instead of starting a local Ray instance")
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args) -> int:
+    try:
+        import ray  # noqa: F401  (only to say clearly when it is missing)
+    except ImportError:
+        print("relayjit: error: serving needs Ray: pip install 'relayjit[serve]'", file=sys.stderr)
+        return 2
+    server = serving.start(args.model, replicas=args.replicas, port=args.port,
+                           threads=args.threads, address=args.address, host=args.host)
+    try:
+        print(f"serving {args.model} with {args.replicas} replica(s) x {args.threads} "
+              f"thread(s) at {server.url}  (POST inputs as JSON or .npz; GET "
+              f"{server.url}metadata, {server.url}healthz); Ctrl-C stops", flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopping", file=sys.stderr)
+    finally:
+        server.stop()
+    return 0
