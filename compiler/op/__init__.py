@@ -12,3 +12,4 @@ from . import nn_deform  # noqa: F401,E402
 from . import annotation  # noqa: F401,E402
 from . import nn1d  # noqa: F401,E402
 from . import cost  # noqa: F401,E402
+from . import type_solvers  # noqa: F401,E402

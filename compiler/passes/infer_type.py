@@ -12,8 +12,11 @@ the fill-ins; otherwise the very same nodes come back, so identity and memo tabl
 
 Module functions are inferred callees first (a post-order of the call graph), so `main` may
 come before the functions it calls; mutually recursive functions need full annotations.
-Parameters need annotations: there is no unification, so a parameter whose type is not given
-is an error naming it. Call type_args are not filled in (primitive ops are monomorphic here).
+A parameter without annotation is typed at its first use as an op argument, by the op's
+OpDef.solve_missing (conv2d's weight from channels and kernel_size, dense's from units,
+bias_add's from the data's axis: what TVM's type relations solve); there is no general
+unification, so a parameter no solver can type is an error naming it. Call type_args are not
+filled in (primitive ops are monomorphic here).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, 
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order, rewrite_post_order
 from compiler.ir.types import FuncType, IncompleteType, TensorType, TupleType, Type
+from compiler.op import registry
 from compiler.transform.context import PassInfo
 from compiler.transform.pass_infra import ModulePass, register_pass
 
@@ -96,6 +100,7 @@ class _Inferer:
     def __init__(self, global_type):
         self.global_type = global_type
         self.types: dict = {}
+        self.untyped: set = set()  # params waiting for an op's solve_missing to type them
         self.needs_fill = False
 
     # ----- the sweep
@@ -126,12 +131,8 @@ class _Inferer:
             return
         value = let_values.get(var)
         if value is None:
-            what = "has no type annotation" if ann is None else f"is annotated {ann}"
-            raise TypeInferenceError(
-                f"InferType: variable %{var.name_hint} {what}, and its type cannot be inferred "
-                f"(it is a function parameter or a free input): give it a full annotation, "
-                f"e.g. relay.var({var.name_hint!r}, shape=(...), dtype=\"float32\")")
-        if value in self.types:
+            self.untyped.add(var)  # typed by the op call that first uses it, if it can be
+        elif value in self.types:
             self._bind_let_var(var, self.types[value])
         else:
             pending.setdefault(value, []).append(var)
@@ -149,6 +150,15 @@ class _Inferer:
         try:
             return self.types[node]
         except KeyError:
+            if node in self.untyped:
+                ann = node.type_annotation
+                what = "has no type annotation" if ann is None else f"is annotated {ann}"
+                raise TypeInferenceError(
+                    f"InferType: variable %{node.name_hint} {what}, and its type cannot be "
+                    f"inferred from its use in {brief(parent)} (ops such as nn.conv2d, "
+                    "nn.dense and nn.bias_add type a weight from their attributes and the "
+                    "data): give it a full annotation, e.g. "
+                    f"relay.var({node.name_hint!r}, shape=(...), dtype=\"float32\")") from None
             if type(node) is Var:
                 raise TypeInferenceError(
                     f"InferType: let var %{node.name_hint} is used (in {brief(parent)}) before "
@@ -189,6 +199,8 @@ class _Inferer:
         raise TypeInferenceError(f"InferType: cannot type a {kind.__name__} node")
 
     def _type_call(self, call: Call) -> Type:
+        if type(call.op) is Op:
+            self._solve_untyped_args(call)
         arg_types = [self._child(a, call) for a in call.args]
         if type(call.op) is Op:
             return self._type_op_call(call, arg_types)
@@ -206,8 +218,26 @@ class _Inferer:
                     f"{brief(call.op, 0)} expects {want} (callee type {fty})")
         return fty.ret_type
 
+    def _solve_untyped_args(self, call: Call) -> None:
+        """Type the call's unannotated params through the op's solve_missing, if it has one."""
+        opdef = registry.get_def(call.op.name)
+        if opdef.solve_missing is None or not any(a in self.untyped for a in call.args):
+            return
+        known = [self.types.get(a) for a in call.args]
+        try:
+            solved = opdef.solve_missing(known, call.attrs)
+        except (CompilerError, TypeError, ValueError, IndexError, AttributeError) as err:
+            raise TypeInferenceError(f"InferType: {opdef.name} cannot type the unannotated "
+                                     f"arguments of {brief(call)}: {err}") from err
+        for index, ty in solved.items():
+            var = call.args[index]
+            if known[index] is None and var in self.untyped:
+                self.untyped.discard(var)
+                self.types[var] = ty
+                var._set_checked_type(ty)
+                self.needs_fill = True
+
     def _type_op_call(self, call: Call, arg_types: list) -> Type:
-        from compiler.op import registry
         name = call.op.name
         opdef = registry.get_def(name)
         if opdef.num_inputs != registry.VARIADIC and opdef.num_inputs != len(arg_types):
