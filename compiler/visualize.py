@@ -101,7 +101,8 @@ def draw_graph(graph_json: str, params: Iterable[str] = (),
             inputs[nid] = (name, entry)
     for op in plan.ops:
         owner.update((e, op.nid) for e in op.outputs)
-    slowest = max(node_times.values(), default=0.0) if node_times else 0.0
+    times = dict(node_times or {})
+    total, slowest = sum(times.values()), max(times.values(), default=0.0)
     vertices: dict[int, Vertex] = {}
     edges = []
 
@@ -121,7 +122,9 @@ def draw_graph(graph_json: str, params: Iterable[str] = (),
                        f"{_shape_text(plan.shapes[e])}" for e in op.inputs
                        if owner[e] not in vertices]
         reads = [e for e in op.inputs if owner[e] in vertices]
-        add_vertex(op.nid, _kernel_box(graph["nodes"][op.nid], params_read, node_times, slowest))
+        seconds = times.get(graph["nodes"][op.nid]["name"])
+        add_vertex(op.nid, _kernel_box(graph["nodes"][op.nid], params_read, seconds,
+                                       total, slowest))
         for e in reads:
             add_edge(e, op.nid)
     for i, entry in enumerate(plan.outputs):
@@ -131,21 +134,19 @@ def draw_graph(graph_json: str, params: Iterable[str] = (),
     return _svg([v.view for v in vertices.values()], [e.view for e in edges], title)
 
 
-def _kernel_box(node: dict, param_lines: list[str],
-                node_times: Mapping[str, float] | None, slowest: float) -> _Box:
+def _kernel_box(node: dict, param_lines: list[str], seconds: float | None, total: float,
+                slowest: float) -> _Box:
     """A kernel's box: its fused ops, the params it reads, and its time when profiled."""
-    name = str(node["name"])
     attrs = node.get("attrs") or {}
     kernel = str(attrs.get("func_name", ""))
     ops = [op for op in str(attrs.get("relay_ops", "")).split(",") if op] or [kernel]
     lines = _wrap(ops)
     fill = None
-    if node_times is not None and name in node_times:
-        seconds = node_times[name]
-        lines.append(f"{seconds * 1e3:.3f} ms")
+    if seconds is not None:
+        lines.append(f"{seconds * 1e3:.3f} ms ({seconds / (total or 1.0):.0%})")
         fill = _heat(seconds / slowest if slowest else 0.0)
     return _Box("kernel nop" if kernel == NOP else "kernel", lines, param_lines,
-                f"{name}\nkernel {kernel}", fill)
+                f"{node['name']}\nkernel {kernel}", fill)
 
 
 def _layout(graph, layout_class, router) -> None:

@@ -104,15 +104,16 @@ class ProfileReport:
         """A fixed-width text table (slowest first unless sort=False), with the totals."""
         rows = self.sorted() if sort else list(self.nodes)
         shown = rows[:top] if top else rows
-        head = (f"{'node':<44} {'ops':<36} {'median ms':>10} {'spread ms':>17} {'share':>6} "
-                f"{'rate':>13}  shapes (in -> out)")
+        head = (f"{'node':<40} {'fused ops':<44} {'median ms':>10} {'min..max ms':>17} "
+                f"{'share':>6} {'rate':>13}  shapes (in -> out)")
         lines = [head, "-" * len(head)]
         for n in shown:
-            spread = f"{n.min * 1e3:.3f}..{n.max * 1e3:.3f}"
+            spread = f"{n.min * 1e3:.4f}..{n.max * 1e3:.4f}"
             rate = (f"{n.gflops:8.2f} GF/s" if n.gflops is not None else
                     f"{n.gbytes_per_second:8.2f} GB/s" if n.gbytes_per_second is not None else "")
             shapes = f"{_shapes(n.input_shapes)} -> {_shapes(n.output_shapes)}"
-            lines.append(f"{_cut(n.name, 44):<44} {_cut(','.join(n.ops), 36):<36} "
+            name = n.name.removeprefix("tvmgen_default_")
+            lines.append(f"{_cut(name, 40):<40} {_cut(', '.join(n.ops), 44):<44} "
                          f"{n.median * 1e3:>10.4f} {spread:>17} {n.share * 100:>5.1f}% "
                          f"{rate:>13}  {shapes}")
         if len(shown) < len(rows):
