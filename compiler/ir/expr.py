@@ -225,6 +225,10 @@ class GlobalVar(RelayExpr):
             raise TypeError(f"GlobalVar name must be a str, got {type(name_hint).__name__}")
         self._set(name_hint=name_hint, span=span)
 
+    def __call__(self, *args: RelayExpr) -> "Call":
+        """@f(x, y): a call of the module function this names."""
+        return Call(self, args)
+
 
 def _check_exprs(what: str, items: Sequence) -> tuple:
     items = tuple(items)
@@ -323,6 +327,10 @@ class Function(RelayExpr):
             attrs = DictAttrs(attrs)
         self._set(params=params, body=body, ret_type=ret_type,
                   type_params=tuple(type_params or ()), attrs=attrs, span=span)
+
+    def __call__(self, *args: RelayExpr) -> Call:
+        """f(x, y): a call of this function."""
+        return Call(self, args)
 
     def with_attr(self, key: str, value: Any) -> "Function":
         """A copy of this function with one attribute set."""

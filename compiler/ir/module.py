@@ -100,6 +100,18 @@ class IRModule:
 
     __repr__ = __str__
 
+    def with_attr(self, key: str, value) -> "IRModule":
+        """A copy of this module (same functions) with one module attribute set."""
+        mod = self.shallow_copy()
+        mod.attrs[key] = value
+        return mod
+
+    def get_attr(self, key: str, default=None):
+        return self.attrs.get(key, default)
+
+    def same_as(self, other) -> bool:
+        return self is other
+
     def shallow_copy(self) -> "IRModule":
         mod = IRModule()
         mod._functions = dict(self._functions)

@@ -15,13 +15,36 @@ class Type:
     def __str__(self) -> str:
         return type_to_str(self)
 
+    def same_as(self, other) -> bool:
+        """Identity, as TVM's Object.same_as (== compares types by value)."""
+        return self is other
+
+
+class IntImm(int):
+    """A shape dimension: a plain int (equal, hashing and computing like one, so shape code
+    is unchanged) that also answers TVM's IntImm surface, `.value` and `.dtype`."""
+
+    __slots__ = ()
+    dtype = "int32"
+
+    @property
+    def value(self) -> int:
+        return int(self)
+
+
+# TVM spells the 1-bit boolean both ways; relayjit keeps "bool"
+_DTYPE_ALIASES = {"uint1": "bool", "bool": "bool"}
+
 
 def _check_dtype(dtype) -> str:
+    text = str(dtype)
+    alias = _DTYPE_ALIASES.get(text)
+    if alias is not None:
+        return alias
     try:
-        name = np.dtype(str(dtype)).name if str(dtype) != "bool" else "bool"
+        return np.dtype(text).name
     except TypeError:
         raise TypeError(f"TensorType dtype: {dtype!r} is not a known data type") from None
-    return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +58,7 @@ class TensorType(Type):
         if isinstance(shape, (int, np.integer)):
             shape = (shape,)
         try:
-            dims = tuple(int(d) for d in shape)
+            dims = tuple(IntImm(d) for d in shape)
         except (TypeError, ValueError):
             raise TypeError(f"TensorType shape must be a sequence of ints, got {shape!r}") from None
         if any(d < 0 for d in dims):
@@ -73,9 +96,44 @@ class TupleType(Type):
         return len(self.fields)
 
 
-@dataclass(frozen=True, slots=True)
+class TypeKind:
+    """TVM's kinds of type variables."""
+
+    Type = 0
+    ShapeVar = 1
+    Constraint = 4
+    AdtHandle = 5
+    TypeData = 6
+
+
+class TypeVar(Type):
+    """A type variable (the `t` of `fn <t>(t) -> t`); equal only to itself, except that
+    FuncTypes binding type vars compare up to renaming."""
+
+    __slots__ = ("name_hint", "kind")
+
+    def __init__(self, name_hint: str, kind: int = TypeKind.Type):
+        if not isinstance(name_hint, str):
+            raise TypeError(f"TypeVar name_hint must be a str, got {type(name_hint).__name__}")
+        self.name_hint, self.kind = name_hint, kind
+
+    def __repr__(self) -> str:
+        return self.name_hint
+
+
+class GlobalTypeVar(TypeVar):
+    """The name of a global type definition (an ADT) in a module."""
+
+    __slots__ = ()
+
+    def __init__(self, name_hint: str, kind: int = TypeKind.AdtHandle):
+        super().__init__(name_hint, kind)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class FuncType(Type):
-    """The type of a Relay function."""
+    """The type of a Relay function; polymorphic over its type_params, so two FuncTypes are
+    equal when they match after renaming their bound type vars."""
 
     arg_types: tuple
     ret_type: Type
@@ -83,10 +141,38 @@ class FuncType(Type):
     type_constraints: tuple = ()
 
     def __init__(self, arg_types, ret_type, type_params=(), type_constraints=()):
+        type_params = tuple(type_params or ())
+        for tp in type_params:
+            if not isinstance(tp, TypeVar):
+                raise TypeError(f"FuncType type_params must be TypeVars, got "
+                                f"{type(tp).__name__}")
         object.__setattr__(self, "arg_types", tuple(arg_types))
         object.__setattr__(self, "ret_type", ret_type)
-        object.__setattr__(self, "type_params", tuple(type_params or ()))
+        object.__setattr__(self, "type_params", type_params)
         object.__setattr__(self, "type_constraints", tuple(type_constraints or ()))
+
+    def _canonical(self) -> tuple:
+        """The signature with bound type vars replaced by their position."""
+        bound = {tp: ("type_param", i) for i, tp in enumerate(self.type_params)}
+
+        def canon(ty):
+            if isinstance(ty, TypeVar):
+                return bound.get(ty, ty)
+            if isinstance(ty, TupleType):
+                return ("tuple", *(canon(f) for f in ty.fields))
+            if isinstance(ty, FuncType) and not ty.type_params:
+                return ("fn", tuple(canon(a) for a in ty.arg_types), canon(ty.ret_type))
+            return ty
+        return (len(self.type_params), tuple(canon(a) for a in self.arg_types),
+                canon(self.ret_type), self.type_constraints)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, FuncType):
+            return NotImplemented
+        return self is other or self._canonical() == other._canonical()
+
+    def __hash__(self) -> int:
+        return hash(self._canonical())
 
 
 _incomplete_ids = count()
@@ -103,6 +189,11 @@ class IncompleteType(Type):
 
     def __repr__(self) -> str:
         return f"IncompleteType({self._id})"
+
+
+def scalar_type(dtype: str) -> TensorType:
+    """The type of a scalar of dtype (relay.scalar_type)."""
+    return TensorType((), dtype)
 
 
 def _dim_str(shape: tuple) -> str:
@@ -123,7 +214,12 @@ def type_to_str(t: Type) -> str:
         return "(" + ", ".join(type_to_str(f) for f in t.fields) + ")"
     if isinstance(t, FuncType):
         args = ", ".join(type_to_str(a) for a in t.arg_types)
-        return f"fn ({args}) -> {type_to_str(t.ret_type)}"
+        params = ""
+        if t.type_params:
+            params = "<" + ", ".join(type_to_str(p) for p in t.type_params) + ">"
+        return f"fn {params}({args}) -> {type_to_str(t.ret_type)}"
+    if isinstance(t, TypeVar):
+        return t.name_hint
     if isinstance(t, IncompleteType):
         return "?"
     return repr(t)

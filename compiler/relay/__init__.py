@@ -2,7 +2,8 @@
 from compiler.ir import (Call, Constant, Function, GlobalVar, If, IRModule, Let, Op,  # noqa: F401
                          Tuple, TupleGetItem, TupleWrapper, Var, const, var)
 from compiler.ir import ExprFunctor, ExprMutator, ExprVisitor  # noqa: F401
-from compiler.ir.types import FuncType, IncompleteType, TensorType, TupleType  # noqa: F401
+from compiler.ir.types import (FuncType, GlobalTypeVar, IncompleteType, TensorType,  # noqa: F401
+                               TupleType, TypeKind, TypeVar, scalar_type)
 from compiler.op.tensor import *  # noqa: F401,F403
 from compiler.op.transform import *  # noqa: F401,F403
 from compiler.op.reduce import *  # noqa: F401,F403
@@ -14,6 +15,7 @@ from . import annotation  # noqa: F401
 from . import op  # noqa: F401
 from . import analysis, transform, build_module  # noqa: F401
 from .build_module import build, create_executor  # noqa: F401
+from .scope_builder import ScopeBuilder  # noqa: F401
 from compiler.passes.bind import bind  # noqa: F401
 from . import frontend  # noqa: F401
 
