@@ -13,6 +13,8 @@ import compiler as tvm
 from compiler import relay
 from compiler.errors import CompilerError, TypeInferenceError
 
+OPS_TESTED = ["nn.conv1d", "nn.conv1d_transpose", "nn.upsampling", "contrib_reverse_reshape",
+              "annotation.stop_fusion"]
 RNG = np.random.default_rng(11)
 
 
@@ -311,3 +313,10 @@ def test_shift_dtypes_and_type_rules(dtype):
     f = relay.var("f", shape=(2,))
     with pytest.raises(TypeInferenceError, match="integer"):
         checked_type(relay.right_shift(f, f))
+
+
+def test_stop_fusion_is_the_identity():
+    x = relay.var("x", shape=(2, 3))
+    xv = rand(2, 3)
+    np.testing.assert_allclose(run(relay.annotation.stop_fusion(relay.exp(x)), xv), np.exp(xv),
+                               rtol=1e-6)
