@@ -25,7 +25,7 @@ program parses at constant Python stack depth.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from compiler.errors import CompilerError
 from compiler.ir.attrs import DictAttrs
@@ -40,17 +40,16 @@ from compiler.passes.infer_type import InferType
 
 __all__ = ["parse", "parse_expr", "fromtext", "ParseError", "meta_table"]
 
-# A literal's suffix -> dtype (TVM's: 1f, 1f64, 1i64, 1u8; no suffix: int32 or float32).
-_INT_SUFFIX = {"": "int32", "i": "int32", "u": "uint32"}
-_FLOAT_SUFFIX = {"": "float32", "f": "float32"}
 _PROJECTION = re.compile(r"(.+)\.(\d+)$")
 
 
 def _literal_dtype(token: Token) -> str:
+    """TVM's literal suffixes: 1f, 1f16, 1f64, 1i64, 1u8; no suffix is int32 or float32."""
     suffix = token.suffix
-    table = _FLOAT_SUFFIX if token.kind == "FLOAT" else _INT_SUFFIX
-    if suffix in table:
-        return table[suffix]
+    if not suffix:
+        return "float32" if token.kind == "FLOAT" else "int32"
+    if suffix == "f":
+        return "float32"
     return {"f": "float", "i": "int", "u": "uint"}[suffix[0]] + suffix[1:]
 
 
@@ -70,8 +69,8 @@ class _Parser:
     def token(self) -> Token:
         return self.tokens[self.pos]
 
-    def peek(self, offset: int = 1) -> Token:
-        return self.tokens[min(self.pos + offset, len(self.tokens) - 1)]
+    def peek(self) -> Token:
+        return self.tokens[min(self.pos + 1, len(self.tokens) - 1)]
 
     def error(self, message: str, token: Token | None = None) -> ParseError:
         token = token or self.token
@@ -97,6 +96,30 @@ class _Parser:
             raise self.error(f"expected {what}, got {self.describe(self.token)}")
         self.pos += 1
         return self.tokens[self.pos - 1]
+
+    def sequence(self, closing: str, item: Callable[[], Any]) -> list:
+        """item() repeated, comma separated (a trailing comma allowed), then `closing`."""
+        items = []
+        while not self.at(closing):
+            items.append(item())
+            if not self.accept(","):
+                break
+        self.expect(closing)
+        return items
+
+    def arguments(self, item: Callable[[], Any]) -> tuple[list, dict]:
+        """`item, ..., key=value, ...)`: the items, and the attributes by name."""
+        attrs: dict = {}
+
+        def one():
+            if self.token.kind == "IDENT" and self.peek().text == "=" \
+                    and self.peek().kind == "PUNCT":
+                key = self.token.text
+                self.pos += 2
+                attrs[key] = self.attr_value()
+                return attrs
+            return item()
+        return [x for x in self.sequence(")", one) if x is not attrs], attrs
 
     @staticmethod
     def describe(token: Token) -> str:
@@ -232,19 +255,12 @@ class _Parser:
         """`(params, attrs) -> ret { body }` after `fn` or `def @name`."""
         self.expect("(")
         undo: list = []
-        params, attrs = [], {}
-        while not self.at(")"):
-            if self.token.kind == "IDENT" and self.peek().text == "=":
-                key = self.token.text
-                self.pos += 2
-                attrs[key] = self.attr_value()
-            else:
-                var = self.new_var()
-                params.append(var)
-                self.define(var.name_hint, var, undo)
-            if not self.accept(","):
-                break
-        self.expect(")")
+
+        def param() -> Var:
+            var = self.new_var()
+            self.define(var.name_hint, var, undo)
+            return var
+        params, attrs = self.arguments(param)
         ret_type = self.type() if self.accept("->") else None
         body = self.block()
         self.restore(undo)
@@ -307,29 +323,13 @@ class _Parser:
         first = self.expr()
         if self.accept(")"):
             return first
-        fields = [first]
-        while self.accept(","):
-            if self.at(")"):
-                break
-            fields.append(self.expr())
-        self.expect(")")
-        return Tuple(fields)
+        self.expect(",")
+        return Tuple([first, *self.sequence(")", self.expr)])
 
     def call(self, callee: RelayExpr) -> RelayExpr:
         """`callee(args, key=value, ...)`; an op's attrs go through the registry."""
         open_token = self.expect("(")
-        args, attrs = [], {}
-        while not self.at(")"):
-            if self.token.kind == "IDENT" and self.peek().text == "=" \
-                    and self.peek().kind == "PUNCT":
-                key = self.token.text
-                self.pos += 2
-                attrs[key] = self.attr_value()
-            else:
-                args.append(self.expr())
-            if not self.accept(","):
-                break
-        self.expect(")")
+        args, attrs = self.arguments(self.expr)
         if isinstance(callee, Op):
             try:
                 return registry.make_call(callee.name, args, **attrs)
@@ -359,26 +359,17 @@ class _Parser:
             return {"None": None, "True": True, "False": False}[token.text]
         if self.accept("[") or self.accept("("):
             closing = "]" if self.tokens[self.pos - 1].text == "[" else ")"
-            items = []
-            while not self.at(closing):
-                items.append(self.attr_value())
-                if not self.accept(","):
-                    break
-            self.expect(closing)
-            return tuple(items)
+            return tuple(self.sequence(closing, self.attr_value))
         if self.accept("{"):
-            mapping = {}
-            while not self.at("}"):
-                key = self.attr_value()
-                self.expect("=")
-                mapping[key] = self.attr_value()
-                if not self.accept(","):
-                    break
-            self.expect("}")
-            return mapping
+            return dict(self.sequence("}", self.attr_item))
         if token.kind == "IDENT":
             return self.type()
         raise self.error(f"expected an attribute value, got {self.describe(token)}")
+
+    def attr_item(self) -> tuple:
+        key = self.attr_value()
+        self.expect("=")
+        return key, self.attr_value()
 
     def type(self) -> Type:
         """Tensor[(d, ...), dtype], a dtype (a scalar), (T, ...), fn (T, ...) -> T, or ?."""
@@ -386,36 +377,16 @@ class _Parser:
         if self.accept("?"):
             return IncompleteType()
         if self.accept("("):
-            fields = []
-            while not self.at(")"):
-                fields.append(self.type())
-                if not self.accept(","):
-                    break
-            self.expect(")")
-            return TupleType(fields)
+            return TupleType(self.sequence(")", self.type))
         if self.accept("fn", "IDENT"):
             self.expect("(")
-            args = []
-            while not self.at(")"):
-                args.append(self.type())
-                if not self.accept(","):
-                    break
-            self.expect(")")
+            args = self.sequence(")", self.type)
             self.expect("->")
             return FuncType(args, self.type())
         if self.accept("Tensor", "IDENT"):
             self.expect("[")
             self.expect("(")
-            shape = []
-            while not self.at(")"):
-                dim = self.token
-                if dim.kind != "INT":
-                    raise self.error("expected a static dimension (an integer); unknown "
-                                     "dimensions (?) are not supported", dim)
-                shape.append(int(self.expect_kind("INT", "a dimension").text))
-                if not self.accept(","):
-                    break
-            self.expect(")")
+            shape = self.sequence(")", self.dimension)
             self.expect(",")
             dtype = self.expect_kind("IDENT", "a dtype such as float32")
             self.expect("]")
@@ -424,6 +395,12 @@ class _Parser:
             self.pos += 1
             return self.tensor_type((), token)
         raise self.error(f"expected a type, got {self.describe(token)}")
+
+    def dimension(self) -> int:
+        if self.token.kind != "INT":
+            raise self.error("expected a static dimension (an integer); unknown dimensions "
+                             "(?) are not supported")
+        return int(self.expect_kind("INT", "a dimension").text)
 
     def tensor_type(self, shape, dtype: Token) -> TensorType:
         try:
