@@ -34,7 +34,8 @@ from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, 
 from compiler.ir.module import IRModule
 from compiler.ir.printer import meta_table
 from compiler.ir.tokenizer import ParseError, Token, error_at, tokenize
-from compiler.ir.types import FuncType, IncompleteType, TensorType, TupleType, Type
+from compiler.ir.types import (FuncType, IncompleteType, TensorType, TupleType, Type,
+                               TypeVar)
 from compiler.op import registry
 from compiler.passes.infer_type import InferType
 
@@ -62,6 +63,7 @@ class _Parser:
         self.pos = 0
         self.meta = dict(meta or {})
         self.locals: dict[str, RelayExpr] = {}
+        self.type_vars: dict[str, TypeVar] = {}  # the type params in scope (fn <t>(...))
         self.globals: dict[str, GlobalVar] = {}
 
     # ---- tokens ---------------------------------------------------------------------------
@@ -251,8 +253,19 @@ class _Parser:
             else:
                 return expr
 
+    def type_params(self) -> tuple[list[TypeVar], dict]:
+        """`<t, u>` (or nothing), bound for what follows; returns them and the old bindings."""
+        params = self.sequence(">", self.type_param) if self.accept("<") else []
+        saved = dict(self.type_vars)
+        self.type_vars.update((tv.name_hint, tv) for tv in params)
+        return params, saved
+
+    def type_param(self) -> TypeVar:
+        return TypeVar(self.expect_kind("IDENT", "a type parameter name").text)
+
     def function_rest(self) -> Function:
-        """`(params, attrs) -> ret { body }` after `fn` or `def @name`."""
+        """`<type params>(params, attrs) -> ret { body }` after `fn` or `def @name`."""
+        type_params, saved_type_vars = self.type_params()
         self.expect("(")
         undo: list = []
 
@@ -264,7 +277,8 @@ class _Parser:
         ret_type = self.type() if self.accept("->") else None
         body = self.block()
         self.restore(undo)
-        return Function(params, body, ret_type, None, DictAttrs(attrs) if attrs else None)
+        self.type_vars = saved_type_vars
+        return Function(params, body, ret_type, type_params, DictAttrs(attrs) if attrs else None)
 
     def atom(self) -> RelayExpr:
         token = self.token
@@ -372,17 +386,21 @@ class _Parser:
         return key, self.attr_value()
 
     def type(self) -> Type:
-        """Tensor[(d, ...), dtype], a dtype (a scalar), (T, ...), fn (T, ...) -> T, or ?."""
+        """Tensor[(d, ...), dtype], a dtype (a scalar), (T, ...), fn <t>(T, ...) -> T, a type
+        param in scope, or ?."""
         token = self.token
         if self.accept("?"):
             return IncompleteType()
         if self.accept("("):
             return TupleType(self.sequence(")", self.type))
         if self.accept("fn", "IDENT"):
+            type_params, saved_type_vars = self.type_params()
             self.expect("(")
             args = self.sequence(")", self.type)
             self.expect("->")
-            return FuncType(args, self.type())
+            func_type = FuncType(args, self.type(), type_params)
+            self.type_vars = saved_type_vars
+            return func_type
         if self.accept("Tensor", "IDENT"):
             self.expect("[")
             self.expect("(")
@@ -393,6 +411,8 @@ class _Parser:
             return self.tensor_type(shape, dtype)
         if token.kind == "IDENT":
             self.pos += 1
+            if token.text in self.type_vars:
+                return self.type_vars[token.text]
             return self.tensor_type((), token)
         raise self.error(f"expected a type, got {self.describe(token)}")
 

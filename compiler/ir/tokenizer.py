@@ -41,7 +41,7 @@ _PATTERNS = [
     ("IDENT", _IDENT),
     ("STRING", r'"(?:[^"\\\n]|\\.)*"'),
     ("GVAR_REF", r"'[^'\n]*'"),
-    ("PUNCT", r"->|[()\[\]{},;=:.?]"),
+    ("PUNCT", r"->|[()\[\]{},;=:.?<>]"),
 ]
 _MASTER = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in _PATTERNS))
 _INDEX = re.compile(r"\d+")

@@ -322,3 +322,15 @@ def test_round_trip_onnx_models(name):
 @pytest.mark.parametrize("name", model_zoo.LIGHT_MODELS)
 def test_round_trip_every_light_onnx_model(name):
     _onnx_round_trip(name)
+
+
+def test_type_params_bind_type_vars():
+    f = parse_expr("fn <t>(%x: t, %g: fn <u>(u) -> u) -> t { %x }")
+    (t,) = f.type_params
+    assert isinstance(t, relay.TypeVar) and t.name_hint == "t"
+    assert f.params[0].type_annotation is t and f.ret_type is t
+    g_type = f.params[1].type_annotation
+    assert g_type.arg_types[0] is g_type.type_params[0] is g_type.ret_type
+    assert str(f) == "fn <t>(%x: t, %g: fn <u>(u) -> u) -> t {\n  %x\n}"
+    with pytest.raises(ParseError, match="bad tensor type"):
+        parse_expr("fn (%x: u) { %x }")  # a type var out of its scope is not a dtype
