@@ -29,7 +29,7 @@ from compiler.ir.traversal import post_order
 from compiler.model_zoo import (LIGHT_MODELS, dummy_inputs, light_model_path,
                                  with_random_weights)
 from compiler.passes.bind_params import bind_params_by_name
-from compiler.session import is_exported_module
+from compiler.session import is_exported_module, read_onnx
 from compiler.transform import PassInstrument
 from compiler.visualize import draw_graph, require_layout_library
 
@@ -70,17 +70,13 @@ def _check_model_file(path: str) -> None:
 
 
 def _load_onnx(path: str):
-    import onnx
     _check_model_file(path)
     if is_exported_module(path):
         raise CliError(f"{path} is a compiled relayjit module; this command needs the ONNX model")
     try:
-        model = onnx.load(path)
-    except Exception as err:  # protobuf raises several unrelated types
-        raise CliError(f"{path} is not an ONNX model ({type(err).__name__}: {err})") from None
-    if not model.graph.node:
-        raise CliError(f"{path} is not an ONNX model (it has no graph nodes)")
-    return model
+        return read_onnx(path)
+    except CompilerError as err:
+        raise CliError(str(err)) from None
 
 
 class _Progress:

@@ -27,7 +27,7 @@ from compiler.transform import PassContext
 from runtime.export import MAGIC
 from runtime.graph_executor import GraphModule
 
-__all__ = ["InferenceSession", "TensorInfo", "load", "is_exported_module"]
+__all__ = ["InferenceSession", "TensorInfo", "load", "is_exported_module", "read_onnx"]
 
 
 @dataclass(frozen=True)
@@ -115,16 +115,22 @@ class InferenceSession:
                 f"outputs={self._outputs})")
 
 
-def _build_onnx(path: str, shape, opt_level: int, target: Any):
-    """(factory, output names) of an ONNX file built now."""
+def read_onnx(path: str):
+    """The ONNX model in `path`; CompilerError naming the file when it is not one."""
     import onnx  # as in the frontend: only models from files pay for importing onnx
     try:
         model = onnx.load(path)
     except Exception as err:  # protobuf raises several unrelated types
-        raise CompilerError(f"{path} is neither an ONNX model nor an exported relayjit module "
-                            f"({type(err).__name__}: {err})") from None
+        raise CompilerError(f"{path} is not an ONNX model ({type(err).__name__}: {err})") \
+            from None
     if not model.graph.node:
         raise CompilerError(f"{path} is not an ONNX model (it has no graph nodes)")
+    return model
+
+
+def _build_onnx(path: str, shape, opt_level: int, target: Any):
+    """(factory, output names) of an ONNX file built now."""
+    model = read_onnx(path)
     mod, params = from_onnx(model, shape=dict(shape) if shape else None)
     with PassContext(opt_level=opt_level):
         factory = build(mod, target=target, params=params)

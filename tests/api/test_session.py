@@ -93,5 +93,5 @@ def test_bad_paths_are_named(tmp_path):
         compiler.load(tmp_path / "none.onnx")
     text = tmp_path / "notes.onnx"
     text.write_text("hello")
-    with pytest.raises(CompilerError, match="neither an ONNX model nor an exported"):
+    with pytest.raises(CompilerError, match="notes.onnx is not an ONNX model"):
         compiler.load(text)
