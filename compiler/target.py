@@ -145,12 +145,19 @@ class Target:
         host_config = config.pop("host", None)
         self.kind = _KINDS[kind_name]
         attrs = {key: _convert(key, value) for key, value in config.items()}
-        self.keys = attrs.pop("keys", self.kind.default_keys)
+        keys = attrs.pop("keys", self.kind.default_keys)
+        device = attrs.get("device")
+        # TVM puts -device first among the keys (llvm -device=arm_cpu: arm_cpu, cpu).
+        self._keys = ((device,) if device and device not in keys else ()) + tuple(keys)
         self.attrs: dict[str, Any] = attrs
         host = host if host is not None else host_config
         self.host = Target(host) if host is not None else None
 
     # ---- TVM's accessors --------------------------------------------------------------
+    @property
+    def keys(self) -> list[str]:
+        return list(self._keys)
+
     @property
     def mcpu(self) -> str:
         return str(self.attrs.get("mcpu", ""))

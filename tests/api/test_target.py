@@ -12,7 +12,7 @@ from runtime import graph_executor
 def test_plain_llvm():
     t = tvm.target.Target("llvm")
     assert t.kind.name == "llvm"
-    assert t.keys == ("cpu",)
+    assert t.keys == ["cpu"]
     assert t.attrs == {}
     assert t.mcpu == "" and t.mattr == []
     assert str(t) == "llvm -keys=cpu"
@@ -44,8 +44,15 @@ def test_dict_json_and_copy_forms_are_equal():
 
 def test_c_is_a_cpu_kind():
     t = Target("c")
-    assert t.kind.name == "c" and t.keys == ("cpu",)
+    assert t.kind.name == "c" and t.keys == ["cpu"]
     assert t != Target("llvm")
+
+
+def test_device_joins_the_keys():
+    t = Target("llvm -device=arm_cpu")
+    assert t.keys == ["arm_cpu", "cpu"]
+    assert str(t) == "llvm -keys=arm_cpu,cpu -device=arm_cpu"
+    assert Target(str(t)) == t
 
 
 def test_host():
