@@ -334,3 +334,14 @@ def test_type_params_bind_type_vars():
     assert str(f) == "fn <t>(%x: t, %g: fn <u>(u) -> u) -> t {\n  %x\n}"
     with pytest.raises(ParseError, match="bad tensor type"):
         parse_expr("fn (%x: u) { %x }")  # a type var out of its scope is not a dtype
+
+
+def test_init_module_functions_are_visible_and_kept():
+    a = relay.var("a", shape=(2,))
+    init = tvm.IRModule()
+    helper = relay.GlobalVar("helper")
+    init[helper] = relay.Function([a], relay.negative(a))
+    mod = parse("def @main(%x: Tensor[(2), float32]) { @helper(%x) }", init_module=init)
+    assert mod["main"].body.op is helper
+    assert set(g.name_hint for g in mod.get_global_vars()) == {"helper", "main"}
+    assert "main" not in [g.name_hint for g in init.get_global_vars()]
