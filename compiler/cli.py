@@ -604,8 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
         if target:
             p.add_argument("--target", default="llvm",
                            help='compile for this target: "llvm" (the host CPU, the default) '
-                                'or a TVM-style string such as "llvm -mcpu=skylake"')
-        p.add_argument("-q", "--quiet", action="store_true", help="no progress display and no notes on stderr")
+                                'or a TVM-style string such as "llvm -mcpu=x86-64-v3"')
+        p.add_argument("-q", "--quiet", action="store_true",
+                       help="no progress display and no notes on stderr")
 
     p = sub.add_parser("compile", help="compile an ONNX model to a .rjit file")
     p.add_argument("model", help="the ONNX model (.onnx)")
