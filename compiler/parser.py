@@ -99,6 +99,11 @@ class _Parser:
         self.pos += 1
         return self.tokens[self.pos - 1]
 
+    def at_binding(self, kind: str) -> bool:
+        """At `name =` with a name token of `kind` (a statement's %n or an attribute key)."""
+        after = self.peek()
+        return self.token.kind == kind and after.kind == "PUNCT" and after.text == "="
+
     def sequence(self, closing: str, item: Callable[[], Any]) -> list:
         """item() repeated, comma separated (a trailing comma allowed), then `closing`."""
         items = []
@@ -114,8 +119,7 @@ class _Parser:
         attrs: dict = {}
 
         def one():
-            if self.token.kind == "IDENT" and self.peek().text == "=" \
-                    and self.peek().kind == "PUNCT":
+            if self.at_binding("IDENT"):
                 key = self.token.text
                 self.pos += 2
                 attrs[key] = self.attr_value()
@@ -202,8 +206,7 @@ class _Parser:
                 var = self.new_var()
                 self.expect(";")
                 self.define(var.name_hint, var, undo)
-            elif self.token.kind == "LOCAL" and self.peek().text == "=" \
-                    and self.peek().kind == "PUNCT":
+            elif self.at_binding("LOCAL"):
                 name = self.token.text
                 self.pos += 2
                 value = self.expr()
@@ -331,8 +334,7 @@ class _Parser:
         """`()`, `(e)`, `(e,)`, `(e1, e2, ...)` or `(statements; e)` (a let in parentheses)."""
         if self.accept(")"):
             return Tuple([])
-        if self.at("let", "IDENT") or self.at("free_var", "IDENT") or (
-                self.token.kind == "LOCAL" and self.peek().text == "="):
+        if self.at("let", "IDENT") or self.at("free_var", "IDENT") or self.at_binding("LOCAL"):
             return self.statements(")")
         first = self.expr()
         if self.accept(")"):
