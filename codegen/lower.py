@@ -21,7 +21,11 @@ from .tir.functor import post_order, rewrite
 from .tir.ops import cast, const, gt, logical_and, logical_or, lt, ne, select
 from .tir.ops import max as tmax
 from .tir.ops import min as tmin
-from .tir.stmt import Allocate, Buffer, IfThenElse, PrimFunc, Stmt, Store, seq
+from .tir.stmt import Allocate, Buffer, ConstantBuffer, IfThenElse, PrimFunc, Stmt, Store, seq
+
+
+# tensors that are read, never computed: kernel parameters and embedded constants
+SOURCE_KINDS = ("placeholder", "constant")
 
 
 def lower(name: str, inputs: list[Tensor], outputs: list[Tensor]) -> PrimFunc:
@@ -56,18 +60,18 @@ class _Lowering:
         copies: list[tuple[Buffer, Tensor]] = []
         claimed: set[int] = set()
         for k, t in enumerate(self.outputs):
-            if t.kind != "placeholder" and id(t) not in claimed:
+            if t.kind not in SOURCE_KINDS and id(t) not in claimed:
                 claimed.add(id(t))
                 out_params.append(t.buffer)
             else:
                 buf = Buffer(f"{t.name}_out{k}", t.shape, t.dtype)
                 out_params.append(buf)
                 copies.append((buf, t))
-        stages = self.topo_stages([t for t in self.outputs if t.kind != "placeholder"])
+        stages = self.topo_stages([t for t in self.outputs if t.kind not in SOURCE_KINDS])
         stages = self.fuse_epilogues(stages, out_params)
         for t in stages:
             for n in (post_order(t.body) if t.body is not None else ()):
-                if type(n) is Load and not isinstance(n.buffer, StageBuffer) \
+                if type(n) is Load and not isinstance(n.buffer, (StageBuffer, ConstantBuffer)) \
                         and n.buffer not in input_bufs:
                     raise self.fail(f"stage {t.name} reads buffer {n.buffer.name} that is not "
                                     f"among the inputs {[x.name for x in self.inputs]}")
@@ -107,7 +111,7 @@ class _Lowering:
     @staticmethod
     def deps(t: Tensor) -> list[Tensor]:
         if t.kind == "extern":
-            return [x for x in t.extern_inputs if x.kind != "placeholder"]
+            return [x for x in t.extern_inputs if x.kind not in SOURCE_KINDS]
         out = []
         for n in post_order(t.body):
             if type(n) is Load and isinstance(n.buffer, StageBuffer) and n.buffer.producer is not t:

@@ -11,6 +11,8 @@ op's result is a half even when the stage is inlined into its consumer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 from typing import Any, Callable, Sequence
 
 from .errors import CodegenError
@@ -19,7 +21,7 @@ from .tir.dtype import INDEX_DTYPE, as_dtype, is_bool, is_float, is_integer
 from .tir.expr import REDUCE_KINDS, Expr, IntImm, Load, Reduce, Var
 from .tir.functor import post_order, substitute
 from .tir.ops import cast, convert
-from .tir.stmt import Buffer, Stmt
+from .tir.stmt import Buffer, ConstantBuffer, Stmt
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -104,6 +106,15 @@ def _shape(shape: Any, what: str) -> tuple[int, ...]:
 def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "placeholder") -> Tensor:
     """An input tensor backed by a kernel parameter buffer."""
     return Tensor(name, _shape(shape, f"placeholder {name}"), as_dtype(dtype), "placeholder")
+
+
+def constant(data: np.ndarray, name: str = "constant") -> Tensor:
+    """A tensor whose values are compiled into the kernel (read from a ConstantBuffer)."""
+    array = np.ascontiguousarray(data)
+    t = Tensor(name, _shape(array.shape, f"constant {name}"), as_dtype(str(array.dtype)),
+               "constant")
+    t.buffer = ConstantBuffer(name, t.shape, t.dtype, data=array.tobytes())
+    return t
 
 
 def compute(shape: Sequence[int], fcompute: Callable[..., Any], name: str = "compute",

@@ -12,6 +12,8 @@ the runtime's thread pool (see FunctionEmitter._parallel_for).
 """
 from __future__ import annotations
 
+import hashlib
+
 from llvmlite import ir
 
 from runtime.library import STATUS_OUT_OF_MEMORY
@@ -19,7 +21,7 @@ from runtime.native import PARALLEL_FOR  # the runtime's thread pool entry (runt
 
 from ..errors import CodegenError
 from ..tir.stmt import (
-    Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store,
+    Allocate, Buffer, ConstantBuffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store,
 )
 from ..tir.expr import Expr, Load, Var
 from ..tir.functor import post_order
@@ -27,6 +29,23 @@ from .emit_expr import ExprEmitter
 from .types import I32, I64, PTR, mem_type
 
 STACK_LIMIT = 64 * 1024
+
+
+def _constant_global(module: ir.Module, buf: ConstantBuffer) -> ir.GlobalVariable:
+    """The module's read-only copy of buf's bytes, named by content so kernels (and the
+    parallel bodies outlined from them) share one copy of equal constants."""
+    digest = hashlib.sha256(buf.data).hexdigest()[:32]
+    name = f"__relayjit_const_{digest}"
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    array_ty = ir.ArrayType(ir.IntType(8), len(buf.data))
+    gv = ir.GlobalVariable(module, array_ty, name)
+    gv.global_constant = True
+    gv.linkage = "internal"
+    gv.align = 64
+    gv.initializer = ir.Constant(array_ty, bytearray(buf.data))
+    return gv
 
 
 def emit_module(funcs: list[PrimFunc], name: str = "relayjit") -> ir.Module:
@@ -61,6 +80,8 @@ class FunctionEmitter(ExprEmitter):
     def buffer_ptr(self, buf: Buffer) -> ir.Value:
         ptr = self.buffers.get(buf)
         if ptr is None:
+            if isinstance(buf, ConstantBuffer):
+                return _constant_global(self.module, buf)
             raise self.fail(f"buffer {buf.name} is neither a parameter nor allocated here")
         return ptr
 

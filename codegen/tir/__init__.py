@@ -19,5 +19,5 @@ from .ops import (
     trunc, truncdiv, truncmod,
 )
 from .stmt import (
-    Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store, seq,
+    Allocate, Buffer, ConstantBuffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store, seq,
 )

@@ -86,6 +86,21 @@ class Stmt:
 
 
 @dataclass(**_NODE)
+class ConstantBuffer(Buffer):
+    """A read-only buffer whose bytes are compiled into the kernel (a Relay constant kept
+    inside a fused function when relay.FuseOps.link_params is on); never a parameter."""
+
+    data: bytes = b""
+
+    def __post_init__(self) -> None:
+        Buffer.__post_init__(self)
+        if self.strides is not None or len(self.data) != self.nbytes:
+            raise CodegenError(f"constant buffer {self.name}: {len(self.data)} bytes of data "
+                               f"for a contiguous {self.shape} {self.dtype} buffer "
+                               f"({self.nbytes} bytes)")
+
+
+@dataclass(**_NODE)
 class For(Stmt):
     """for var in [0, extent): body; kind is a hint to the emitter (vectorized adds metadata)."""
 

@@ -18,7 +18,7 @@ from .expr import (
 )
 from .functor import children, post_order
 from .stmt import (
-    Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store,
+    Allocate, Buffer, ConstantBuffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store,
 )
 
 
@@ -36,7 +36,9 @@ class _Numbering:
         k = self.buffers.get(b)
         if k is None:
             k = self.buffers[b] = len(self.buffers)
-            self.lines.append(f"buf b{k} {b.shape} {b.dtype} {b.strides} {b.alignment}")
+            data = (f" data {hashlib.sha256(b.data).hexdigest()}"
+                    if isinstance(b, ConstantBuffer) else "")
+            self.lines.append(f"buf b{k} {b.shape} {b.dtype} {b.strides} {b.alignment}{data}")
         return f"b{k}"
 
     def var(self, v: Var) -> str:

@@ -88,7 +88,7 @@ def lower_to_tensors(func: Function, name: str) -> tuple[list[te.Tensor], list[t
                                     f"is not a tuple of at least {node.index + 1} fields")
             env[node] = value[node.index]
         elif kind is Constant:
-            env[node] = _constant(node, ctx)
+            env[node] = _constant(node, ctx, _unique("const", used))
         elif kind is Var:
             raise LoweringError(f"{ctx}: free variable %{node.name_hint} is not a parameter")
         else:
@@ -158,12 +158,15 @@ def _check_result(result: Value, ty: Type, where: str) -> None:
                             f"expected {ty.shape} {ty.dtype}")
 
 
-def _constant(node: Constant, ctx: str) -> te.Tensor:
-    """Scalar constants inline as tir.const; tensor constants must be lifted to parameters."""
+def _constant(node: Constant, ctx: str, name: str) -> te.Tensor:
+    """Scalar constants inline as tir.const; a tensor constant (left inside the function by
+    relay.FuseOps.link_params) is compiled into the kernel as read-only data."""
     array = node.data.numpy() if hasattr(node.data, "numpy") else node.data
     if array.size != 1:
-        raise LoweringError(f"{ctx}: a tensor constant of shape {array.shape} is inside the "
-                            f"primitive function; FuseOps should have lifted it to a parameter")
+        try:
+            return te.constant(array, name)
+        except CodegenError as err:
+            raise LoweringError(f"{ctx}: constant {array.shape} {array.dtype}: {err}") from None
     try:
         value = tir.const(array.reshape(()).item(), str(array.dtype))
     except CodegenError as err:

@@ -90,3 +90,40 @@ def test_evaluate_of_a_non_function_expression_returns_its_value(kind):
     out = relay.create_executor(kind).evaluate(value)
     np.testing.assert_allclose(out.numpy(), [4.0, 5.0])
 
+
+
+def _build_linked(func):
+    with tvm.transform.PassContext(opt_level=3, config={"relay.FuseOps.link_params": True}):
+        return relay.build(tvm.IRModule.from_expr(func), target="llvm")
+
+
+def test_link_params_embeds_constants_in_primitive_functions():
+    x = relay.var("x", shape=(2, 3))
+    weight = np.arange(6, dtype="float32").reshape(2, 3)
+    lib = _build_linked(relay.Function([x], relay.nn.relu(relay.add(x, relay.const(weight)))))
+    assert lib.get_params() == {}
+    module = graph_executor.GraphModule(lib["default"](tvm.cpu(0)))
+    data = np.full((2, 3), -2.5, "float32")
+    module.run(x=data)
+    np.testing.assert_allclose(module.get_output(0).numpy(), np.maximum(data + weight, 0))
+
+
+def test_link_params_conv_weights_match_numpy_and_differ_per_value():
+    rng = np.random.RandomState(0)
+    data = rng.randn(1, 4, 6, 6).astype("float32")
+    results = []
+    for seed in (1, 2):  # same structure, other bytes: must not share a cached kernel
+        weight = np.random.RandomState(seed).randn(8, 4, 3, 3).astype("float32")
+        d = relay.var("d", shape=(1, 4, 6, 6))
+        conv = relay.nn.conv2d(d, relay.const(weight), channels=8, kernel_size=(3, 3),
+                               padding=(1, 1))
+        module = graph_executor.GraphModule(
+            _build_linked(relay.Function([d], conv))["default"](tvm.cpu(0)))
+        module.run(d=data)
+        padded = np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+        expected = np.einsum("nchwij,ocij->nohw", windows, weight)
+        got = module.get_output(0).numpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+        results.append(got)
+    assert not np.allclose(results[0], results[1])
