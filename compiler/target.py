@@ -136,7 +136,6 @@ class Target:
         else:
             raise TargetError(f"Target expects a string, a dict or a Target, got "
                               f"{type(target).__name__}")
-        config = dict(config)
         kind_name = config.pop("kind", None)
         if not isinstance(kind_name, str):
             raise TargetError(f"target {target!r} has no 'kind'; expected e.g. 'llvm'")
