@@ -17,6 +17,7 @@ from compiler.passes.infer_type import InferType, InferTypeLocal, infer_type_loc
 _LAZY = {name: module for name, module in BUILTIN_PASS_MODULES.items()
          if module.startswith("compiler.passes.")}
 _LAZY["ToANormalFormExpr"] = "compiler.passes.to_anf"
+_LAZY["ForwardFoldScaleAxis"] = "compiler.passes.forward_fold_scale_axis"
 
 
 def __getattr__(name: str):
