@@ -25,7 +25,8 @@ from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, 
                               TupleGetItem, Var)
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order, rewrite_post_order
-from compiler.ir.types import FuncType, IncompleteType, TensorType, TupleType, Type
+from compiler.ir.types import (FuncType, IncompleteType, TensorType, TupleType, Type,
+                               instantiate)
 from compiler.op import registry
 from compiler.transform.context import PassInfo
 from compiler.transform.pass_infra import ModulePass, register_pass
@@ -211,6 +212,11 @@ class _Inferer:
         if len(fty.arg_types) != len(arg_types):
             raise TypeInferenceError(f"InferType: {brief(call)}: the callee takes "
                                      f"{len(fty.arg_types)} argument(s), got {len(arg_types)}")
+        if fty.type_params:  # polymorphic callee: solve its type params from the arguments
+            try:
+                fty = instantiate(fty, arg_types)
+            except TypeError as err:
+                raise TypeInferenceError(f"InferType: {brief(call)}: {err}") from None
         for i, (want, got) in enumerate(zip(fty.arg_types, arg_types)):
             if not _matches(want, got):
                 raise TypeInferenceError(
@@ -286,7 +292,7 @@ class _Inferer:
                                      f"{fn.ret_type}, but its body has type {body}")
         if not is_complete(fn.ret_type):
             self.needs_fill = True
-        return FuncType(params, body)
+        return FuncType(params, body, fn.type_params)
 
     # ----- the fill-in sweep
     def fill_in(self, expr: RelayExpr) -> RelayExpr:
