@@ -191,6 +191,39 @@ class IncompleteType(Type):
         return f"IncompleteType({self._id})"
 
 
+def instantiate(fty: FuncType, arg_types) -> FuncType:
+    """fty's signature for a call with arg_types: each type param is bound to the type its
+    first occurrence meets (types are shallow trees: recursion is fine); TypeError when an
+    argument does not fit."""
+    bound: dict = {tp: None for tp in fty.type_params}
+
+    def unify(want, got) -> bool:
+        if isinstance(want, TypeVar) and want in bound:
+            if bound[want] is None:
+                bound[want] = got
+                return True
+            return bound[want] == got
+        if isinstance(want, TupleType) and isinstance(got, TupleType):
+            return len(want.fields) == len(got.fields) and all(map(unify, want.fields,
+                                                                   got.fields))
+        return True  # not polymorphic here: the caller compares as usual
+
+    def substitute(ty):
+        if isinstance(ty, TypeVar) and bound.get(ty) is not None:
+            return bound[ty]
+        if isinstance(ty, TupleType):
+            return TupleType([substitute(f) for f in ty.fields])
+        if isinstance(ty, FuncType) and not ty.type_params:
+            return FuncType([substitute(a) for a in ty.arg_types], substitute(ty.ret_type))
+        return ty
+
+    for i, (want, got) in enumerate(zip(fty.arg_types, arg_types)):
+        if not unify(want, got):
+            raise TypeError(f"argument {i} has type {got}, but {want} is already bound to "
+                            f"{substitute(want)} by an earlier argument (callee type {fty})")
+    return FuncType([substitute(a) for a in fty.arg_types], substitute(fty.ret_type))
+
+
 def scalar_type(dtype: str) -> TensorType:
     """The type of a scalar of dtype (relay.scalar_type)."""
     return TensorType((), dtype)

@@ -10,6 +10,7 @@ import pytest
 
 import compiler as tvm
 from compiler import relay
+from compiler.errors import TypeInferenceError
 
 
 def test_polymorphic_func_types_print_and_compare_up_to_renaming():
@@ -113,3 +114,27 @@ def test_same_as_is_identity_on_every_node():
                  relay.TypeVar("t")):
         assert node.same_as(node)
     assert not ty.same_as(relay.TensorType((2,))) and ty == relay.TensorType((2,))
+
+
+def test_polymorphic_function_calls_infer_their_instances():
+    t = relay.TypeVar("t")
+    x = relay.var("x", t)
+    y = relay.var("y", t)
+    first = relay.GlobalVar("first")
+    mod = tvm.IRModule({first: relay.Function([x, y], x, t, [t])})
+    a = relay.var("a", shape=(2,))
+    mod["main"] = relay.Function([a], relay.Tuple([first(a, a),
+                                                   first(relay.const(1), relay.const(2))]))
+    mod = relay.transform.InferType()(mod)
+    assert mod["first"].checked_type == relay.FuncType([t, t], t, [t])
+    assert mod["main"].ret_type == relay.TupleType([relay.TensorType((2,)),
+                                                    relay.scalar_type("int32")])
+    out = relay.create_executor("debug", mod=mod).evaluate()(np.ones(2, "float32"))
+    np.testing.assert_array_equal(out[0].numpy(), [1.0, 1.0])
+    assert int(out[1].numpy()) == 1
+
+    b = relay.var("b", shape=(3,))
+    bad = tvm.IRModule({first: mod["first"]})
+    bad["main"] = relay.Function([a, b], first(a, b))
+    with pytest.raises(TypeInferenceError, match="already bound"):
+        relay.transform.InferType()(bad)
