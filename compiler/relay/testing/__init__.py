@@ -10,7 +10,8 @@ from compiler.passes.infer_type import InferType
 from compiler.transform import Pass, Sequential
 
 from . import init, layers  # noqa: F401
-from . import dcgan, densenet, dqn, inception_v3, lstm, mlp, mobilenet, resnet, squeezenet  # noqa: F401
+from . import (dcgan, densenet, dqn, inception_v3, lstm, mlp, mobilenet,  # noqa: F401
+               resnet, squeezenet)
 from .init import Initializer, Xavier, create_workload  # noqa: F401
 
 

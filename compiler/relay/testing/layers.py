@@ -39,27 +39,32 @@ def batch_norm_infer(data, gamma=None, beta=None, moving_mean=None, moving_var=N
     return _nn.batch_norm(data, gamma, beta, moving_mean, moving_var, **kwargs)[0]
 
 
+def _conv_weight(name: str, in_channels, kwargs: dict, dtype: str, transposed: bool):
+    """The var name_weight: OIHW for a conv, IOHW for a transposed conv (grouped by
+    `groups`), annotated when in_channels is known."""
+    shape = None
+    if in_channels is not None:
+        out_channels = kwargs["channels"]
+        groups = kwargs.get("groups", 1)
+        channel_dims = ((in_channels, out_channels // groups) if transposed
+                        else (out_channels, in_channels // groups))
+        shape = (*channel_dims, *_pair(kwargs["kernel_size"]))
+    return _param(name + "_weight", shape, dtype)
+
+
 def conv2d(data, weight=None, *, in_channels=None, dtype="float32", **kwargs):
-    """nn.conv2d with the var name_weight (OIHW, grouped by `groups`) when none is given."""
+    """nn.conv2d with the var name_weight when none is given."""
     name = kwargs.pop("name")
     if weight is None:
-        shape = None
-        if in_channels is not None:
-            groups = kwargs.get("groups", 1)
-            shape = (kwargs["channels"], in_channels // groups, *_pair(kwargs["kernel_size"]))
-        weight = _param(name + "_weight", shape, dtype)
+        weight = _conv_weight(name, in_channels, kwargs, dtype, transposed=False)
     return _nn.conv2d(data, weight, **kwargs)
 
 
 def conv2d_transpose(data, weight=None, *, in_channels=None, dtype="float32", **kwargs):
-    """nn.conv2d_transpose with the var name_weight (IOHW) when none is given."""
+    """nn.conv2d_transpose with the var name_weight when none is given."""
     name = kwargs.pop("name")
     if weight is None:
-        shape = None
-        if in_channels is not None:
-            groups = kwargs.get("groups", 1)
-            shape = (in_channels, kwargs["channels"] // groups, *_pair(kwargs["kernel_size"]))
-        weight = _param(name + "_weight", shape, dtype)
+        weight = _conv_weight(name, in_channels, kwargs, dtype, transposed=True)
     return _nn.conv2d_transpose(data, weight, **kwargs)
 
 
