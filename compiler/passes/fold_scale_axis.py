@@ -1,6 +1,10 @@
 """FoldScaleAxis: fold a per-output-channel multiply into the constant weights of the conv2d /
 dense that produces it (TVM's FoldScaleAxis idea, opt_level 3).
 
+relay.build runs this one: it only rewrites when the weight is constant-foldable, so the
+multiply disappears at compile time. TVM's two halves, which rewrite whatever the weight is
+and also pass relu, are BackwardFoldScaleAxis and ForwardFoldScaleAxis (their own modules).
+
 After SimplifyInference a BatchNorm is `x * scale + shift` with `scale` broadcast along the
 channel axis. When x is a conv2d / dense with a constant-foldable weight whose only consumer
 is that multiply, the scale moves into the weight at compile time:
@@ -30,16 +34,13 @@ from compiler.analysis.constant import is_constant_foldable
 from compiler.ir.expr import Call, Function, Op, RelayExpr
 from compiler.ir.traversal import children, post_order, rewrite_post_order
 from compiler.ir.types import TensorType
+from compiler.op.tensor import multiply
+from compiler.op.transform import reshape
 from compiler.transform import function_pass, register_pass
 
 __all__ = ["FoldScaleAxis", "fold_scale_axis"]
 
 F32 = "float32"
-
-
-def _relay():
-    from compiler import relay
-    return relay
 
 
 def _shape(node) -> tuple | None:
@@ -121,8 +122,7 @@ def fold_scale_axis(expr: RelayExpr) -> RelayExpr:
         return "dense", len(out) - 1, out
 
     def scaled(prod: Call, kind: str, s: RelayExpr) -> Call:
-        relay = _relay()
-        w = relay.multiply(prod.args[1], relay.reshape(
+        w = multiply(prod.args[1], reshape(
             s, newshape=[-1, 1, 1, 1] if kind == "conv" else [-1, 1]))
         foldable[w] = True
         made[w] = shape(prod.args[1])
@@ -131,7 +131,7 @@ def fold_scale_axis(expr: RelayExpr) -> RelayExpr:
         return out
 
     def const_mul(a: RelayExpr, b: RelayExpr, b_shape: tuple) -> RelayExpr:
-        out = _relay().multiply(a, b)
+        out = multiply(a, b)
         foldable[out] = True
         sa = shape(a)
         n = max(len(sa), len(b_shape))
@@ -168,7 +168,7 @@ def fold_scale_axis(expr: RelayExpr) -> RelayExpr:
                 if name == "nn.bias_add":
                     if x.attrs.axis not in (axis, axis - len(out)) or len(b_shape) != 1:
                         continue
-                    nb = const_mul(b, _relay().reshape(s, newshape=[-1]), (_size(s_shape),))
+                    nb = const_mul(b, reshape(s, newshape=[-1]), (_size(s_shape),))
                     return Call(x.op, [scaled(p, kind, s), nb], x.attrs, x.type_args, x.span)
                 if not _per_channel(b_shape, out, axis):
                     continue
