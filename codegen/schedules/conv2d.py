@@ -28,6 +28,7 @@ from ..tir.ops import min as tir_min
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
 from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, vector_width, zero
 from .gemm import gemm_stmt, rows_per_tile
+from .window import padded_plane
 
 PB = 6  # pixels per tile; output channels per block KB = two vectors (16 or 32)
 
@@ -300,7 +301,9 @@ def _depthwise(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str
     kg = g["kg"]
     cin = floordiv(ki, kg) if kg != 1 else ki
     padded = (g["hp"], g["wp"]) != (g["h"], g["w"])
-    plane = Buffer(f"{name}_plane", (g["hp"], g["wp"]), F32) if padded else None
+    plane = None
+    if padded:
+        plane, fill = padded_plane(xb, ni, cin, g, zero(), name)
     acc = None
     for rr in range(g["r"]):
         for ss in range(g["s"]):
@@ -312,22 +315,7 @@ def _depthwise(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str
     idx = (ni, ki, hi, wi)
     val = acc if epilogue is None else epilogue(acc, idx)
     channel: Stmt = For(hi, g["oh"], For(wi, g["ow"], Store(out, idx, val), "vectorized"))
-    if padded:  # zero rows above and below; the others: zeros, the input row, zeros
-        ph, pw = var(f"{name}_ph"), var(f"{name}_pw")
-        pl, w = g["pl"], g["w"]
-        pr = g["wp"] - pl - w
-
-        def zeros(start: int, extent: int, tag: str) -> Stmt | None:
-            v = var(f"{name}_{tag}")
-            return For(v, extent, Store(plane, (ph, v + start), zero()), "vectorized") \
-                if extent > 0 else None
-
-        row = seq(zeros(0, pl, "zl"),
-                  For(pw, w, Store(plane, (ph, pw + pl), Load(
-                      xb, (ni, cin, ph - g["pt"], pw), F32)), "vectorized"),
-                  zeros(pl + w, pr, "zr"))
-        inside = logical_and(ge(ph, g["pt"]), lt(ph, g["pt"] + g["h"]))
-        fill = For(ph, g["hp"], IfThenElse(inside, row, zeros(0, g["wp"], "zrow")))
+    if padded:
         channel = Allocate(plane, seq(fill, channel))
     work = g["k"] * g["oh"] * g["ow"] * g["r"] * g["s"]
     body = For(ki, g["k"], channel, "parallel" if work >= MIN_PARALLEL_WORK else "serial")

@@ -2,6 +2,7 @@
 global and adaptive pools. NCHW and NHWC."""
 from __future__ import annotations
 
+from codegen.schedules.window import pool2d_nchw
 from compiler.op.window import has_empty_window, lowest_value
 from .common import fail, is_bool, is_float, rule, te, tensor_name, tir
 
@@ -103,6 +104,21 @@ def _unrolled(kind: str, x, attrs, out_type, hi: int, wi: int, op: str):
     return te.compute(out_type.shape, f, name=tensor_name(op))
 
 
+def _plane_pool(kind: str, x, attrs, out_hw: tuple, op: str):
+    """Float NCHW pooling through the per-channel-plane schedule (codegen.schedules.window)."""
+    h, w = x.shape[2], x.shape[3]
+    (sh, sw), (pt, pl) = attrs.strides, attrs.padding[:2]
+
+    def finish(acc, oi, oj):
+        by, bx = oi * sh - pt, oj * sw - pl
+        if kind == "max":
+            return _lowest_if_empty(acc, attrs, by, bx, h, w, out_hw, x.dtype)
+        return acc / tir.cast(_avg_count(attrs, by, bx, h, w, out_hw), x.dtype)
+
+    return pool2d_nchw(x, kind, attrs.pool_size, attrs.strides, attrs.dilation,
+                       attrs.padding, out_hw, finish, tensor_name(op))
+
+
 def _pool(kind: str):
     def compute(inputs, attrs, out_type):
         (x,) = inputs
@@ -115,6 +131,8 @@ def _pool(kind: str):
         pt, pl = attrs.padding[0], attrs.padding[1]
         acc = x.dtype if is_float(x.dtype) else "int64"
         out_hw = (out_type.shape[hi], out_type.shape[wi])
+        if is_float(x.dtype) and attrs.layout == "NCHW":
+            return _plane_pool(kind, x, attrs, out_hw, op)
         if is_float(x.dtype) and kh * kw <= MAX_UNROLLED_TAPS:
             return _unrolled(kind, x, attrs, out_type, hi, wi, op)
 
