@@ -21,6 +21,8 @@ blaming relayjit:
   (asymmetric pads break the stock pools' output size). Unsqueeze with mixed negative axes.
 - GatherElements with a negative axis compares the wrong dims; Mean does not broadcast
   when the first input is the smaller one.
+- Resize turns a zero-weight tap on an infinite input into NaN (0 * inf), and saturates an
+  infinite float16/float32 result to the dtype's largest finite value.
 """
 from __future__ import annotations
 
@@ -368,9 +370,37 @@ class Squeeze(_Patched):
         return (np.squeeze(x, axis=tuple(int(a) % x.ndim for a in np.ravel(axes))),)
 
 
+class Resize(_Patched):
+    """Interpolation of finite values, with infinities and NaN placed by IEEE rules.
+
+    The stock version adds 0 * x for a tap whose weight is 0 at a position (NaN next to an
+    infinite x; even nearest mode is a one-hot weighted sum), and saturate-casts float16 /
+    float32 results (an infinite result becomes the largest finite value). Here a zero
+    weight means the tap takes no part, as onnxruntime's nearest and linear modes do: the
+    finite values are interpolated with non-finite ones as 0, and indicator images of +inf,
+    -inf and NaN (minus the all-zero image, which holds the extrapolation value) say where a
+    non-finite input has a nonzero weight. (Weights of two equal infinities that cancel
+    exactly would read as finite: only cubic has negative weights, and it needs equal ones.)
+    """
+
+    def fix(self, x, *rest):
+        if x.dtype.kind != "f":
+            return self.stock.run(x, *rest)
+        x64 = x.astype(np.float64)
+        finite = np.isfinite(x64)
+        (y,) = self.stock.run(np.where(finite, x64, 0.0), *rest)
+        (base,) = self.stock.run(np.zeros_like(x64), *rest)
+        pos, neg, nan = (self.stock.run(mask.astype(np.float64), *rest)[0] - base
+                         for mask in (x64 == np.inf, x64 == -np.inf, np.isnan(x64)))
+        plus, minus = (pos > 0) | (neg < 0), (pos < 0) | (neg > 0)
+        y = np.where(plus, np.inf, np.where(minus, -np.inf, y))
+        y = np.where((plus & minus) | (nan != 0), np.nan, y)
+        return (y.astype(x.dtype),)
+
+
 PATCHES = [Conv, Softmax, LogSoftmax, Hardmax, ConvTranspose, ReduceSumSquare, ReduceL1, ReduceSum,
            ReduceProd, Pad, Flatten, BatchNormalization, GatherElements, Mean, GlobalMaxPool,
-           GlobalAveragePool, MaxPool, AveragePool, LpPool, Squeeze, Unsqueeze]
+           GlobalAveragePool, MaxPool, AveragePool, LpPool, Squeeze, Unsqueeze, Resize]
 
 
 def run_reference(model, feeds: dict, intermediate: bool = False):

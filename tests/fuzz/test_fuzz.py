@@ -127,9 +127,7 @@ def test_shrinker_finds_the_culprit_node():
 def test_reference_pools_agree_with_onnxruntime():
     """The oracle's own pooling (patched over onnx.reference's) against onnxruntime."""
     ort = pytest.importorskip("onnxruntime")
-    from onnx import TensorProto, helper
-
-    from .reference import run_reference
+    from onnx import helper
     configs = [
         ("MaxPool", [1, 2, 5], {"kernel_shape": [2], "pads": [0, 1]}),
         ("MaxPool", [1, 2, 6, 7], {"kernel_shape": [3, 2], "pads": [1, 0, 2, 1], "strides": [2, 2],
@@ -143,18 +141,47 @@ def test_reference_pools_agree_with_onnxruntime():
     for op, shape, attrs in configs:
         x = np.random.default_rng(0).permutation(int(np.prod(shape))).astype(np.float32)
         x = x.reshape(shape)
-        node = helper.make_node(op, ["x"], ["y"], **attrs)
-        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
-            "x", TensorProto.FLOAT, shape)], [helper.make_tensor_value_info(
-                "y", TensorProto.FLOAT, None)])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-        model.ir_version = 9
-        options = ort.SessionOptions()
-        options.log_severity_level = 4
-        want = ort.InferenceSession(model.SerializeToString(), options,
-                                    providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-        got = run_reference(model, {"x": x})[0]
+        got, want = _reference_and_onnxruntime(ort, helper.make_node(op, ["x"], ["y"], **attrs),
+                                               x)
         np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=f"{op} {attrs}")
+
+
+@pytest.mark.parametrize("attrs, sizes", [
+    ({"mode": "nearest"}, [1, 2, 12, 5]),
+    ({"mode": "linear", "antialias": 1, "coordinate_transformation_mode": "half_pixel_symmetric"},
+     [1, 2, 4, 2]),
+], ids=["nearest", "linear-antialias"])
+def test_reference_resize_of_infinities_agrees_with_onnxruntime(attrs, sizes):
+    """The stock reference turns 0 * inf into NaN and saturates float16 infinities.
+
+    (onnxruntime's plain linear mode still adds 0 * inf at a clamped edge: not compared.)"""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import helper
+    x = np.ones((1, 2, 6, 3), np.float16)
+    x[0, 0, 0, 0], x[0, 1, 2, 1], x[0, 1, 5, 2] = -np.inf, np.inf, np.nan
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], **attrs)
+    got, want = _reference_and_onnxruntime(ort, node, x, sizes=np.array(sizes))
+    assert np.isneginf(got).any() and np.isposinf(got).any() and np.isnan(got).any()
+    np.testing.assert_array_equal(got, want)
+
+
+def _reference_and_onnxruntime(ort, node, x: np.ndarray, **consts) -> tuple:
+    """One node reading x (and int64 constants) through the oracle and onnxruntime."""
+    from onnx import helper, numpy_helper
+
+    from .reference import run_reference
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", elem, x.shape)],
+        [helper.make_tensor_value_info("y", elem, None)],
+        [numpy_helper.from_array(np.asarray(v, np.int64), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    want = ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    return run_reference(model, {"x": x})[0], want
 
 
 def test_campaign_command_writes_a_summary(tmp_path):

@@ -54,11 +54,29 @@ def axis_taps(ctx: NodeContext, in_len: int, out_len: int, scale: float, coeffs,
     return np.clip(idx, 0, in_len - 1), weights, extrapolated
 
 
+def _one_hot_rows(idx: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+    """The source index of each output position when every position copies one input
+    (nearest, or linear on aligned positions); None when some position mixes inputs."""
+    ones = weights == 1.0
+    if not np.all(ones.sum(axis=1) == 1) or np.any(weights[~ones] != 0.0):
+        return None
+    return idx[ones]
+
+
 def _resize_axis(ctx, x, axis: int, taps, extrapolation_value: float):
+    """Interpolation along one axis: sum over taps of take(x, tap index) * tap weight.
+
+    A tap with weight 0 at a position contributes nothing there, not 0 * x (NaN for an
+    infinite x): positions that copy one input are one gather, and a tap whose weights are
+    zero at some positions is masked there, as onnxruntime does.
+    """
     idx, weights, extrapolated = taps
     shape, dtype = ctx.shape(x), ctx.dtype(x)
     bshape = [1] * len(shape)
     bshape[axis] = idx.shape[0]
+    copied = _one_hot_rows(idx, weights)
+    if copied is not None:
+        idx, weights = copied[:, None], np.ones((len(copied), 1))
     out = None
     for k in range(idx.shape[1]):
         w = weights[:, k]
@@ -71,6 +89,9 @@ def _resize_axis(ctx, x, axis: int, taps, extrapolation_value: float):
             picked = op("multiply", picked if compute == dtype else op("cast", picked,
                                                                        dtype=compute),
                         const(w.reshape(bshape), compute))
+            if not w.all():
+                picked = op("where", const((w != 0).reshape(bshape), "bool"), picked,
+                            const(0, compute))
         out = picked if out is None else op("add", out, picked)
     if out is None:
         out = const(np.zeros([idx.shape[0] if i == axis else d for i, d in enumerate(shape)],
