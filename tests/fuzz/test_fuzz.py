@@ -13,9 +13,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from onnx import helper, numpy_helper
 
 from .generate import MAX_OPSET, MIN_OPSET, generate, validate
 from .oracle import CRASH, PASS, REJECTED, UNSUPPORTED, classify_error, compare
+from .reference import run_reference
 from .runner import Worker
 from .shrink import shrink
 
@@ -127,7 +129,6 @@ def test_shrinker_finds_the_culprit_node():
 def test_reference_pools_agree_with_onnxruntime():
     """The oracle's own pooling (patched over onnx.reference's) against onnxruntime."""
     ort = pytest.importorskip("onnxruntime")
-    from onnx import helper
     configs = [
         ("MaxPool", [1, 2, 5], {"kernel_shape": [2], "pads": [0, 1]}),
         ("MaxPool", [1, 2, 6, 7], {"kernel_shape": [3, 2], "pads": [1, 0, 2, 1], "strides": [2, 2],
@@ -156,7 +157,6 @@ def test_reference_resize_of_infinities_agrees_with_onnxruntime(attrs, sizes):
 
     (onnxruntime's plain linear mode still adds 0 * inf at a clamped edge: not compared.)"""
     ort = pytest.importorskip("onnxruntime")
-    from onnx import helper
     x = np.ones((1, 2, 6, 3), np.float16)
     x[0, 0, 0, 0], x[0, 1, 2, 1], x[0, 1, 5, 2] = -np.inf, np.inf, np.nan
     node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], **attrs)
@@ -167,9 +167,6 @@ def test_reference_resize_of_infinities_agrees_with_onnxruntime(attrs, sizes):
 
 def _reference_and_onnxruntime(ort, node, x: np.ndarray, **consts) -> tuple:
     """One node reading x (and int64 constants) through the oracle and onnxruntime."""
-    from onnx import helper, numpy_helper
-
-    from .reference import run_reference
     elem = helper.np_dtype_to_tensor_dtype(x.dtype)
     graph = helper.make_graph(
         [node], "g", [helper.make_tensor_value_info("x", elem, x.shape)],
