@@ -27,7 +27,9 @@ _CONSTANT_SUFFIXES = (("bias", 0.0), ("beta", 0.0), ("gamma", 1.0), ("moving_mea
 class Initializer:
     """Fills a parameter array in place according to its name (TVM's Initializer)."""
 
-    def __init__(self):
+    def __init__(self, **kwargs):
+        # kwargs: TVM's subclasses pass their settings up (super().__init__(magnitude=...))
+        self._kwargs = kwargs
         self.rng = np.random.RandomState(0)
 
     def __call__(self, desc: str, arr: np.ndarray) -> None:
@@ -53,7 +55,7 @@ class Xavier(Initializer):
 
     def __init__(self, rnd_type: str = "uniform", factor_type: str = "avg",
                  magnitude: float = 3):
-        super().__init__()
+        super().__init__(rnd_type=rnd_type, factor_type=factor_type, magnitude=magnitude)
         if rnd_type not in ("uniform", "gaussian"):
             raise ValueError(f"Xavier: rnd_type must be 'uniform' or 'gaussian', got {rnd_type!r}")
         if factor_type not in ("avg", "in", "out"):
