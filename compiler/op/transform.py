@@ -17,8 +17,8 @@ from .registry import OpDef, OpPattern, make_call, register
 from .type_relations import (as_axis_list, check_arity, fail, normalize_axis, tensor_arg,
                              tuple_arg)
 
-__all__ = ["reshape", "reverse_reshape", "reshape_like", "transpose", "concatenate", "split", "squeeze",
-           "expand_dims", "stack", "reverse", "layout_transform"]
+__all__ = ["reshape", "reverse_reshape", "reshape_like", "transpose", "concatenate", "split",
+           "squeeze", "expand_dims", "stack", "reverse", "layout_transform"]
 
 
 def _injective(name: str, num_inputs: int, rel, ref, attrs=None, key: str = "Attrs",

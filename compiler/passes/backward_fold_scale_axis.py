@@ -18,13 +18,13 @@ multiply then disappears. The 1-D scale is built once per multiply and shared.
 from __future__ import annotations
 
 from compiler.ir.expr import Call, Function, RelayExpr
-from compiler.ir.traversal import post_order, rewrite_post_order
+from compiler.ir.traversal import post_order
 from compiler.op.tensor import multiply
 from compiler.op.type_relations import normalize_axis
 from compiler.transform import function_pass, register_pass
 from .scale_axis import (CONV_LAYOUTS, POSITIVE_HOMOGENEOUS, broadcasts_along, consumers,
                          conv_kernel_axis, expand_to_axis, is_all_positive_constant, op_name,
-                         scale_operand, scaled_weight, squeeze_scale, tensor_shape)
+                         rewrite_body, scale_operand, scaled_weight, squeeze_scale, tensor_shape)
 
 __all__ = ["BackwardFoldScaleAxis", "backward_fold_scale_axis"]
 
@@ -114,8 +114,7 @@ def backward_fold_scale_axis(func: Function) -> Function:
                 fold.scale_1d, rank, 0 if rank == 1 else fold.axis))
         return Call(new.op, args, new.attrs, new.type_args, new.span)
 
-    body = rewrite_post_order(func.body, rewrite)
-    return Function(func.params, body, func.ret_type, func.type_params, func.attrs, func.span)
+    return rewrite_body(func, rewrite)
 
 
 @register_pass

@@ -22,13 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler.ir.expr import Call, Function, RelayExpr
-from compiler.ir.traversal import post_order, rewrite_post_order
+from compiler.ir.traversal import post_order
 from compiler.op.tensor import divide
 from compiler.transform import function_pass, register_pass
-from .scale_axis import (CONV_LAYOUTS, POSITIVE_HOMOGENEOUS, broadcasts_along, channel_axis,
-                         consumers, conv_kernel_axis, expand_to_axis, is_all_positive_constant,
-                         op_name, scale_operand, scaled_weight, squeeze_scale,
-                         tensor_shape)
+from .scale_axis import (CONV_LAYOUTS, POSITIVE_HOMOGENEOUS, broadcasts_along, consumers,
+                         conv_kernel_axis, expand_to_axis, is_all_positive_constant, op_name,
+                         rewrite_body, scale_operand, scaled_weight, squeeze_scale, tensor_shape)
 
 __all__ = ["ForwardFoldScaleAxis", "forward_fold_scale_axis"]
 
@@ -122,8 +121,7 @@ def forward_fold_scale_axis(func: Function) -> Function:
         weight = scaled_weight(old, new.args[1], fold.scale_1d, fold.axis, "I")
         return Call(new.op, [new.args[0], weight], new.attrs, new.type_args, new.span)
 
-    body = rewrite_post_order(func.body, rewrite)
-    return Function(func.params, body, func.ret_type, func.type_params, func.attrs, func.span)
+    return rewrite_body(func, rewrite)
 
 
 @register_pass

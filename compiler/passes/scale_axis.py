@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.ir.expr import Call, Constant, Function, Op, RelayExpr
-from compiler.ir.traversal import children, post_order
+from compiler.ir.traversal import children, post_order, rewrite_post_order
 from compiler.ir.types import TensorType
 from compiler.op.tensor import multiply
 from compiler.op.transform import expand_dims, squeeze
@@ -94,6 +94,14 @@ def consumers(func: Function) -> dict:
 
 
 CONV_LAYOUTS = {"nn.conv2d": ("NCHW", "OIHW"), "nn.conv3d": ("NCDHW", "OIDHW")}
+
+
+def rewrite_body(func: Function, rewrite) -> Function:
+    """func with its body rebuilt bottom-up by rewrite(old, new) (rewrite_post_order)."""
+    body = rewrite_post_order(func.body, rewrite)
+    if body is func.body:
+        return func
+    return Function(func.params, body, func.ret_type, func.type_params, func.attrs, func.span)
 
 
 def conv_kernel_axis(conv: Call, data_channel_axis: int, channel: str) -> int | None:
