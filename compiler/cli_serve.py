@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
@@ -41,6 +42,10 @@ def cmd_serve(args) -> int:
     except ImportError:
         print("relayjit: error: serving needs Ray: pip install 'relayjit[serve]'", file=sys.stderr)
         return 2
+    # Ctrl-C and a supervisor's SIGTERM both stop cleanly (SIGINT is ignored when started
+    # in the background by a non-interactive shell, so install Python's handler explicitly)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     server = serving.start(args.model, replicas=args.replicas, port=args.port,
                            threads=args.threads, address=args.address, host=args.host)
     try:
@@ -52,5 +57,6 @@ def cmd_serve(args) -> int:
     except KeyboardInterrupt:
         print("stopping", file=sys.stderr)
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut it short
         server.stop()
     return 0

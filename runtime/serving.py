@@ -305,10 +305,10 @@ def start(path: str | os.PathLike, replicas: int = 1, port: int = 8000, threads:
           num_cpus: float | None = None) -> Server:
     """Serve the module at `path` with `replicas` replicas on a local Ray instance (or the
     cluster at `address`: "auto" or "ray://host:port"), listening on host:port."""
+    app = application(path, replicas, threads, num_cpus)  # checks the file before Ray starts
     import ray
     from ray import serve
 
-    app = application(path, replicas, threads, num_cpus)
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(address=address, include_dashboard=False, logging_level="warning")
