@@ -87,16 +87,13 @@ class ModelService:
     # ---- requests -------------------------------------------------------------------------
 
     def decode(self, body: bytes, content_type: str) -> dict[str, np.ndarray]:
-        """The input arrays of a request body (JSON or .npz), names checked; RequestError."""
+        """The input arrays of a request body (JSON or .npz); RequestError."""
         if len(body) > self.max_body_bytes:
             raise RequestError(f"request body of {len(body)} bytes is larger than this model's "
                                f"inputs can need ({self.max_body_bytes} bytes at most)")
         if _media_type(content_type) in (NPZ_TYPE, "application/octet-stream"):
-            arrays = self._decode_npz(body)
-        else:
-            arrays = self._decode_json(body)
-        self._check_names(arrays)
-        return arrays
+            return self._decode_npz(body)
+        return self._decode_json(body)
 
     def _decode_json(self, body: bytes) -> dict[str, np.ndarray]:
         try:
@@ -153,7 +150,9 @@ class ModelService:
                                + ", ".join(f"{n} {s} {d}" for n, (s, d) in self.inputs.items()))
 
     def check(self, arrays: dict[str, np.ndarray]) -> None:
-        """Shapes and dtypes against the model's (one sample's, for is_sample requests)."""
+        """Names, shapes and dtypes against the model's (one sample's, for is_sample requests);
+        RequestError with GraphModule.set_input's message."""
+        self._check_names(arrays)
         sample = self.is_sample(arrays)
         for name, value in arrays.items():
             shape, dtype = self.inputs[name]
