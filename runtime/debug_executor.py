@@ -159,7 +159,11 @@ def _shapes(shapes: tuple[tuple[int, ...], ...]) -> str:
 
 
 def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 3] + "..."
+    """`text` in `width` characters, eliding the middle (node names differ at their end)."""
+    if len(text) <= width:
+        return text
+    tail = width // 3
+    return text[:width - tail - 3] + "..." + text[-tail:]
 
 
 class GraphModuleDebug(GraphModule):
