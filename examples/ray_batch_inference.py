@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -32,10 +31,7 @@ class Predictor:
     """One per Ray Data actor: the loaded module, applied to batches of file names."""
 
     def __init__(self, module_bytes: bytes, threads: int, output_dir: str) -> None:
-        with tempfile.NamedTemporaryFile(suffix=".rjit") as f:
-            f.write(module_bytes)
-            f.flush()
-            self.service = ModelService(f.name, threads)
+        self.service = ModelService.from_bytes(module_bytes, threads)
         self.output_dir = output_dir
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

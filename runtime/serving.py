@@ -65,6 +65,14 @@ class ModelService:
         element_bytes = sum(int(np.prod(shape)) for shape, _ in self.inputs.values())
         self.max_body_bytes = 32 * element_bytes + _MAX_BODY_SLACK
 
+    @classmethod
+    def from_bytes(cls, module_bytes: bytes, threads: int | None = None) -> ModelService:
+        """A service for a module file's contents (what travels to replicas and actors)."""
+        with tempfile.NamedTemporaryFile(suffix=".rjit") as f:
+            f.write(module_bytes)
+            f.flush()
+            return cls(f.name, threads)
+
     # ---- what the model takes and gives ---------------------------------------------------
 
     def metadata(self) -> dict:
@@ -220,10 +228,7 @@ def _deployment_class():
     @serve.deployment(name="relayjit", max_ongoing_requests=64)
     class RelayjitModel:
         def __init__(self, module_bytes: bytes, threads: int) -> None:
-            with tempfile.NamedTemporaryFile(suffix=".rjit") as f:
-                f.write(module_bytes)
-                f.flush()
-                self.service = ModelService(f.name, threads)
+            self.service = ModelService.from_bytes(module_bytes, threads)
             if self.service.batch_size > 1:
                 self.run_batch.set_max_batch_size(self.service.batch_size)
 
