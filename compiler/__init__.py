@@ -7,3 +7,4 @@ from . import transform  # noqa: F401
 from . import target  # noqa: F401
 from . import relay  # noqa: F401
 from . import parser  # noqa: F401
+from .session import InferenceSession, load  # noqa: F401
