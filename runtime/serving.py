@@ -214,16 +214,14 @@ def _batch_size(specs: list[tuple[tuple[int, ...], str]]) -> int:
     return leading.pop() if len(leading) == 1 and min(leading) > 1 else 1
 
 
-def _json_response(status: int, payload: Any):
-    from starlette.responses import Response
-    return Response(json.dumps(payload), status_code=status, media_type=JSON_TYPE)
-
-
 @functools.lru_cache(maxsize=1)
 def _deployment_class():
     """The Ray Serve deployment wrapping a ModelService (built once Ray is needed)."""
     from ray import serve
     from starlette.responses import Response
+
+    def _json_response(status: int, payload: Any) -> Response:
+        return Response(json.dumps(payload), status_code=status, media_type=JSON_TYPE)
 
     @serve.deployment(name="relayjit", max_ongoing_requests=64)
     class RelayjitModel:

@@ -1,6 +1,8 @@
 """The small CNN the serving tests deploy, exported, and its reference outputs."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 import runtime
@@ -28,8 +30,13 @@ def export_cnn(path: str, batch: int = 1, target: str = "llvm") -> str:
     return path
 
 
+@functools.lru_cache(maxsize=None)
+def _loaded(path: str) -> graph_executor.GraphModule:
+    return graph_executor.GraphModule(runtime.load_module(path)["default"](runtime.cpu()))
+
+
 def reference(path: str, batch: np.ndarray) -> np.ndarray:
     """The module's outputs for a full batch, run in this process."""
-    m = graph_executor.GraphModule(runtime.load_module(path)["default"](runtime.cpu()))
+    m = _loaded(path)
     m.run(**{INPUT: batch})
     return m.get_output(0).numpy()
