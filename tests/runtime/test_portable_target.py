@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import runtime
-from codegen import jit
+from codegen import cache, jit
 from codegen.schedules.common import vector_width
 from compiler import build as build_module
 from compiler import relay
@@ -83,6 +83,17 @@ def test_schedules_take_vector_width_from_the_target(monkeypatch):
         assert vector_width() == 8
     with building_for(resolve_cpu_target("x86-64-v4")):
         assert vector_width() == 16
+
+
+def test_compile_cache_keys_are_per_target(monkeypatch, tmp_path):
+    monkeypatch.setenv("RELAYJIT_CACHE_DIR", str(tmp_path))
+    host_key = jit.structural_key([], 3)
+    host_entry = cache.entry_path(host_key)
+    with building_for(resolve_cpu_target("x86-64-v3")):
+        assert jit.structural_key([], 3) != host_key  # the in-memory caches
+        assert cache.entry_path(host_key) != host_entry  # the disk cache
+    with building_for(resolve_cpu_target("x86-64-v3", ["+avx512f"])):
+        assert cache.entry_path(host_key) != host_entry
 
 
 def test_baseline_assembly_has_no_avx512():
