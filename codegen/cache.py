@@ -9,8 +9,10 @@ Entry: one file `<key[:2]>/<key>.rjc` under the cache directory:
 
     MAGIC | u32 header length | header JSON | object code | optimised bitcode | sha256(all before)
 
-The header records the kernel names and the two lengths. A lookup under other kernel names
-(same structure) renames the functions in the bitcode and re-runs only machine-code emission.
+The header records the kernel names and the two lengths. A micro-kernel's entry holds its
+optimised bitcode only (codegen.jit links it into the kernel modules that call it). A lookup
+under other kernel names (same structure) renames the functions in the bitcode and re-runs
+only machine-code emission.
 Entries are written to a temporary file in the same directory and moved into place with
 os.replace, so readers never see half an entry; a truncated or corrupted entry (bad magic,
 lengths or checksum) is ignored, removed and recompiled, never trusted.
@@ -169,7 +171,7 @@ def _decode(data: bytes) -> Entry | None:
         olen, blen = int(header["object"]), int(header["bitcode"])
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
-    if olen <= 0 or blen < 0 or start + olen + blen != len(body) \
+    if olen < 0 or blen < 0 or olen + blen == 0 or start + olen + blen != len(body) \
             or not all(isinstance(x, str) and x for x in names):
         return None
     return Entry(names, body[start:start + olen], body[start + olen:])

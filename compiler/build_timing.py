@@ -137,7 +137,8 @@ class TimingRecorder:
 
     def add_compile_stats(self, stats: CompileStats) -> None:
         """One stage per compile stage codegen.jit reported."""
-        notes = {"optimise": f"O3, {stats.kernels_compiled} kernels",
+        notes = {"optimise": (f"O3, {stats.kernels_compiled} kernels; InstCombine, "
+                              f"{stats.microkernels_compiled} micro-kernels"),
                  "jobs_wait": (f"{stats.jobs} jobs; the forked ones optimised for "
                                f"{stats.jobs_seconds:.3f} s" if stats.jobs > 1 else "1 job")}
         for key in COMPILE_STAGES:

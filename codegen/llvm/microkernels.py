@@ -337,22 +337,49 @@ def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
 
 
 # ---------------------------------------------------------------------- TIR hook
+KINDS = ("gemm", "gemv", "conv")
+
+
+def define(module: ir.Module, name: str) -> ir.Function | None:
+    """Emit the micro-kernel called `name` (PREFIX + kind + params) into module; None when
+    no micro-kernel has that name."""
+    kind, *params = name[len(PREFIX):].split("_")
+    if kind == "gemm":
+        mr, nr = (int(x) for x in params[0].split("x"))
+        return gemm_kernel(module, mr, nr)
+    if kind == "gemv":
+        return gemv_kernel(module, int(params[0]))
+    if kind == "conv":
+        return conv_kernel(module, *(int(x) for x in params))
+    return None
+
+
+def declare(module: ir.Module, name: str, arg_types: list[ir.Type]) -> ir.Function:
+    """An external declaration of micro-kernel `name` in a kernel's module.
+
+    Why not the definition: codegen.jit compiles each micro-kernel in a module of its own,
+    once per target CPU (cached in memory and on disk), and links it into the kernel
+    modules that call it; emitting and optimising it with every kernel set (and in every
+    parallel compile job) was most of a CNN's LLVM time. argmemonly lets the optimiser keep
+    values in registers across the call, as it did when it could see the body.
+    """
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), arg_types), name)
+        for attr in ("argmemonly", "nounwind", "norecurse"):
+            fn.attributes.add(attr)
+    return fn
+
+
 def emit_call(emitter, e) -> ir.Value:
     """Emit a `relayjit.ukr.*` TIR call: Load args become addresses, others i64 values."""
     from ..tir.expr import Load
 
-    name = e.name[len(PREFIX):]
-    module = emitter.builder.module
-    kind, *params = name.split("_")
-    if kind == "gemm":
-        mr, nr = (int(x) for x in params[0].split("x"))
-        fn = gemm_kernel(module, mr, nr)
-    elif kind == "gemv":
-        fn = gemv_kernel(module, int(params[0]))
-    elif kind == "conv":
-        fn = conv_kernel(module, *(int(x) for x in params))
-    else:
+    kind = e.name[len(PREFIX):].split("_")[0]
+    if kind not in KINDS:
         raise emitter.fail(f"unknown micro-kernel {e.name}")
+    arg_types = [PTR if type(a) is Load else I64 for a in e.args]
+    fn = declare(emitter.builder.module, e.name, arg_types)
     bld = emitter.builder
     args = []
     for a, ty in zip(e.args, fn.function_type.args):

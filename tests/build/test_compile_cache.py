@@ -70,7 +70,9 @@ def cache_dir(tmp_path, monkeypatch):
 def test_second_build_in_fresh_process_hits_the_cache(cache_dir):
     cold = build_in_new_process(cache_dir)
     assert cold["jit"]["misses"] > 0 and cold["jit"]["disk"] == 0
-    assert cold["disk"]["writes"] == cold["jit"]["misses"]
+    # one entry per kernel set, one per micro-kernel (compiled once per machine)
+    assert cold["jit"]["microkernels"] > 0
+    assert cold["disk"]["writes"] == cold["jit"]["misses"] + cold["jit"]["microkernels"]
     files = entries(cache_dir)
     assert files and all(f.endswith(".rjc") for f in files)  # no temporary files left
     warm = build_in_new_process(cache_dir)

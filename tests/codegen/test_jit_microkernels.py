@@ -1,0 +1,106 @@
+"""Micro-kernels compile once per target CPU, apart from the kernels calling them, and link in."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llvmlite import ir
+
+from codegen import cache, jit, te, tir
+from codegen.errors import CodegenError
+from codegen.llvm.types import PTR
+from codegen.lower import lower
+from codegen.schedules import conv2d_nchw
+from runtime.library import KernelLibrary
+
+RNG = np.random.default_rng(5)
+
+
+def _conv(name: str, channels: int, relu: bool = False, size: int = 8):
+    """A 3x3 conv (the schedule calls a conv micro-kernel), optionally with a ReLU epilogue."""
+    x = te.placeholder((1, channels, size, size), name="x")
+    w = te.placeholder((16, channels, 3, 3), name="w")
+    y = conv2d_nchw(x, w, (1, 1), (1, 1, 1, 1))
+    if relu:
+        y = te.compute(y.shape, lambda *i: tir.max(y[i], tir.const(0.0, "float32")),
+                       name="relu")
+    return lower(name, [x, w], [y])
+
+
+def _run(lib: KernelLibrary, func, channels: int, size: int = 8):
+    x = RNG.standard_normal((1, channels, size, size)).astype("float32")
+    w = RNG.standard_normal((16, channels, 3, 3)).astype("float32")
+    out = np.empty((1, 16, size, size), "float32")
+    lib[func.name](x, w, out)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros_like(out)
+    for r in range(3):
+        for s in range(3):
+            want += np.einsum("nchw,kc->nkhw", xp[:, :, r:r + size, s:s + size], w[:, :, r, s])
+    return out, want
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("RELAYJIT_CACHE_DIR", str(tmp_path / "cache"))
+    jit.clear_cache()
+    cache.reset_disk_cache_stats()
+    yield tmp_path / "cache"
+    jit.clear_cache()
+
+
+def test_kernel_modules_only_declare_micro_kernels():
+    func = _conv("conv_decl", 8)
+    names = jit.microkernels_called([func])
+    assert names and all(n.startswith("relayjit.ukr.conv_") for n in names)
+    text = jit.get_llvm_ir([func], optimized=False)
+    assert f'declare void @"{names[0]}"' in text
+    assert f'define void @"{names[0]}"' not in text
+    linked = jit.get_llvm_ir([func])  # optimised: the definition is linked in, internal
+    assert f'define internal void @"{names[0]}"' in linked or \
+        f"define internal void @{names[0]}" in linked
+
+
+def test_micro_kernels_are_reused_across_kernel_sets_and_processes(cache_dir):
+    plain, with_relu = _conv("conv_plain", 8), _conv("conv_relu", 8, relu=True)
+    assert jit.microkernels_called([plain]) == jit.microkernels_called([with_relu])
+    with jit.record_compile_stats() as first:
+        lib = jit.build_library([plain])
+    assert first.microkernels_compiled == len(jit.microkernels_called([plain]))
+    out, want = _run(lib, plain, 8)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    jit.clear_cache()  # as a new process: only the disk cache remains
+    with jit.record_compile_stats() as second:
+        lib = jit.build_library([with_relu])
+    assert second.misses == 1 and second.microkernels_compiled == 0
+    out, want = _run(lib, with_relu, 8)
+    np.testing.assert_allclose(out, np.maximum(want, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_parallel_jobs_compile_each_micro_kernel_once():
+    funcs = [_conv(f"conv_{k}", 8 + 8 * (k % 4), relu=k >= 8) for k in range(16)]
+    distinct = jit.microkernels_called(funcs)
+    assert len(distinct) < len(funcs)  # kernels share micro-kernels
+    jit.clear_cache()
+    with cache.disabled(), jit.record_compile_stats() as stats:
+        obj = jit.compile_primfuncs(funcs, 3, jobs=2)
+    assert stats.jobs == 2 and stats.microkernels_compiled == len(distinct)
+    lib = KernelLibrary(obj, [f.name for f in funcs])
+    for k in (0, 5, 10, 15):
+        out, want = _run(lib, funcs[k], 8 + 8 * (k % 4))
+        np.testing.assert_allclose(out, np.maximum(want, 0) if k >= 8 else want,
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_a_definition_that_does_not_match_the_calls_is_refused(monkeypatch):
+    func = _conv("conv_mismatch", 8)
+    jit.clear_cache()
+
+    def define_with_other_signature(module, name):
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name)
+        ir.IRBuilder(fn.append_basic_block()).ret_void()
+        return fn
+
+    monkeypatch.setattr(jit.microkernels, "define", define_with_other_signature)
+    with cache.disabled(), pytest.raises(CodegenError, match="micro-kernel .* is called as"):
+        jit.compile_primfuncs([func], 3, jobs=1)
+    jit.clear_cache()
