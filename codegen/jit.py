@@ -298,8 +298,13 @@ def compile_jobs() -> int:
     disk cache, 2-core VM): with the machine otherwise idle (load average 0.3-0.65), one job
     took 4.7-4.8 s and two jobs 3.95-4.1 s; while another process kept about one core busy
     (load 1.1-1.4), two jobs took 5.2-5.3 s against 4.6-4.7 s for one. Extra jobs pay only
-    on idle cores, which auto_compile_jobs estimates. Anything but "auto" or a whole number
-    >= 1 is a ValueError naming the variable, so a typo does not silently change the plan.
+    on idle cores, which auto_compile_jobs estimates. Why jobs gave little even when forced:
+    machine-code emission (about a third of the LLVM time) stays in the parent, which links
+    one object; forked jobs compete with other work for the same two cores; and each job
+    used to emit and optimise its own copy of every micro-kernel its kernels called (now
+    each is compiled once, by one job, then cached per target CPU). Anything but "auto" or
+    a whole number >= 1 is a ValueError naming the variable, so a typo does not silently
+    change the plan.
     """
     value = os.environ.get(JOBS_ENV, "").strip()
     if value == "" or value.lower() == "auto":
