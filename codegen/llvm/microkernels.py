@@ -315,6 +315,87 @@ def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rows
     return fn
 
 
+def conv_rows_kernel(module: ir.Module, kc: int, nv: int, vw: int, c: int, r: int, s: int,
+                     kstride: int, tapstride: int, sh: int, sw: int, dh: int, dw: int,
+                     hq: int, wq: int) -> ir.Function:
+    """void conv_rows(ptr w, ptr t, ptr x): kc output channels x nv vectors of vw consecutive
+    output pixels of one row, T[k][j] = sum_{c,r,s} w(k, c, r, s) * x(c, r, s)[j].
+
+    x points at the phase planes X[c][py][px][hq][wq] of the padded input (X[c][py][px][i][j]
+    = xpad[c][i*sh + py][j*sw + px]) at the tile's first output pixel, so every tap's pixels
+    are one contiguous vector load whatever the stride; w(k, c, r, s) is the scalar at
+    w[k*kstride + ((c*r_ + r)*s_ + s)*tapstride], broadcast. Windows of more than
+    ROW_LOOP_TAPS taps loop over their rows (see conv_kernel)."""
+    name = (f"{PREFIX}convrows_{kc}_{nv}_{vw}_{c}_{r}_{s}_{kstride}_{tapstride}_{sh}_{sw}_"
+            f"{dh}_{dw}_{hq}_{wq}")
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    fma = _fma_decl(module, vw)
+    fn = _new_function(module, name, [PTR, PTR, PTR])
+    w, t, x = fn.args
+    for arg in (w, t, x):
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
+    plane = hq * wq
+    chanstep = sh * sw * plane
+
+    def x_offset(rr: int, ss: int) -> int:
+        py, qy = divmod(rr * dh, sh)[::-1]
+        px, qx = divmod(ss * dw, sw)[::-1]
+        return (py * sw + px) * plane + qy * wq + qx
+
+    def row_taps(b, w_row, x_row, accs, rr: int | None):
+        """The s taps of one window row: w_row / x_row point at the row's first tap (rr given:
+        a static row, whose offsets are added here)."""
+        accs = list(accs)
+        for ss in range(s):
+            if rr is None:
+                px, qx = (ss * dw) % sw, (ss * dw) // sw
+                xo, wo = px * plane + qx, ss * tapstride
+            else:
+                xo, wo = x_offset(rr, ss), (rr * s + ss) * tapstride
+            xs = [_vload(b, x_row, xo + vw * j, vw) for j in range(nv)]
+            for k in range(kc):
+                wv = _splat(b, step(b, w_row, k * kstride + wo), vw)
+                for j in range(nv):
+                    accs[k * nv + j] = b.call(fma, [xs[j], wv, accs[k * nv + j]])
+        return accs
+
+    def step(b, ptr, elems: int):
+        return b.gep(ptr, [ir.Constant(I64, elems)], inbounds=True, source_etype=F32) \
+            if elems else ptr
+
+    def window_row(b, it, accs, w_ptr, x_ptr):
+        """Row `it` of the window: its phase and offset computed from the trip count."""
+        rdh = b.mul(it, ir.Constant(I64, dh))
+        py, qy = b.urem(rdh, ir.Constant(I64, sh)), b.udiv(rdh, ir.Constant(I64, sh))
+        off = b.add(b.mul(py, ir.Constant(I64, sw * plane)), b.mul(qy, ir.Constant(I64, wq)))
+        x_row = b.gep(x_ptr, [off], inbounds=True, source_etype=F32)
+        w_row = b.gep(w_ptr, [b.mul(it, ir.Constant(I64, s * tapstride))], inbounds=True,
+                      source_etype=F32)
+        return row_taps(b, w_row, x_row, accs, None)
+
+    def channel(b, it, carried):
+        w_ptr, x_ptr, accs = carried[0], carried[1], carried[2:]
+        if r * s <= ROW_LOOP_TAPS:
+            for rr in range(r):
+                accs = row_taps(b, w_ptr, x_ptr, accs, rr)
+        else:
+            accs = _counted_loop(b, fn, ir.Constant(I64, r), accs,
+                                 lambda b2, i2, c2: window_row(b2, i2, c2, w_ptr, x_ptr), "r")
+        return [step(b, w_ptr, r * s * tapstride), step(b, x_ptr, chanstep), *accs]
+
+    carried = _counted_loop(b, fn, ir.Constant(I64, c), [w, x] + [zero] * (kc * nv), channel,
+                            "c")
+    for k in range(kc):
+        for j in range(nv):
+            _vstore(b, carried[2 + k * nv + j], t, (k * nv + j) * vw)
+    b.ret_void()
+    return fn
+
+
 def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
     """Transpose an n x n block held as n vectors (n a power of two): log2(n) stages of
     two-source shuffles, each swapping the off-diagonal halves of blk x blk blocks."""
@@ -337,7 +418,7 @@ def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
 
 
 # ---------------------------------------------------------------------- TIR hook
-KINDS = ("gemm", "gemv", "conv")
+KINDS = ("gemm", "gemv", "conv", "convrows")
 
 
 def define(module: ir.Module, name: str) -> ir.Function | None:
@@ -351,6 +432,8 @@ def define(module: ir.Module, name: str) -> ir.Function | None:
         return gemv_kernel(module, int(params[0]))
     if kind == "conv":
         return conv_kernel(module, *(int(x) for x in params))
+    if kind == "convrows":
+        return conv_rows_kernel(module, *(int(x) for x in params))
     return None
 
 

@@ -90,6 +90,8 @@ def _conv(x: te.Tensor, w: te.Tensor, wshape, strides, padding, dilation, groups
             return _depthwise(ins[0], ins[1], outs[0], geo, epilogue, name)
         if _is_gemm(geo):
             return _pointwise(ins[0], ins[1], outs[0], geo, epilogue, name, packed)
+        if packed and _rows_pay(geo, ins[1].shape[-1]):
+            return _rows(ins[0], ins[1], outs[0], geo, epilogue, name)
         return _direct(ins[0], ins[1], outs[0], geo, epilogue, name, packed)
 
     return te.extern((n, k, oh, ow), [x, w], mark_epilogue(fcompute), name=name)
@@ -98,17 +100,20 @@ def _conv(x: te.Tensor, w: te.Tensor, wshape, strides, padding, dilation, groups
 def _is_gemm(g: dict) -> bool:
     """A 1x1, stride-1, unpadded conv (per group, out[n] = W . x[n] over NCHW's pixel rows)
     with at most 96 input channels a group, unless the GEMM's row tiles would pad the group's
-    output channels 5% more than the direct schedule's channel blocks do. There the GEMM
-    beats the direct schedule, whose fixed cost per tile (transpose, stores) weighs on a short
-    reduction (measured: 16->96 channels at 112x112 59 -> 95 GFLOP/s, 24->144 66 -> 102,
-    64->256 92 -> 104; 64->64 (72 GEMM rows for 64) and from ~128 input channels the direct
-    one wins)."""
+    output channels 5% more than the direct schedule's channel blocks do, or its pixel panels
+    would pad the pixels by over 5%. There the GEMM beats the direct schedule, whose fixed
+    cost per tile (transpose, stores) weighs on a short reduction (measured: 16->96 channels
+    at 112x112 59 -> 95 GFLOP/s, 24->144 66 -> 102, 64->256 92 -> 104; 64->64 (72 GEMM rows for
+    64) and from ~128 input channels the direct one wins, as it does for 64->1280 at 14x14,
+    whose 196 pixels take 224 in 32-pixel panels: 67 -> 84 GFLOP/s)."""
     if (g["r"], g["s"], g["sh"], g["sw"]) != (1, 1, 1, 1) \
             or (g["hp"], g["wp"]) != (g["h"], g["w"]) or g["cg"] > 96:
         return False
-    kg, mr = g["kg"], rows_per_tile()
+    kg, mr, nr = g["kg"], rows_per_tile(), 2 * vector_width()
+    npix = g["oh"] * g["ow"]
     kb = channel_block(kg, vector_width())
-    return ceil_div(kg, mr) * mr <= 1.05 * ceil_div(kg, kb) * kb
+    return ceil_div(kg, mr) * mr <= 1.05 * ceil_div(kg, kb) * kb \
+        and ceil_div(npix, nr) * nr <= 1.05 * npix
 
 
 def _pointwise(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
@@ -256,21 +261,26 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
 
     def store_out(tl, t, ohs=None, ows=None):
         """Per output channel, the tile's pixels (consecutive in NCHW's flattened pixel index,
-        whatever rows they cross) as one vector loop over the channel-major tile."""
-        vv, jj = var(f"{name}_v"), var(f"{name}_j")
-        kout = gg * kg + kb2 * KB + vv
-        pix = t * P + jj
-        idx = (ni, kout, floordiv(pix, g["ow"]), floormod(pix, g["ow"]))
-        val = Load(acc, (tl, vv, jj), F32)
-        if epilogue is not None:
-            val = epilogue(val, idx)
-        st: Stmt = Store(out, idx, val)
-        if npix % P:
-            st = IfThenElse(lt(pix, npix), st)
-        row: Stmt = For(jj, P, st, "vectorized")
+        whatever rows they cross) as one vector loop over the channel-major tile. The last
+        tile of an output whose pixels P does not divide stores its own static count: a
+        bounds test inside the vector loop made every tile's stores scalar."""
+        vv = var(f"{name}_v")
+
+        def row(width: int, tag: str) -> Stmt:
+            jj = var(f"{name}_j{tag}")
+            kout = gg * kg + kb2 * KB + vv
+            pix = t * P + jj
+            idx = (ni, kout, floordiv(pix, g["ow"]), floormod(pix, g["ow"]))
+            val = Load(acc, (tl, vv, jj), F32)
+            if epilogue is not None:
+                val = epilogue(val, idx)
+            return For(jj, width, Store(out, idx, val), "vectorized")
+
+        pixels = row(P, "") if npix % P == 0 else \
+            IfThenElse(lt(t, ntiles - 1), row(P, "f"), row(npix - (ntiles - 1) * P, "l"))
         if kg % KB:
-            row = IfThenElse(lt(kb2 * KB + vv, kg), row)
-        return For(vv, KB, row)
+            pixels = IfThenElse(lt(kb2 * KB + vv, kg), pixels)
+        return For(vv, KB, pixels)
 
     if ncb > 1:
         cblocks = For(cb, ncb, compute(cb * cbs, cbs, cast(gt(cb, 0), "int64"),
@@ -289,6 +299,90 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
     for buf in (() if packed else (wpk,)) + ((xp,) if xp is not None else ()):
         stmt = Allocate(buf, stmt)
     return stmt
+
+
+# Output channels and pixel vectors of a _rows tile: ROWS_KC x nv accumulators
+ROWS_KC = 8
+ROWS_MAX_ACC = 24
+
+
+def _rows_pay(g: dict, kb: int) -> bool:
+    """Where _rows beats _direct (measured against each other, 1 thread, AVX-512): a short
+    reduction (a 3x3 first layer over 3 channels: 0.80 -> 0.67 ms for 3->64 at 224x224/2),
+    or few output channels over a moderate one (16->16 3x3 at 128x128 1.07 -> 0.85 ms, 32->32
+    at 64x64 0.88 -> 0.78); the direct tile wins from 64 output channels (16->64 3x3, a 7x7
+    first layer) and on long reductions (64->32 3x3). Rows of at least one vector."""
+    reduction = g["cg"] * g["r"] * g["s"]
+    return g["g"] == 1 and kb % ROWS_KC == 0 and g["ow"] >= vector_width() and \
+        (reduction <= 48 or (g["k"] <= 32 and reduction <= 320))
+
+
+def _rows_vectors(ow: int, vw: int) -> tuple[int, int]:
+    """(pixel vectors per tile, tiles per row): the fewest computed vectors per row, with at
+    least 12 accumulators per tile."""
+    v = ceil_div(ow, vw)
+    best = None
+    for nv in range(ceil_div(12, ROWS_KC), ROWS_MAX_ACC // ROWS_KC + 1):
+        chunks = ceil_div(v, nv)
+        key = (chunks * nv, -nv)
+        if best is None or key < best[0]:
+            best = (key, nv, chunks)
+    return best[1], best[2]
+
+
+def _rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> Stmt:
+    """Output pixels as vectors, output channels broadcast (TVM's NCHW direct conv the other
+    way round): a tile is ROWS_KC channels x nv vectors of one output row, stored straight
+    into NCHW rows (no transpose). The padded input is first split into stride phases, so
+    every tap reads contiguous pixels at any stride: Xph[c][py][px][i][j] =
+    xpad[c][i*sh + py][j*sw + px]."""
+    vw = vector_width()
+    c, r, s, k, kb = g["c"], g["r"], g["s"], g["k"], wb.shape[-1]
+    sh, sw, dh, dw, oh, ow = g["sh"], g["sw"], g["dh"], g["dw"], g["oh"], g["ow"]
+    nv, chunks = _rows_vectors(ow, vw)
+    span = nv * vw
+    hq = oh + (r - 1) * dh // sh
+    wq = chunks * span + (s - 1) * dw // sw
+    xph = Buffer(f"{name}_xph", (c, sh, sw, hq, wq), F32)
+    ni = var(f"{name}_n")
+    ci, py, px, qi, qj = (var(f"{name}_x{t}") for t in "cyxij")
+    ih, iw = qi * sh + py - g["pt"], qj * sw + px - g["pl"]
+    inside = logical_and(logical_and(ge(ih, 0), lt(ih, g["h"])),
+                         logical_and(ge(iw, 0), lt(iw, g["w"])))
+    val = if_then_else(inside, Load(xb, (ni, ci, ih, iw), F32), zero())
+    fill = For(ci, c, For(py, sh, For(px, sw, For(qi, hq, For(
+        qj, wq, Store(xph, (ci, py, px, qi, qj), val), "vectorized")))),
+        "parallel" if c * sh * sw * hq * wq >= MIN_PARALLEL_WORK else "serial")
+    nkc = ceil_div(k, ROWS_KC)
+    tile = Buffer(f"{name}_tile", (ROWS_KC, span), F32)
+    kc, oi = var(f"{name}_kc"), var(f"{name}_oh")
+    k0 = kc * ROWS_KC
+    geo = f"{ROWS_KC}_{nv}_{vw}_{c}_{r}_{s}_1_{kb}_{sh}_{sw}_{dh}_{dw}_{hq}_{wq}"
+
+    def tile_of(ch, width: int, tag: str) -> Stmt:
+        """The tile at column ch * span: the micro-kernel, then its first `width` columns
+        stored through the epilogue (a static width, so the store loop has no test)."""
+        v, j = var(f"{name}_v{tag}"), var(f"{name}_j{tag}")
+        call = ukr_call(f"convrows_{geo}",
+                        addr(wb, 0, floordiv(k0, kb), 0, 0, 0, floormod(k0, kb)),
+                        addr(tile, 0, 0), addr(xph, 0, 0, 0, oi, ch * span))
+        idx = (ni, k0 + v, oi, ch * span + j)
+        value = Load(tile, (v, j), F32)
+        if epilogue is not None:
+            value = epilogue(value, idx)
+        row: Stmt = For(j, width, Store(out, idx, value), "vectorized")
+        if k % ROWS_KC:
+            row = IfThenElse(lt(k0 + v, k), row)
+        return seq(call, For(v, ROWS_KC, row))
+
+    ch = var(f"{name}_ch")
+    last = ow - (chunks - 1) * span
+    body = Allocate(tile, seq(For(ch, chunks - 1, tile_of(ch, span, "f")) if chunks > 1
+                              else None, tile_of(imm(chunks - 1), last, "l")))
+    flops = k * oh * ow * c * r * s
+    par = fused_parallel([kc, oi], [nkc, oh], body, name) if flops >= MIN_PARALLEL_WORK \
+        else For(kc, nkc, For(oi, oh, body))
+    return Allocate(xph, For(ni, g["n"], seq(fill, par)))
 
 
 def _depthwise(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> Stmt:

@@ -284,9 +284,14 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     if epilogue is not None:
         fin = Store(out, cidx, epilogue(tval, cidx))
         store = fin if last is None else IfThenElse(last, fin, store)
-    edge = seq(ukr_call(kern, kc, a_ptr, b_ptr, addr(tile, 0, 0), NR, 0),
-               For(ti, MR, For(tj, NR, IfThenElse(
-                   logical_and(lt(m0 + ti, m), lt(n0 + tj, n)), store))))
+    # the edge tile's rows and columns inside C: the columns a static count in each branch, so
+    # the store loop vectorises (a bounds test per element made edge tiles scalar)
+    def edge_rows(cols: int) -> Stmt:
+        return For(ti, MR, IfThenElse(lt(m0 + ti, m), For(tj, cols, store, "vectorized")))
+
+    edge_store = edge_rows(NR) if n % NR == 0 else \
+        IfThenElse(lt(n0 + (NR - 1), n), edge_rows(NR), edge_rows(n % NR))
+    edge = seq(ukr_call(kern, kc, a_ptr, b_ptr, addr(tile, 0, 0), NR, 0), edge_store)
     is_full = []
     if m % MR or mb * mc > m:
         is_full.append(lt(m0 + (MR - 1), m))

@@ -7,7 +7,7 @@ import pytest
 from codegen import te, tir
 from codegen.jit import build_te, get_llvm_ir
 from codegen.lower import lower
-from codegen.schedules import conv2d_nchw
+from codegen.schedules import conv2d_nchw, conv2d_nchw_packed, conv2d_pack_geometry
 
 RNG = np.random.default_rng(11)
 
@@ -97,3 +97,41 @@ def test_conv_micro_kernel_is_vector_fma(monkeypatch) -> None:
     func = lower("conv_fma", [x, w], [conv2d_nchw(x, w, (1, 1), (1, 1, 1, 1))])
     text = get_llvm_ir([func])
     assert "@llvm.fma.v8f32(<8 x float>" in text
+
+
+def _pack(w: np.ndarray, groups: int) -> np.ndarray:
+    """w [K, Cg, R, S] -> Wp[G, ceil(Kg/KB), Cg, R, S, KB] per conv2d_pack_geometry."""
+    k, cg, r, s = w.shape
+    geo = conv2d_pack_geometry(k, cg, r, s, groups)
+    kb, kg = geo[-1], k // groups
+    wp = np.zeros(geo, np.float32)
+    for kk in range(k):
+        g, kin = divmod(kk, kg)
+        wp[g, kin // kb, :, :, :, kin % kb] = w[kk]
+    return wp
+
+
+ROWS_CASES = [
+    # x shape, w shape, strides, padding, dilation: short reductions and few output channels
+    # (the _rows schedule), odd widths and channel counts, a window over ROW_LOOP_TAPS
+    ((1, 3, 37, 41), (13, 3, 3, 3), (2, 2), (0, 1, 1, 0), (1, 1)),
+    ((2, 3, 20, 33), (24, 3, 5, 5), (2, 1), (2, 2, 2, 2), (1, 2)),
+    ((1, 16, 18, 19), (16, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((1, 3, 23, 23), (64, 3, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),  # the direct schedule
+]
+
+
+@pytest.mark.parametrize("xs,ws,st,pad,dil", ROWS_CASES)
+def test_conv2d_packed_rows_with_epilogue(xs, ws, st, pad, dil, width) -> None:
+    x = te.placeholder(xs, name="x")
+    wp = te.placeholder(conv2d_pack_geometry(ws[0], ws[1], ws[2], ws[3]), name="wp")
+    conv = conv2d_nchw_packed(x, wp, st, pad, dil, 1, channels=ws[0])
+    bias = te.placeholder((ws[0], 1, 1), name="bias")
+    y = te.compute(conv.shape, lambda *i: tir.max(conv[i] + bias[i[1], 0, 0], tir.const(0.0)),
+                   name="relu")
+    run = build_te([x, wp, bias], [y], "conv_rows")
+    rows = "convrows" in str(run.primfunc)
+    assert rows == (ws[0] <= 32 or ws[1] * ws[2] * ws[3] <= 48), str(run.primfunc)[:2000]
+    a, w, c = _f32(*xs), _f32(*ws), _f32(ws[0], 1, 1)
+    want = np.maximum(ref_conv(a, w, st, pad, dil, 1) + c, 0)
+    np.testing.assert_allclose(run(a, _pack(w, 1), c)[0], want, rtol=1e-4, atol=1e-4)
