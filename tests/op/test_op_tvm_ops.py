@@ -80,6 +80,17 @@ def test_conv1d(shape, wshape, stride, pad, dil, groups):
                                                           groups), rtol=1e-4, atol=1e-4)
 
 
+def test_conv1d_int8_out_dtype():
+    x, w = relay.var("x", shape=(1, 3, 7), dtype="int8"), relay.var("w", shape=(2, 3, 3),
+                                                                    dtype="int8")
+    y = relay.nn.conv1d(x, w, padding=1, strides=2, out_dtype="int32")
+    xv = RNG.integers(-128, 127, (1, 3, 7)).astype("int8")
+    wv = RNG.integers(-128, 127, (2, 3, 3)).astype("int8")
+    got = run(y, xv, wv)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, naive_conv(xv, wv, (2,), (1, 1), (1,), 1))
+
+
 def test_conv1d_nwc_wio():
     x, w = relay.var("x", shape=(2, 9, 4)), relay.var("w", shape=(3, 4, 5))
     y = relay.nn.conv1d(x, w, padding=1, data_layout="NWC", kernel_layout="WIO")

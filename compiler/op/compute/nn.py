@@ -9,6 +9,7 @@ reduction (`where`), not a padded copy.
 from __future__ import annotations
 
 from codegen import schedules
+from compiler.ir.types import TensorType
 
 from .common import rule, te, tir
 from .conv_layout import any_layout
@@ -53,6 +54,25 @@ def _conv2d(inputs, attrs, out_type):
 
 
 rule("nn.conv2d")(any_layout("NCHW", "OIHW", _conv2d))
+
+
+def _conv1d(inputs, attrs, out_type):
+    """conv1d as a conv2d of height 1, so it runs on the conv2d schedule (and its fallback)."""
+    data, weight = inputs
+    (s,), (d,), (left, right) = attrs.strides, attrs.dilation, attrs.padding
+    data4 = te.compute(data.shape[:2] + (1,) + data.shape[2:],
+                       lambda n, c, h, w: data[n, c, w], name="T_conv1d_data")
+    weight4 = te.compute(weight.shape[:2] + (1,) + weight.shape[2:],
+                         lambda o, i, h, k: weight[o, i, k], name="T_conv1d_weight")
+    attrs4 = attrs.with_updates(strides=(1, s), dilation=(1, d), padding=(0, left, 0, right),
+                                data_layout="NCHW", kernel_layout="OIHW", out_layout="",
+                                kernel_size=None)
+    shape4 = out_type.shape[:2] + (1,) + out_type.shape[2:]
+    out4 = _conv2d([data4, weight4], attrs4, TensorType(shape4, out_type.dtype))
+    return te.compute(out_type.shape, lambda n, o, w: out4[n, o, 0, w], name="T_conv1d")
+
+
+rule("nn.conv1d")(any_layout("NCW", "OIW", _conv1d))
 
 
 @rule("nn.conv2d_transpose")

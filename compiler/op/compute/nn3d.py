@@ -1,4 +1,5 @@
-"""1-D and 3-D convolution, 3-D pooling: plain guarded reductions, padding is a `where` guard.
+"""3-D convolution (and 1-D transposed), 3-D pooling: plain guarded reductions, padding is a
+`where` guard (conv1d runs on the conv2d rule: compute/nn.py).
 
 These ops are rare in the models we target, so they keep the generic reduction form rather than
 a schedule; the guard keeps every load inside the input buffer.
@@ -39,7 +40,6 @@ def _conv_nd(inputs, attrs, out_type):
 
 
 rule("nn.conv3d")(any_layout("NCDHW", "OIDHW", _conv_nd))
-rule("nn.conv1d")(any_layout("NCW", "OIW", _conv_nd))
 
 
 @rule("nn.conv3d_transpose", "nn.conv1d_transpose")
