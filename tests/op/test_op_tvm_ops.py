@@ -50,14 +50,15 @@ def naive_conv(x, w, stride, pad, dil, groups):
     return out
 
 
-def naive_conv1d_transpose(x, w, stride, pad, out_pad, dil):
+def naive_conv1d_transpose(x, w, stride, pad, out_pad, dil, groups=1):
     n, c, width = x.shape
-    o, k = w.shape[1], w.shape[2]
+    og, k = w.shape[1], w.shape[2]
     full = (width - 1) * stride + dil * (k - 1) + 1 + out_pad
-    buf = np.zeros((n, o, full + pad[0] + pad[1]))
-    for b, ic, p, oc, t in itertools.product(range(n), range(c), range(width), range(o),
+    buf = np.zeros((n, og * groups, full + pad[0] + pad[1]))
+    for b, ic, p, oc, t in itertools.product(range(n), range(c), range(width), range(og),
                                              range(k)):
-        buf[b, oc, p * stride + t * dil] += x[b, ic, p] * w[ic, oc, t]
+        group = ic // (c // groups)
+        buf[b, group * og + oc, p * stride + t * dil] += x[b, ic, p] * w[ic, oc, t]
     return buf[:, :, pad[0]:full - pad[1]]
 
 
@@ -100,19 +101,20 @@ def test_conv1d_nwc_wio():
     np.testing.assert_allclose(run(y, xv, wv), ref.transpose(0, 2, 1), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("shape,wshape,stride,pad,out_pad,dil", [
-    ((1, 3, 5), (3, 4, 3), 1, (0, 0), 0, 1),
-    ((2, 2, 4), (2, 3, 3), 2, (1, 1), 1, 1),
-    ((1, 2, 6), (2, 2, 2), 3, (0, 1), 0, 2),
+@pytest.mark.parametrize("shape,wshape,stride,pad,out_pad,dil,groups", [
+    ((1, 3, 5), (3, 4, 3), 1, (0, 0), 0, 1, 1),
+    ((2, 2, 4), (2, 3, 3), 2, (1, 1), 1, 1, 1),
+    ((1, 2, 6), (2, 2, 2), 3, (0, 1), 0, 2, 1),
+    ((1, 4, 5), (4, 3, 3), 2, (1, 0), 1, 1, 2),  # grouped (the non-schedule path)
 ])
-def test_conv1d_transpose(shape, wshape, stride, pad, out_pad, dil):
+def test_conv1d_transpose(shape, wshape, stride, pad, out_pad, dil, groups):
     x, w = relay.var("x", shape=shape), relay.var("w", shape=wshape)
     y = relay.nn.conv1d_transpose(x, w, strides=stride, padding=pad, dilation=dil,
-                                  output_padding=out_pad)
+                                  output_padding=out_pad, groups=groups)
     assert y.attrs.type_key == "relay.attrs.Conv1DTransposeAttrs"
     xv, wv = rand(*shape), rand(*wshape)
     np.testing.assert_allclose(run(y, xv, wv),
-                               naive_conv1d_transpose(xv, wv, stride, pad, out_pad, dil),
+                               naive_conv1d_transpose(xv, wv, stride, pad, out_pad, dil, groups),
                                rtol=1e-4, atol=1e-4)
 
 

@@ -56,26 +56,31 @@ def _conv2d(inputs, attrs, out_type):
 rule("nn.conv2d")(any_layout("NCHW", "OIHW", _conv2d))
 
 
-def _conv1d(inputs, attrs, out_type):
-    """conv1d as a conv2d of height 1, so it runs on the conv2d schedule (and its fallback)."""
-    data, weight = inputs
-    (s,), (d,), (left, right) = attrs.strides, attrs.dilation, attrs.padding
-    data4 = te.compute(data.shape[:2] + (1,) + data.shape[2:],
-                       lambda n, c, h, w: data[n, c, w], name="T_conv1d_data")
-    weight4 = te.compute(weight.shape[:2] + (1,) + weight.shape[2:],
-                         lambda o, i, h, k: weight[o, i, k], name="T_conv1d_weight")
-    attrs4 = attrs.with_updates(strides=(1, s), dilation=(1, d), padding=(0, left, 0, right),
-                                data_layout="NCHW", kernel_layout="OIHW", out_layout="",
-                                kernel_size=None)
-    shape4 = out_type.shape[:2] + (1,) + out_type.shape[2:]
-    out4 = _conv2d([data4, weight4], attrs4, TensorType(shape4, out_type.dtype))
-    return te.compute(out_type.shape, lambda n, o, w: out4[n, o, 0, w], name="T_conv1d")
+def _height1(rule2d, name: str, kernel_layout: str):
+    """A 1-D convolution rule as the 2-D `rule2d` over height-1 views, so conv1d and
+    conv1d_transpose run on the conv2d schedules (and share their fallbacks)."""
+    def rule1d(inputs, attrs, out_type):
+        data, weight = inputs
+        data4 = te.compute(data.shape[:2] + (1,) + data.shape[2:],
+                           lambda n, c, h, w: data[n, c, w], name=f"T_{name}_data")
+        weight4 = te.compute(weight.shape[:2] + (1,) + weight.shape[2:],
+                             lambda a, b, h, k: weight[a, b, k], name=f"T_{name}_weight")
+        (left, right) = attrs.padding
+        updates = {"strides": (1, *attrs.strides), "dilation": (1, *attrs.dilation),
+                   "padding": (0, left, 0, right), "data_layout": "NCHW",
+                   "kernel_layout": kernel_layout, "out_layout": "", "kernel_size": None}
+        if "output_padding" in attrs:
+            updates["output_padding"] = (0, *attrs.output_padding)
+        shape4 = out_type.shape[:2] + (1,) + out_type.shape[2:]
+        out4 = rule2d([data4, weight4], attrs.with_updates(**updates),
+                      TensorType(shape4, out_type.dtype))
+        return te.compute(out_type.shape, lambda n, o, w: out4[n, o, 0, w], name=f"T_{name}")
+    return rule1d
 
 
-rule("nn.conv1d")(any_layout("NCW", "OIW", _conv1d))
+rule("nn.conv1d")(any_layout("NCW", "OIW", _height1(_conv2d, "conv1d", "OIHW")))
 
 
-@rule("nn.conv2d_transpose")
 def _conv2d_transpose(inputs, attrs, out_type):
     data, weight = inputs
     dt = out_type.dtype
@@ -105,6 +110,10 @@ def _conv2d_transpose(inputs, attrs, out_type):
         prod = _acc(data[n, ch, iy, ix], dt) * _acc(weight[ch, tir.floormod(oc, og), ry, rx], dt)
         return te.sum(prod, (ic, ry, rx), where=tir.all(*conds))
     return te.compute(out_type.shape, f, name="T_conv2d_transpose")
+
+
+rule("nn.conv2d_transpose")(_conv2d_transpose)
+rule("nn.conv1d_transpose")(_height1(_conv2d_transpose, "conv1d_transpose", "IOHW"))
 
 
 @rule("nn.dense")

@@ -1,5 +1,5 @@
-"""3-D convolution (and 1-D transposed), 3-D pooling: plain guarded reductions, padding is a
-`where` guard (conv1d runs on the conv2d rule: compute/nn.py).
+"""3-D convolution and pooling: plain guarded reductions, padding is a `where` guard (the 1-D
+convolutions run on the conv2d rules: compute/nn.py).
 
 These ops are rare in the models we target, so they keep the generic reduction form rather than
 a schedule; the guard keeps every load inside the input buffer.
@@ -42,9 +42,8 @@ def _conv_nd(inputs, attrs, out_type):
 rule("nn.conv3d")(any_layout("NCDHW", "OIDHW", _conv_nd))
 
 
-@rule("nn.conv3d_transpose", "nn.conv1d_transpose")
-def _conv_transpose_nd(inputs, attrs, out_type):
-    """Grouped N-d transposed convolution (NC..., IO...)."""
+@rule("nn.conv3d_transpose")
+def _conv3d_transpose(inputs, attrs, out_type):
     data, weight = inputs
     dt = out_type.dtype
     sizes = data.shape[2:]
