@@ -311,10 +311,12 @@ def _rows_pay(g: dict, kb: int) -> bool:
     reduction (a 3x3 first layer over 3 channels: 0.80 -> 0.67 ms for 3->64 at 224x224/2),
     or few output channels over a moderate one (16->16 3x3 at 128x128 1.07 -> 0.85 ms, 32->32
     at 64x64 0.88 -> 0.78); the direct tile wins from 64 output channels (16->64 3x3, a 7x7
-    first layer) and on long reductions (64->32 3x3). Rows of at least one vector."""
+    first layer) and on long reductions (64->32 3x3). Rows of at least one vector, and a
+    window of more than one tap: a 1x1 conv would pay the phase copy of its whole input for
+    nothing (128->16 at 55x55: 0.17 -> 0.41 ms)."""
     reduction = g["cg"] * g["r"] * g["s"]
     return g["g"] == 1 and kb % ROWS_KC == 0 and g["ow"] >= vector_width() and \
-        (reduction <= 48 or (g["k"] <= 32 and reduction <= 320))
+        g["r"] * g["s"] > 1 and (reduction <= 48 or (g["k"] <= 32 and reduction <= 320))
 
 
 def _rows_vectors(ow: int, vw: int) -> tuple[int, int]:
