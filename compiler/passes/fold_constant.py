@@ -13,9 +13,10 @@ left untouched, inside and out). At each node, after its children were rewritten
   becomes the field; `let v = <constant>; body` becomes body with v replaced.
 
 Evaluation runs the real compiled path, not a numpy reference, unless the reference gives
-the compiled kernel's bits exactly (_exact_by_reference: data movement, and the float
-operations IEEE 754 rounds correctly everywhere); that is most of what a CNN folds (BatchNorm
-into weights, weight packing) at a fraction of the cost of compiling a kernel. Otherwise the
+the compiled kernel's bits exactly (data movement, and the float operations IEEE 754 rounds
+correctly everywhere) and the tensors are small enough for it to be cheaper
+(_fold_by_reference); that is most of what a CNN folds (BatchNorm into weights, weight
+packing) at a fraction of the cost of compiling a kernel. Otherwise the
 call is wrapped as a primitive function over parameters (one per tensor, tuple arguments
 flattened), type inferred under a fresh PassContext, lowered by the backend's
 lower_primitive_function, JIT-compiled by codegen.jit and run on the CPU. Compiled kernels
@@ -164,7 +165,16 @@ _EXACT_FLOAT_OPS = frozenset({"add", "subtract", "multiply", "divide", "negative
 _EXACT_FLOAT_DTYPES = frozenset({"float32", "float64"})
 
 
-def _exact_by_reference(call: Call, consts: list[Constant]) -> bool:
+# Past this many input elements the compiled kernel's single pass beats the reference's
+# several (numpy temporaries, then the copy into aligned storage): VGG-19's and ZFNet's
+# dense weights (17-100M elements) folded 2-3x slower by reference.
+REFERENCE_MAX_ELEMENTS = 1 << 22
+
+
+def _fold_by_reference(call: Call, consts: list[Constant]) -> bool:
+    """Whether the numpy reference folds this call: exact, and small enough to be cheaper."""
+    if sum(int(np.prod(c.data.shape, dtype=np.int64)) for c in consts) > REFERENCE_MAX_ELEMENTS:
+        return False
     opdef = call.op.op_def
     if opdef.reshape_only or opdef.name in _MOVES_DATA:
         return True
@@ -258,7 +268,7 @@ def _fold_call(call: Call, old: Call) -> RelayExpr:
     if not all(is_constant(a) for a in call.args):
         return call
     ret = old._checked_type
-    if ret is not None and _exact_by_reference(call, _flatten_constants(Tuple(call.args))):
+    if ret is not None and _fold_by_reference(call, _flatten_constants(Tuple(call.args))):
         folded = _evaluate_by_reference(call, ret)
         if folded is not None:
             return folded
