@@ -242,3 +242,14 @@ def test_long_chain_folds_without_recursion():
     finally:
         sys.setrecursionlimit(limit)
     assert isinstance(out.body, relay.Call)
+
+
+def test_large_tensors_fold_through_the_jit():
+    """Past REFERENCE_MAX_ELEMENTS the compiled kernel's one pass is the cheaper evaluation."""
+    fc.clear_kernel_cache()
+    n = fc.REFERENCE_MAX_ELEMENTS + 1
+    big = relay.const(np.arange(n, dtype="float32"))
+    x = relay.var("x", shape=(n,))
+    out = fold(relay.Function([x], relay.add(x, relay.multiply(big, relay.const(np.float32(2))))))
+    assert fc.kernel_cache_info()["misses"] == 1
+    np.testing.assert_array_equal(out.body.args[1].data.numpy(), np.arange(n, dtype="float32") * 2)
