@@ -71,3 +71,30 @@ def test_lp_pool_ceil_mode_sums_the_window(shape, attrs):
 def test_max_pool_window_over_padding_only_is_the_lowest_float(shape, attrs):
     got = _compare_with_ort("MaxPool", shape, **attrs)
     assert np.isfinite(got).all() and (got == np.finfo(np.float32).min).any()
+
+
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 3, 9), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    ((2, 2, 5, 4), dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 0],
+                        storage_order=1)),
+    ((1, 2, 6, 7), dict(kernel_shape=[2, 3], dilations=[2, 1], ceil_mode=1)),
+    ((2, 3, 3, 3, 8), dict(kernel_shape=[2, 2, 3], strides=[1, 2, 2], pads=[0, 1, 1, 1, 0, 0])),
+    ((1, 2, 4, 5, 3), dict(kernel_shape=[2, 2, 2], storage_order=1)),
+], ids=["1d", "2d-column-major", "2d-dilated-ceil", "3d-padded", "3d-column-major"])
+def test_max_pool_indices(shape, attrs):
+    """MaxPool's Indices output for 1-D, 2-D and 3-D pools (the fuzzer found 3-D refused)."""
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("i", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model.ir_version = 9
+    x = RNG.permutation(int(np.prod(shape))).astype(np.float32).reshape(shape)  # no ties
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    mod, params = from_onnx(model)
+    module = graph_executor.GraphModule(relay.build(mod, "llvm", params=params)["default"](cpu()))
+    module.run(x=x)
+    np.testing.assert_array_equal(module.get_output(0).numpy(), want[0])
+    np.testing.assert_array_equal(module.get_output(1).numpy(), want[1])

@@ -2,6 +2,8 @@
 in norm.py)."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from compiler.op.window import pool_counts
@@ -30,6 +32,38 @@ def _window_pads(ctx: NodeContext, spatial, kernel, strides, dilations) -> tuple
     if len(pads) != 2 * n:
         raise ctx.error(f"pads must have {2 * n} values for {n} spatial dims, got {pads}")
     return pads[:n], pads[n:]
+
+
+def _max_pool_indices(ctx: NodeContext, x, pooled, kernel, a):
+    """MaxPool's Indices output: the flat index of the first maximum in each window (the
+    spatial part row-major, or column-major with storage_order=1), for 1-D to 3-D pools.
+
+    Each kernel tap is a gather at static positions; scanning the taps backwards, a tap whose
+    value equals the pooled maximum overwrites the index, so the first one wins."""
+    shape = ctx.shape(x)
+    n, c, spatial = shape[0], shape[1], tuple(shape[2:])
+    out_spatial = tuple(ctx.shape(pooled)[2:])
+    order = "F" if int(ctx.attr("storage_order", 0)) == 1 else "C"
+    dtype = ctx.dtype(x)
+    low = -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min
+    flat_x = reshape(x, [n, c, num_elements(spatial)])
+    grid = np.meshgrid(*[np.arange(d) for d in out_spatial], indexing="ij")
+    starts = [g * s - p for g, s, p in zip(grid, a["strides"], a["begin"])]
+    result = None
+    for taps in reversed(list(itertools.product(*[range(k) for k in kernel]))):
+        coords = [st + t * d for st, t, d in zip(starts, taps, a["dilations"])]
+        valid = np.logical_and.reduce([(q >= 0) & (q < d) for q, d in zip(coords, spatial)])
+        coords = [np.clip(q, 0, d - 1) for q, d in zip(coords, spatial)]
+        where = const(np.ravel_multi_index(coords, spatial).reshape(-1), "int64")
+        picked = reshape(op("take", flat_x, where, axis=2, batch_dims=0, mode="clip"),
+                         [n, c, *out_spatial])
+        picked = op("where", const(valid, "bool"), picked, const(low, dtype))
+        index = const(np.ravel_multi_index(coords, spatial, order=order), "int64")
+        result = index if result is None else op("where", op("equal", picked, pooled), index,
+                                                 result)
+    offsets = (np.arange(n)[:, None] * c + np.arange(c)[None, :]) * num_elements(spatial)
+    return op("add", op("broadcast_to", result, shape=[n, c, *out_spatial]),
+              const(offsets.reshape(n, c, *[1] * len(spatial)).astype(np.int64), "int64"))
 
 
 def _spatial_attrs(ctx: NodeContext, x, kernel) -> dict:
@@ -145,8 +179,7 @@ def _pool(kind: str):
             out = op(f"nn.{kind}_pool2d", _to_2d(ctx, x), **attrs)
             out = _from_2d(ctx, _drop_padding_windows(ctx, out, x, kernel, a), n)
         if kind == "max" and ctx.output_used(1):
-            from .vision import max_pool_indices
-            return [out, max_pool_indices(ctx, x, out, kernel, a)]
+            return [out, _max_pool_indices(ctx, x, out, kernel, a)]
         return out
     return convert
 

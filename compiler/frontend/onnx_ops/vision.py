@@ -183,37 +183,6 @@ def _det(ctx: NodeContext, inputs):
     return reshape(total, batch)
 
 
-def max_pool_indices(ctx: NodeContext, x, pooled, kernel, a):
-    """MaxPool's Indices output: the flat index of the first maximum in each window."""
-    shape = ctx.shape(x)
-    if len(shape) != 4:
-        raise ctx.error(f"the Indices output is supported for 2-D MaxPool, got input {shape}")
-    n, c, h, w = shape
-    oh, ow = ctx.shape(pooled)[2:]
-    (sh, sw), (dh, dw) = a["strides"], a["dilations"]
-    pt, pl = a["begin"]
-    column_major = int(ctx.attr("storage_order", 0)) == 1
-    dtype = ctx.dtype(x)
-    low = -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min
-    flat_x = reshape(x, [n, c, h * w])
-    rows = np.arange(oh)[:, None] * sh - pt
-    cols = np.arange(ow)[None, :] * sw - pl
-    result = None
-    for i, j in reversed(list(itertools.product(range(kernel[0]), range(kernel[1])))):
-        r, q = rows + i * dh + 0 * cols, cols + j * dw + 0 * rows
-        valid = (r >= 0) & (r < h) & (q >= 0) & (q < w)
-        r, q = np.clip(r, 0, h - 1), np.clip(q, 0, w - 1)
-        picked = reshape(op("take", flat_x, const((r * w + q).reshape(-1), "int64"), axis=2,
-                            batch_dims=0, mode="clip"), [n, c, oh, ow])
-        picked = op("where", const(valid, "bool"), picked, const(low, dtype))
-        hit = op("equal", picked, pooled)
-        index = const(q * h + r if column_major else r * w + q, "int64")
-        result = index if result is None else op("where", hit, index, result)
-    offsets = (np.arange(n)[:, None] * c + np.arange(c)[None, :]) * (h * w)
-    return op("add", op("broadcast_to", result, shape=[n, c, oh, ow]),
-              const(offsets.reshape(n, c, 1, 1).astype(np.int64), "int64"))
-
-
 @converter("RoiAlign", since=10)
 def _roi_align(ctx: NodeContext, inputs):
     x, rois, batch = inputs
