@@ -159,8 +159,9 @@ def _opt_level(prim) -> int:
 # operations correctly (IEEE 754), so float32/float64 results agree bit for bit. Everything
 # else runs the JIT: transcendental functions use our own approximations, integer division
 # and casts have C semantics numpy does not share.
-_MOVES_DATA = frozenset({"transpose", "layout_transform", "concatenate", "nn.pad",
-                         "nn.contrib_conv2d_weight_pack", "nn.contrib_dense_weight_pack"})
+_MOVES_DATA = frozenset({"transpose", "layout_transform", "concatenate", "stack",
+                         "strided_slice", "nn.pad", "nn.contrib_conv2d_weight_pack",
+                         "nn.contrib_dense_weight_pack"})
 _EXACT_FLOAT_OPS = frozenset({"add", "subtract", "multiply", "divide", "negative", "sqrt"})
 _EXACT_FLOAT_DTYPES = frozenset({"float32", "float64"})
 

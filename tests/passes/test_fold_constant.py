@@ -204,7 +204,9 @@ def test_exact_ops_fold_by_reference_with_the_kernels_bits(dtype):
     calls = [relay.add(a, b), relay.subtract(a, b), relay.multiply(a, b), relay.divide(a, b),
              relay.negative(a), relay.sqrt(a), relay.transpose(a, (1, 0, 2, 3)),
              relay.reshape(a, (8, 27)), relay.expand_dims(b, 0),
-             relay.concatenate([a, a], axis=1), relay.nn.pad(a, ((0, 0), (1, 0), (0, 1), (0, 0)))]
+             relay.concatenate([a, a], axis=1), relay.stack([a, a], axis=0),
+             relay.strided_slice(a, (1, 0, 0, 0), (7, 3, 3, 2), (2, 1, 1, 1)),
+             relay.nn.pad(a, ((0, 0), (1, 0), (0, 1), (0, 0)))]
     x = relay.var("x", shape=(), dtype=dtype)
     fc.clear_kernel_cache()
     folded = fold(relay.Function([x], relay.Tuple([relay.add(c, x) for c in calls])))
