@@ -202,7 +202,6 @@ def _optimised_kernels(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.Modu
 
 _MICROKERNEL_CALL = re.compile(r"call (relayjit\.ukr\.\S+) ")
 _MICROKERNELS: OrderedDict[tuple[str, TargetInfo], bytes] = OrderedDict()  # -> bitcode
-_MICROKERNELS_SIZE = 1024
 # Disk cache key of a micro-kernel (the cache adds the target CPU, LLVM and codegen versions).
 _MICROKERNEL_KEY = "microkernel\0{name}\0instcombine"
 
@@ -584,7 +583,8 @@ def build_library(funcs: list[PrimFunc], opt_level: int = 3) -> KernelLibrary:
 
 
 def get_llvm_ir(funcs: list[PrimFunc], optimized: bool = True, opt_level: int = 3) -> str:
-    """LLVM IR text of the kernels, after the O-level pipeline when optimized."""
+    """LLVM IR text of the kernels, after the O-level pipeline when optimized (then with the
+    micro-kernels they call linked in; unoptimised, those are only declared)."""
     if not optimized:
         return str(emit_module(list(funcs)))
     mod, _ = _optimised_module(funcs, opt_level)
