@@ -28,7 +28,7 @@ from ..tir.ops import min as tir_min
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
 from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, vector_width, zero
 from .gemm import gemm_stmt, rows_per_tile
-from .window import padded_plane
+from .window import window_stmt
 
 PB = 6  # pixels per tile; output channels per block KB = two vectors (16 or 32)
 
@@ -388,31 +388,21 @@ def _rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> 
 
 
 def _depthwise(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> Stmt:
-    """Cg == 1: out[n, k] = sum_rs xpad[k // Kg] * w[k, 0]; vectorised along output width.
-
-    Per output channel (the parallel loop), its input channel is padded into a plane of
-    scratch first (cache-resident), not the whole input: a padded copy of all channels was a
-    second pass over memory that cost more than the convolution."""
-    ni, ki, hi, wi = (var(f"{name}_d{x}") for x in "nkhw")
+    """Cg == 1: out[n, k] = sum_rs xpad[k // Kg] * w[k, 0] per output channel plane, through
+    window.window_stmt (stride phases, flattened rows: a 14x14 stride-2 MobileNet layer was a
+    short loop of strided loads)."""
+    geo = dict(n=g["n"], k=g["k"], h=g["h"], w=g["w"], kh=g["r"], kw=g["s"], sh=g["sh"],
+               sw=g["sw"], dh=g["dh"], dw=g["dw"], pt=g["pt"], pl=g["pl"], oh=g["oh"],
+               ow=g["ow"])
     kg = g["kg"]
-    cin = floordiv(ki, kg) if kg != 1 else ki
-    padded = (g["hp"], g["wp"]) != (g["h"], g["w"])
-    plane = None
-    if padded:
-        plane, fill = padded_plane(xb, ni, cin, g, zero(), name)
-    acc = None
-    for rr in range(g["r"]):
-        for ss in range(g["s"]):
-            ih = hi * g["sh"] + rr * g["dh"]
-            iw = wi * g["sw"] + ss * g["dw"]
-            xv = Load(plane, (ih, iw), F32) if padded else Load(xb, (ni, cin, ih, iw), F32)
-            term = xv * Load(wb, (ki, imm(0), imm(rr), imm(ss)), F32)
-            acc = term if acc is None else acc + term
-    idx = (ni, ki, hi, wi)
-    val = acc if epilogue is None else epilogue(acc, idx)
-    channel: Stmt = For(hi, g["oh"], For(wi, g["ow"], Store(out, idx, val), "vectorized"))
-    if padded:
-        channel = Allocate(plane, seq(fill, channel))
-    work = g["k"] * g["oh"] * g["ow"] * g["r"] * g["s"]
-    body = For(ki, g["k"], channel, "parallel" if work >= MIN_PARALLEL_WORK else "serial")
-    return For(ni, g["n"], body)
+
+    def weighted_sum(taps, k):
+        terms = [t * Load(wb, (k, imm(0), imm(i // g["s"]), imm(i % g["s"])), F32)
+                 for i, t in enumerate(taps)]
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = acc + t
+        return acc
+
+    return window_stmt(xb, out, geo, zero(), weighted_sum, lambda acc, *_: acc, epilogue, name,
+                       channel_of=lambda k: floordiv(k, kg) if kg != 1 else k)

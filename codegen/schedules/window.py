@@ -1,5 +1,4 @@
-"""Sliding windows over one channel plane at a time (NCHW): pooling, and the padded-plane copy
-that depthwise convolution shares.
+"""Sliding windows over one channel plane at a time (NCHW): pooling and depthwise convolution.
 
 Per (image, channel), the task of one parallel iteration, the channel is first copied into
 cache-resident scratch with its padding filled in (zeros, or -inf for a max): for pooling, split
@@ -26,27 +25,6 @@ from .common import Epilogue, imm, mark_epilogue, var
 # finish(window value, output row, output column) -> the pool's result (average divisor,
 # the value of a window that covers only padding)
 Finish = Callable[[Expr, Expr, Expr], Expr]
-
-
-def padded_plane(xb: Buffer, n, c, g: dict, fill: Expr, name: str) -> tuple[Buffer, Stmt]:
-    """Scratch plane[hp][wp] = x[n, c] inside, `fill` in the padding; g holds h, w, hp, wp,
-    pt, pl. Rows above and below are all fill; the others: fill, the input row, fill."""
-    plane = Buffer(f"{name}_plane", (g["hp"], g["wp"]), xb.dtype)
-    ph, pw = var(f"{name}_ph"), var(f"{name}_pw")
-    pl, w = g["pl"], g["w"]
-    pr = g["wp"] - pl - w
-
-    def fills(start: int, extent: int, tag: str) -> Stmt | None:
-        v = var(f"{name}_{tag}")
-        return For(v, extent, Store(plane, (ph, v + start), fill), "vectorized") \
-            if extent > 0 else None
-
-    row = seq(fills(0, pl, "fl"),
-              For(pw, w, Store(plane, (ph, pw + pl), Load(
-                  xb, (n, c, ph - g["pt"], pw), xb.dtype)), "vectorized"),
-              fills(pl + w, pr, "fr"))
-    inside = logical_and(ge(ph, g["pt"]), lt(ph, g["pt"] + g["h"]))
-    return plane, For(ph, g["hp"], IfThenElse(inside, row, fills(0, g["wp"], "frow")))
 
 
 def _tree(values: list[Expr], combine) -> Expr:
@@ -95,51 +73,68 @@ def _phase(xb: Buffer, phases: Buffer, ni, ci, py: int, px: int, g: dict, fill: 
                fills(imm(i1 * wq), size - i1 * wq, "b"))
 
 
-def pool2d_nchw(x: te.Tensor, kind: str, pool_size, strides, dilation, padding, out_hw,
-                finish: Finish, name: str) -> te.Tensor:
-    """max or avg pooling of a float NCHW tensor; padding is (top, left, bottom, right);
-    `finish` turns the window's max or sum into the result at (row, column).
+# reduce(taps, k): a window's value from its tap loads (r-major) for output channel k
+Reduce = Callable[[list[Expr], Expr], Expr]
 
-    Per channel, the padded plane is split into its stride phases, P[py][px][i*wq + j] =
-    xpad[i*sh + py][j*sw + px], so that every tap is a contiguous run of P, and the windows
-    are reduced over the flattened rows of width wq (the wq - ow columns past the end of each
-    row are computed and dropped): one long vector loop whatever the stride or the width (a
-    14-wide stride-2 row was a short loop of strided loads, mostly scalar)."""
-    n, c, h, w = x.shape
-    (kh, kw), (sh, sw), (dh, dw) = pool_size, strides, dilation
-    pt, pl = padding[0], padding[1]
-    oh, ow = out_hw
+
+def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Reduce,
+                finish: Callable[[Expr, Expr, Expr, Expr], Expr], epilogue: Epilogue | None,
+                name: str, channel_of=lambda k: k) -> Stmt:
+    """out[n, k, oi, oj] = finish(reduce(window of x[n, channel_of(k)] at (oi, oj)), k, oi, oj)
+    through the epilogue; geo holds n, k (output channels), h, w, kh, kw, sh, sw, dh, dw, pt,
+    pl, oh, ow.
+
+    Per (image, output channel), the task of one parallel iteration, the padded input plane
+    is split into its stride phases, P[py][px][i*wq + j] = xpad[i*sh + py][j*sw + px], so that
+    every tap is a contiguous run of P, and the windows are reduced over the flattened rows of
+    width wq (the wq - ow columns past the end of each row are computed and dropped): one long
+    vector loop whatever the stride or the width."""
+    kh, kw, sh, sw, dh, dw = (geo[t] for t in ("kh", "kw", "sh", "sw", "dh", "dw"))
+    oh, ow = geo["oh"], geo["ow"]
     qy, qx = (kh - 1) * dh // sh, (kw - 1) * dw // sw  # the farthest tap, in phase rows/columns
     hq, wq = oh + qy, ow + qx
     size = hq * wq + qx  # the last flattened row's dropped columns read qx past the plane
+    g = dict(h=geo["h"], w=geo["w"], pt=geo["pt"], pl=geo["pl"], sh=sh, sw=sw, hq=hq, wq=wq,
+             size=size)
+    dtype = out.dtype
+    ni, ki = var(f"{name}_n"), var(f"{name}_k")
+    phases = Buffer(f"{name}_phases", (sh, sw, size), xb.dtype)
+    flat = Buffer(f"{name}_flat", (oh * wq,), dtype)
+    split = seq(*(_phase(xb, phases, ni, channel_of(ki), py, px, g, fill, f"{name}_{py}{px}")
+                  for py in range(sh) for px in range(sw)))
+    q = var(f"{name}_q")
+    taps = [Load(phases, (imm(r * dh % sh), imm(s * dw % sw),
+                          q + (r * dh // sh * wq + s * dw // sw)), xb.dtype)
+            for r in range(kh) for s in range(kw)]
+    reduce_ = For(q, oh * wq, Store(flat, (q,), reduce_taps(taps, ki)), "vectorized")
+    oi, oj = var(f"{name}_h"), var(f"{name}_w")
+    idx = (ni, ki, oi, oj)
+    val = finish(Load(flat, (oi * wq + oj,), dtype), ki, oi, oj)
+    if epilogue is not None:
+        val = epilogue(val, idx)
+    store = For(oi, oh, For(oj, ow, Store(out, idx, val), "vectorized"))
+    plane = Allocate(phases, Allocate(flat, seq(split, reduce_, store)))
+    work = geo["n"] * geo["k"] * oh * ow * kh * kw
+    return For(ni, geo["n"], For(ki, geo["k"], plane,
+                                 "parallel" if work >= MIN_PARALLEL_WORK else "serial"))
+
+
+def pool2d_nchw(x: te.Tensor, kind: str, pool_size, strides, dilation, padding, out_hw,
+                finish: Finish, name: str) -> te.Tensor:
+    """max or avg pooling of a float NCHW tensor through window_stmt; padding is (top, left,
+    bottom, right); `finish` turns the window's max or sum into the result at (row, column)."""
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (dh, dw) = pool_size, strides, dilation
+    geo = dict(n=n, k=c, h=h, w=w, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=padding[0],
+               pl=padding[1], oh=out_hw[0], ow=out_hw[1])
     dtype = x.dtype
-    g = dict(h=h, w=w, pt=pt, pl=pl, sh=sh, sw=sw, hq=hq, wq=wq, size=size)
+    fill = const(float("-inf") if kind == "max" else 0.0, dtype)
+
+    def reduce_taps(taps, _k):
+        return _max_with_nan(taps, dtype) if kind == "max" else _tree(taps, lambda a, b: a + b)
 
     def fcompute(ins, outs, epilogue: Epilogue | None = None) -> Stmt:
-        xb, out = ins[0], outs[0]
-        ni, ci = var(f"{name}_n"), var(f"{name}_c")
-        fill = const(float("-inf") if kind == "max" else 0.0, dtype)
-        phases = Buffer(f"{name}_phases", (sh, sw, size), dtype)
-        flat = Buffer(f"{name}_flat", (oh * wq,), dtype)
-        split = seq(*(_phase(xb, phases, ni, ci, py, px, g, fill, f"{name}_{py}{px}")
-                      for py in range(sh) for px in range(sw)))
-        q = var(f"{name}_q")
-        taps = []
-        for r in range(kh):
-            ry, oy = (r * dh) % sh, (r * dh) // sh
-            for s_ in range(kw):
-                rx, ox = (s_ * dw) % sw, (s_ * dw) // sw
-                taps.append(Load(phases, (imm(ry), imm(rx), q + (oy * wq + ox)), dtype))
-        acc = _max_with_nan(taps, dtype) if kind == "max" else _tree(taps, lambda a, b: a + b)
-        reduce_ = For(q, oh * wq, Store(flat, (q,), acc), "vectorized")
-        oi, oj = var(f"{name}_h"), var(f"{name}_w")
-        idx = (ni, ci, oi, oj)
-        val = finish(Load(flat, (oi * wq + oj,), dtype), oi, oj)
-        if epilogue is not None:
-            val = epilogue(val, idx)
-        store = For(oi, oh, For(oj, ow, Store(out, idx, val), "vectorized"))
-        plane = Allocate(phases, Allocate(flat, seq(split, reduce_, store)))
-        kind_ = "parallel" if n * c * oh * ow * kh * kw >= MIN_PARALLEL_WORK else "serial"
-        return For(ni, n, For(ci, c, plane, kind_))
+        return window_stmt(ins[0], outs[0], geo, fill, reduce_taps,
+                           lambda acc, _k, oi, oj: finish(acc, oi, oj), epilogue, name)
 
-    return te.extern((n, c, oh, ow), [x], mark_epilogue(fcompute), dtype=dtype, name=name)
+    return te.extern((n, c, *out_hw), [x], mark_epilogue(fcompute), dtype=dtype, name=name)
