@@ -376,11 +376,12 @@ class Resize(_Patched):
     The stock version adds 0 * x for a tap whose weight is 0 at a position (NaN next to an
     infinite x; even nearest mode is a one-hot weighted sum), and saturate-casts float16 /
     float32 results (an infinite result becomes the largest finite value). Here a zero
-    weight means the tap takes no part, as onnxruntime's nearest and linear modes do: the
-    finite values are interpolated with non-finite ones as 0, and indicator images of +inf,
-    -inf and NaN (minus the all-zero image, which holds the extrapolation value) say where a
-    non-finite input has a nonzero weight. (Weights of two equal infinities that cancel
-    exactly would read as finite: only cubic has negative weights, and it needs equal ones.)
+    weight means the tap takes no part (as in relayjit, and onnxruntime's nearest and
+    antialiased modes): the finite values are interpolated with non-finite ones as 0, and
+    indicator images of +inf, -inf and NaN (minus the all-zero image, which holds the
+    extrapolation value) say where a non-finite input has a nonzero weight. That is exact
+    for non-negative weights; cubic's negative ones could cancel, so the generator gives
+    cubic Resize finite inputs only.
     """
 
     def fix(self, x, *rest):

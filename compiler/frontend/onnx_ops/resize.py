@@ -68,7 +68,8 @@ def _resize_axis(ctx, x, axis: int, taps, extrapolation_value: float):
 
     A tap with weight 0 at a position contributes nothing there, not 0 * x (NaN for an
     infinite x): positions that copy one input are one gather, and a tap whose weights are
-    zero at some positions is masked there, as onnxruntime does.
+    zero at some positions is masked there (onnxruntime's nearest and antialiased modes agree;
+    its plain linear mode still adds 0 * x at a clamped edge).
     """
     idx, weights, extrapolated = taps
     shape, dtype = ctx.shape(x), ctx.dtype(x)
