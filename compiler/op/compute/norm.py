@@ -2,6 +2,7 @@
 norm, lrn and dropout."""
 from __future__ import annotations
 
+from codegen.schedules.softmax import softmax_rows
 from .common import in_float32, is_float, rule, te, tir
 
 
@@ -23,6 +24,8 @@ def _softmax(log: bool):
     def compute(inputs, attrs, out_type):
         (x,) = inputs
         axis = attrs.axis % x.ndim
+        if x.dtype == "float32" and axis == x.ndim - 1 and x.shape[-1] > 0:
+            return softmax_rows(x, log, "T_log_softmax" if log else "T_softmax")
         mx = _along(x, axis, lambda j, k: te.max(x[j], k), "T_softmax_max")
         shifted = te.compute(x.shape, lambda *i: x[i] - _at0(mx, i, (axis,)),
                              name="T_softmax_shift")
