@@ -111,14 +111,21 @@ def _te_build(inputs: list, outputs: list, arrays: list, name: str):
     return (lambda: kern(*arrays, *outs)), (lambda: outs[0])
 
 
+PEAK_GFLOPS = {"per core": 0.0}  # benchmarks/fma_peak.py, measured in main()
+
+
 def report(label: str, work: float, unit: str, times: dict, ours: str, path: str) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     best = {k: min(v) for k, v in times.items()}
     print(f"\n{label}   [ours built via: {path}]")
     for k in times:
         ratio = med[k] / med[ours]
-        print(f"  {k:28s} median {work / med[k] / 1e9:7.2f} {unit}  best "
-              f"{work / best[k] / 1e9:7.2f} {unit}   ours vs this: {ratio:5.2f}x (median speed ratio)")
+        speed = work / med[k] / 1e9
+        cores = 1 if k == "relayjit (1 thread)" else THREADS
+        peak = f"  {100 * speed / (PEAK_GFLOPS['per core'] * cores):3.0f}% of FMA peak" \
+            if unit == "GFLOP/s" and PEAK_GFLOPS["per core"] else ""
+        print(f"  {k:28s} median {speed:7.2f} {unit}  best {work / best[k] / 1e9:7.2f} {unit}"
+              f"{peak}   ours vs this: {ratio:5.2f}x (median speed ratio)")
 
 
 def bench_elementwise(repeat: int) -> None:
@@ -300,7 +307,13 @@ def main() -> None:
 
     from codegen.schedules.common import vector_width
 
+    from benchmarks.fma_peak import fma_peak_gflops
+
+    PEAK_GFLOPS["per core"] = fma_peak_gflops()[0]
     info = host_info()
+    print(f"float32 FMA peak {PEAK_GFLOPS['per core']:.1f} GFLOP/s per core "
+          f"(benchmarks/fma_peak.py); conv figures count direct-convolution FLOPs, so a "
+          f"Winograd layer can pass 100%")
     print(f"host: {info.cpu}, {threadpool.available_cores()} cores, {THREADS} thread(s); "
           f"micro-kernel vector width {vector_width()} floats; "
           f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']} "
