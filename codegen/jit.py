@@ -145,7 +145,8 @@ def _optimised_module(funcs: list[PrimFunc], opt_level: int, jobs: int = 1
                       ) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
     """The kernels optimised at opt_level, with the micro-kernels they call linked in; with
     jobs > 1 the work is shared out to forked processes (_in_parallel)."""
-    names = microkernels_called(funcs)
+    with _timed("digest"):  # the same kernel text the structural key reads
+        names = microkernels_called(funcs)
     missing = [name for name in names if _cached_microkernel(name) is None]
     jobs = min(jobs, len(funcs) // PARALLEL_MIN_KERNELS)
     if jobs < 2 or not hasattr(os, "fork") or opt_level == 0:
@@ -236,14 +237,14 @@ def _compile_microkernel(name: str, tm: llvm.TargetMachine) -> bytes:
     form: on ResNet-50's 24 conv micro-kernels the O3 pipeline gave the same instructions as
     InstCombine alone (one spill slot fewer) for 10x its time, so InstCombine is all they get.
     """
-    module = ir.Module(name=name)
-    fn = microkernels.define(module, name)
-    if fn is None:
-        raise CodegenError(f"unknown micro-kernel {name}")
-    fn.linkage = ""  # external: kept on its own, resolved by the kernel module's declaration
-    module.triple = tm.triple
-    module.data_layout = str(tm.target_data)
     with _timed("emit_ir"):
+        module = ir.Module(name=name)
+        fn = microkernels.define(module, name)
+        if fn is None:
+            raise CodegenError(f"unknown micro-kernel {name}")
+        fn.linkage = ""  # external: kept on its own, resolved by the kernel module's declaration
+        module.triple = tm.triple
+        module.data_layout = str(tm.target_data)
         text = str(module)
     with _timed("parse_verify"):
         mod = llvm.parse_assembly(text)
@@ -491,7 +492,8 @@ def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3,
         _note(misses=1, kernels_compiled=len(funcs))
         mod, tm = _optimised_module(funcs, opt_level, jobs if jobs is not None
                                     else compile_jobs())
-        mod.link_in(_signature_table(funcs, tm))
+        with _timed("link"):
+            mod.link_in(_signature_table(funcs, tm))
         with _timed("cache_write"):
             bitcode = mod.as_bitcode()
         with _timed("machine_code"):
