@@ -49,3 +49,24 @@ def test_resize_of_infinities_matches_onnxruntime(dtype, attrs, sizes):
     got = gmod.get_output(0).numpy()
     assert np.isfinite(got).sum() > got.size // 2
     np.testing.assert_allclose(got, want, rtol=1e-3)
+
+
+@pytest.mark.parametrize("transform", ["half_pixel", "align_corners", "asymmetric"])
+def test_bilinear_resize_gathers_once_per_input_row(transform):
+    """float32: the last axis is resized in a kernel of its own (its taps are gathers), then
+    the rows: two kernels, the first with the gathers, and onnxruntime's values."""
+    import json
+
+    x = np.random.default_rng(2).standard_normal((1, 3, 5, 7)).astype(np.float32)
+    model = _resize_model(x.shape, [1, 3, 10, 13], TensorProto.FLOAT, mode="linear",
+                          coordinate_transformation_mode=transform)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    mod, params = from_onnx(model)
+    lib = relay.build(mod, params=params)
+    kernels = [n["attrs"]["func_name"] for n in json.loads(lib.get_graph_json())["nodes"]
+               if n["op"] == "tvm_op"]
+    assert len(kernels) == 2 and "take" in kernels[0], kernels
+    gmod = graph_executor.GraphModule(lib["default"](cpu()))
+    gmod.run(x=x)
+    np.testing.assert_allclose(gmod.get_output(0).numpy(), want, rtol=1e-5, atol=1e-6)
