@@ -46,7 +46,9 @@ def server(tmp_path_factory):
 
 
 def _post(url: str, x: np.ndarray, npz: bool, retries: int = 0) -> np.ndarray:
-    """The output for input x; with retries, connection errors and 5xx answers are retried."""
+    """The output for input x; with retries, connection errors, timeouts and 5xx answers are
+    retried (a request routed to a replica that is being killed may never be answered: the
+    client gives up on it after a short timeout and asks again, as a load balancer would)."""
     if npz:
         buffer = io.BytesIO()
         np.savez(buffer, **{INPUT: x})
@@ -54,10 +56,11 @@ def _post(url: str, x: np.ndarray, npz: bool, retries: int = 0) -> np.ndarray:
     else:
         kwargs = {"data": json.dumps({INPUT: x.tolist()}),
                   "headers": {"Content-Type": serving.JSON_TYPE}}
+    timeout = 10 if retries else 30
     for attempt in range(retries + 1):
         try:
-            r = requests.post(url, timeout=30, **kwargs)
-        except requests.ConnectionError:
+            r = requests.post(url, timeout=timeout, **kwargs)
+        except (requests.ConnectionError, requests.Timeout):
             if attempt == retries:
                 raise
             time.sleep(0.2)
