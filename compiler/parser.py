@@ -33,6 +33,7 @@ from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, 
                               Tuple, TupleGetItem, Var, const)
 from compiler.ir.module import IRModule
 from compiler.ir.printer import meta_table
+from compiler.ir.span import SourceName, Span
 from compiler.ir.tokenizer import ParseError, Token, error_at, tokenize
 from compiler.ir.types import (FuncType, IncompleteType, TensorType, TupleType, Type,
                                TypeVar)
@@ -59,6 +60,7 @@ class _Parser:
 
     def __init__(self, source: str, source_name: str, meta: Mapping[str, Any] | None):
         self.source, self.source_name = source, source_name
+        self.source_span_name = SourceName(source_name)
         self.tokens = tokenize(source, source_name)
         self.pos = 0
         self.meta = dict(meta or {})
@@ -73,6 +75,13 @@ class _Parser:
 
     def peek(self) -> Token:
         return self.tokens[min(self.pos + 1, len(self.tokens) - 1)]
+
+    def spanned(self, node: RelayExpr, start: Token) -> RelayExpr:
+        """node, created by this parse, with the span from `start` to the last token read."""
+        end = self.tokens[self.pos - 1]
+        object.__setattr__(node, "span", Span(self.source_span_name, start.line, end.line,
+                                              start.col, end.col + len(end.text)))
+        return node
 
     def error(self, message: str, token: Token | None = None) -> ParseError:
         token = token or self.token
@@ -159,7 +168,7 @@ class _Parser:
             indices.append(int(match.group(2)))
         expr = self.locals[name]
         for index in reversed(indices):
-            expr = TupleGetItem(expr, index)
+            expr = self.spanned(TupleGetItem(expr, index), token)
         return expr
 
     def global_var(self, name: str) -> GlobalVar:
@@ -181,7 +190,7 @@ class _Parser:
             if name in defined:
                 raise self.error(f"@{name} is defined twice", def_token)
             defined.add(name)
-            mod[self.global_var(name)] = self.function_rest()
+            mod[self.global_var(name)] = self.spanned(self.function_rest(), def_token)
         return mod
 
     def expression(self) -> RelayExpr:
@@ -195,13 +204,14 @@ class _Parser:
         undo: list = []
         lets: list[tuple[Var, RelayExpr]] = []
         while True:
+            start = self.token
             if self.accept("let", "IDENT"):
                 var = self.new_var()
                 self.expect("=")
                 value = self.expr()
                 self.expect(";")
                 self.define(var.name_hint, var, undo)
-                lets.append((var, value))
+                lets.append((var, value, start))
             elif self.accept("free_var", "IDENT"):
                 var = self.new_var()
                 self.expect(";")
@@ -218,8 +228,8 @@ class _Parser:
         if end is not None:
             self.expect(end)
         self.restore(undo)
-        for var, value in reversed(lets):
-            body = Let(var, value, body)
+        for var, value, start in reversed(lets):
+            body = self.spanned(Let(var, value, body), start)
         return body
 
     def block(self) -> RelayExpr:
@@ -228,9 +238,10 @@ class _Parser:
 
     def new_var(self) -> Var:
         """`%name` or `%name: Type` at a definition point."""
+        start = self.token
         name = self.expect_kind("LOCAL", "a local variable such as %x").text
         annotation = self.type() if self.accept(":") else None
-        return Var(name, annotation)
+        return self.spanned(Var(name, annotation), start)
 
     # ---- expressions ---------------------------------------------------------------------------
     def expr(self) -> RelayExpr:
@@ -241,18 +252,19 @@ class _Parser:
             self.expect(")")
             then = self.block()
             self.expect("else", "IDENT")
-            return If(cond, then, self.block())
+            return self.spanned(If(cond, then, self.block()), token)
         if self.accept("fn", "IDENT"):
-            expr = self.function_rest()
+            expr = self.spanned(self.function_rest(), token)
         elif token.kind == "IDENT" and token.text == "let":
             raise self.error("a let must start a statement: put it in parentheses")
         else:
             expr = self.atom()
         while True:  # postfix: calls and tuple projections
             if self.at("("):
-                expr = self.call(expr)
+                expr = self.spanned(self.call(expr), token)
             elif self.accept("."):
-                expr = TupleGetItem(expr, int(self.expect_kind("INT", "a tuple index").text))
+                expr = self.spanned(TupleGetItem(expr, int(self.expect_kind(
+                    "INT", "a tuple index").text)), token)
             else:
                 return expr
 
@@ -294,7 +306,7 @@ class _Parser:
             return self.literal(token)
         if token.kind == "IDENT":
             if token.text in ("True", "False"):
-                return const(token.text == "True", "bool")
+                return self.spanned(const(token.text == "True", "bool"), token)
             if token.text == "meta":
                 return self.meta_ref(token)
             try:
@@ -308,7 +320,7 @@ class _Parser:
     def literal(self, token: Token) -> Constant:
         dtype = _literal_dtype(token)
         try:
-            return const(token.text, dtype)
+            return self.spanned(const(token.text, dtype), token)
         except (TypeError, ValueError) as err:
             raise self.error(f"bad {dtype} literal {token.text}{token.suffix}: {err}",
                              token) from None
@@ -332,15 +344,16 @@ class _Parser:
 
     def parenthesized(self) -> RelayExpr:
         """`()`, `(e)`, `(e,)`, `(e1, e2, ...)` or `(statements; e)` (a let in parentheses)."""
+        start = self.tokens[self.pos - 1]
         if self.accept(")"):
-            return Tuple([])
+            return self.spanned(Tuple([]), start)
         if self.at("let", "IDENT") or self.at("free_var", "IDENT") or self.at_binding("LOCAL"):
             return self.statements(")")
         first = self.expr()
         if self.accept(")"):
             return first
         self.expect(",")
-        return Tuple([first, *self.sequence(")", self.expr)])
+        return self.spanned(Tuple([first, *self.sequence(")", self.expr)]), start)
 
     def call(self, callee: RelayExpr) -> RelayExpr:
         """`callee(args, key=value, ...)`; an op's attrs go through the registry."""

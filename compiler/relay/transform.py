@@ -19,6 +19,7 @@ _LAZY = {name: module for name, module in BUILTIN_PASS_MODULES.items()
 _LAZY["ToANormalFormExpr"] = "compiler.passes.to_anf"
 _LAZY["ForwardFoldScaleAxis"] = "compiler.passes.forward_fold_scale_axis"
 _LAZY["BackwardFoldScaleAxis"] = "compiler.passes.backward_fold_scale_axis"
+_LAZY["AnnotateSpans"] = "compiler.passes.annotate_spans"
 
 
 def __getattr__(name: str):

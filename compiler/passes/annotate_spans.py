@@ -1,0 +1,22 @@
+"""AnnotateSpans (TVM's pass): every node gets a span, its position in the module's printed
+text, by printing the module and parsing it back (as TVM does, under the source name
+"GeneratedSource"); error messages and tools can then point into that text."""
+from __future__ import annotations
+
+from compiler.ir.module import IRModule
+from compiler.ir.printer import astext, meta_table
+from compiler.parser import parse
+from compiler.transform import module_pass, register_pass
+
+SOURCE_NAME = "GeneratedSource"
+
+
+@register_pass
+def AnnotateSpans():  # noqa: N802  (TVM's pass name)
+    """Print the module, parse it back: a structurally equal module whose nodes carry spans."""
+
+    @module_pass(opt_level=0, name="AnnotateSpans")
+    def annotate_spans(mod: IRModule, ctx) -> IRModule:
+        return parse(astext(mod), SOURCE_NAME, init_meta_table=meta_table(mod))
+
+    return annotate_spans
