@@ -118,6 +118,8 @@ ROWS_CASES = [
     ((2, 3, 20, 33), (24, 3, 5, 5), (2, 1), (2, 2, 2, 2), (1, 2)),
     ((1, 16, 18, 19), (16, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
     ((1, 3, 23, 23), (64, 3, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),  # the direct schedule
+    ((2, 16, 9, 11), (21, 16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # pointwise, tail tile
+    ((1, 24, 8, 8), (40, 24, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # pointwise, no tail
 ]
 
 
@@ -131,7 +133,8 @@ def test_conv2d_packed_rows_with_epilogue(xs, ws, st, pad, dil, width) -> None:
                    name="relu")
     run = build_te([x, wp, bias], [y], "conv_rows")
     rows = "convrows" in str(run.primfunc)
-    assert rows == (ws[0] <= 32 or ws[1] * ws[2] * ws[3] <= 48), str(run.primfunc)[:2000]
+    assert rows == (ws[0] <= 32 or ws[1] * ws[2] * ws[3] <= 48 or ws[2] * ws[3] == 1), \
+        str(run.primfunc)[:2000]
     a, w, c = _f32(*xs), _f32(*ws), _f32(ws[0], 1, 1)
     want = np.maximum(ref_conv(a, w, st, pad, dil, 1) + c, 0)
     np.testing.assert_allclose(run(a, _pack(w, 1), c)[0], want, rtol=1e-4, atol=1e-4)
