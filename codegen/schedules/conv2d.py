@@ -345,6 +345,22 @@ def _rows_vectors(ow: int, vw: int) -> tuple[int, int]:
     return best[1], best[2]
 
 
+def _store_tile(tile: Buffer, out: Buffer, index, k0, k: int, width: int, epilogue,
+                name: str) -> Stmt:
+    """A rows tile T[ROWS_KC][span] into the output: channel k0 + v's first `width` pixels at
+    index(v, j), through the epilogue; a static width, so the vector loop has no bounds test
+    (one made the stores scalar)."""
+    v, j = var(f"{name}_v"), var(f"{name}_j")
+    idx = index(v, j)
+    value = Load(tile, (v, j), F32)
+    if epilogue is not None:
+        value = epilogue(value, idx)
+    row: Stmt = For(j, width, Store(out, idx, value), "vectorized")
+    if k % ROWS_KC:
+        row = IfThenElse(lt(k0 + v, k), row)
+    return For(v, ROWS_KC, row)
+
+
 def _rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> Stmt:
     """Output pixels as vectors, output channels broadcast (TVM's NCHW direct conv the other
     way round): a tile is ROWS_KC channels x nv vectors of one output row, stored straight
@@ -376,19 +392,12 @@ def _rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> 
 
     def tile_of(ch, width: int, tag: str) -> Stmt:
         """The tile at column ch * span: the micro-kernel, then its first `width` columns
-        stored through the epilogue (a static width, so the store loop has no test)."""
-        v, j = var(f"{name}_v{tag}"), var(f"{name}_j{tag}")
+        stored through the epilogue."""
         call = ukr_call(f"convrows_{geo}",
                         addr(wb, 0, floordiv(k0, kb), 0, 0, 0, floormod(k0, kb)),
                         addr(tile, 0, 0), addr(xph, 0, 0, 0, oi, ch * span))
-        idx = (ni, k0 + v, oi, ch * span + j)
-        value = Load(tile, (v, j), F32)
-        if epilogue is not None:
-            value = epilogue(value, idx)
-        row: Stmt = For(j, width, Store(out, idx, value), "vectorized")
-        if k % ROWS_KC:
-            row = IfThenElse(lt(k0 + v, k), row)
-        return seq(call, For(v, ROWS_KC, row))
+        return seq(call, _store_tile(tile, out, lambda v, j: (ni, k0 + v, oi, ch * span + j),
+                                     k0, k, width, epilogue, f"{name}_{tag}"))
 
     ch = var(f"{name}_ch")
     last = ow - (chunks - 1) * span
@@ -421,17 +430,10 @@ def _pointwise_rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name
         return floordiv(p, g["ow"]), floormod(p, g["ow"])
 
     def tile_at(x_ptr, plane: int, width: int, tag: str) -> Stmt:
-        v, j = var(f"{name}_v{tag}"), var(f"{name}_j{tag}")
         geo = f"{ROWS_KC}_{nv}_{vw}_{c}_1_1_1_{kb}_1_1_1_1_1_{plane}"
-        idx = (ni, k0 + v, *pixel(ch * span + j))
-        value = Load(tile, (v, j), F32)
-        if epilogue is not None:
-            value = epilogue(value, idx)
-        row: Stmt = For(j, width, Store(out, idx, value), "vectorized")
-        if k % ROWS_KC:
-            row = IfThenElse(lt(k0 + v, k), row)
         return seq(ukr_call(f"convrows_{geo}", w_ptr, addr(tile, 0, 0), x_ptr),
-                   For(v, ROWS_KC, row))
+                   _store_tile(tile, out, lambda v, j: (ni, k0 + v, *pixel(ch * span + j)),
+                               k0, k, width, epilogue, f"{name}_{tag}"))
 
     full = tile_at(addr(xb, ni, 0, *pixel(ch * span)), npix, span, "f")
     if last < span:
