@@ -256,7 +256,7 @@ def _pad_ref(inputs, attrs):
 
 register(OpDef(name="nn.pad", num_inputs=2, type_rel=_pad_rel, pattern=OpPattern.INJECTIVE,
                reference=_pad_ref, attrs={"pad_width": (), "pad_mode": "constant"},
-               attrs_type_key="relay.attrs.PadAttrs"))
+               attrs_type_key="relay.attrs.PadAttrs", exact_reference="values"))
 
 
 def pad(data, pad_width, pad_value=0, pad_mode="constant"):

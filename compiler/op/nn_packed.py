@@ -58,7 +58,7 @@ def _conv_pack_ref(inputs, attrs):
 register(OpDef(name="nn.contrib_conv2d_weight_pack", num_inputs=1, type_rel=_conv_pack_rel,
                pattern=OpPattern.INJECTIVE, reference=_conv_pack_ref,
                attrs={"groups": 1, "block": 16},
-               attrs_type_key="relay.attrs.Conv2DWeightPackAttrs"))
+               attrs_type_key="relay.attrs.Conv2DWeightPackAttrs", exact_reference="values"))
 
 
 def unpack_conv2d_weight(wp: np.ndarray, channels: int) -> np.ndarray:
@@ -134,7 +134,7 @@ def _dense_pack_ref(inputs, attrs):
 register(OpDef(name="nn.contrib_dense_weight_pack", num_inputs=1, type_rel=_dense_pack_rel,
                pattern=OpPattern.INJECTIVE, reference=_dense_pack_ref,
                attrs={"block": 32, "k_padded": int(0)},
-               attrs_type_key="relay.attrs.DenseWeightPackAttrs"))
+               attrs_type_key="relay.attrs.DenseWeightPackAttrs", exact_reference="values"))
 
 
 def unpack_dense_weight(wp: np.ndarray, units: int, k: int) -> np.ndarray:

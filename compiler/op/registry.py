@@ -69,6 +69,10 @@ class OpDef:
     stateful: bool = False
     reshape_only: bool = False  # only reinterprets the shape (TVM's TReshapeOp): may alias
     non_computational: bool = False  # TVM's TNonComputational: FoldConstant leaves it alone
+    # when the numpy reference gives exactly the compiled kernel's bits (FoldConstant may fold
+    # through it): "values" for data movement (any dtype), "float" for correctly rounded IEEE
+    # operations on float32/float64; "" otherwise (own approximations, C integer semantics)
+    exact_reference: str = ""
     description: str = ""
     op: Op | None = None
     flops: Callable | None = None

@@ -141,15 +141,20 @@ def _isfloat_ref(fn: Callable) -> Callable:
     return reference
 
 
+# numpy and LLVM both round these correctly (IEEE 754): float results agree bit for bit
+_CORRECTLY_ROUNDED = ("add", "subtract", "multiply", "divide", "negative", "sqrt")
+
 for _name, (_fn, _float_only) in _UNARY.items():
     register(OpDef(name=_name, num_inputs=1, type_rel=identity_rel(_name, _float_only),
-                   pattern=OpPattern.ELEMWISE, reference=_same(_fn)))
+                   pattern=OpPattern.ELEMWISE, reference=_same(_fn),
+                   exact_reference="float" if _name in _CORRECTLY_ROUNDED else ""))
 for _name, _fn in (("isnan", np.isnan), ("isinf", np.isinf), ("isfinite", np.isfinite)):
     register(OpDef(name=_name, num_inputs=1, type_rel=unary_rel(_name, "bool"),
                    pattern=OpPattern.ELEMWISE, reference=_isfloat_ref(_fn)))
 for _name, _fn in _BINARY.items():
     register(OpDef(name=_name, num_inputs=2, type_rel=broadcast_rel(_name),
-                   pattern=OpPattern.BROADCAST, reference=_same(_fn)))
+                   pattern=OpPattern.BROADCAST, reference=_same(_fn),
+                   exact_reference="float" if _name in _CORRECTLY_ROUNDED else ""))
 for _name, _fn in _BITWISE.items():
     register(OpDef(name=_name, num_inputs=2, type_rel=broadcast_rel(_name, int_only=True),
                    pattern=OpPattern.BROADCAST, reference=_same(_fn)))

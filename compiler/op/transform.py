@@ -22,10 +22,11 @@ __all__ = ["reshape", "reverse_reshape", "reshape_like", "transpose", "concatena
 
 
 def _injective(name: str, num_inputs: int, rel, ref, attrs=None, key: str = "Attrs",
-               pattern: OpPattern = OpPattern.INJECTIVE, reshape_only: bool = False) -> None:
+               pattern: OpPattern = OpPattern.INJECTIVE, reshape_only: bool = False,
+               exact_reference: str = "") -> None:
     register(OpDef(name=name, num_inputs=num_inputs, type_rel=rel, pattern=pattern,
                    reference=ref, attrs=attrs or {}, attrs_type_key=key,
-                   reshape_only=reshape_only))
+                   reshape_only=reshape_only, exact_reference=exact_reference))
 
 
 def _size(shape) -> int:
@@ -201,7 +202,7 @@ def _transpose_rel(types, attrs):
 
 _injective("transpose", 1, _transpose_rel,
            lambda ins, attrs: ins[0].transpose(_perm("transpose", ins[0].ndim, attrs.axes)),
-           {"axes": None}, "relay.attrs.TransposeAttrs")
+           {"axes": None}, "relay.attrs.TransposeAttrs", exact_reference="values")
 
 
 def transpose(data, axes=None):
@@ -245,7 +246,7 @@ def _concat_rel(types, attrs):
 
 _injective("concatenate", 1, _concat_rel,
            lambda ins, attrs: np.concatenate(ins[0], axis=attrs.axis),
-           {"axis": 0}, "relay.attrs.ConcatenateAttrs")
+           {"axis": 0}, "relay.attrs.ConcatenateAttrs", exact_reference="values")
 
 
 def concatenate(data, axis):
@@ -266,7 +267,7 @@ def _stack_rel(types, attrs):
 
 
 _injective("stack", 1, _stack_rel, lambda ins, attrs: np.stack(ins[0], axis=attrs.axis),
-           {"axis": 0}, "relay.attrs.StackAttrs")
+           {"axis": 0}, "relay.attrs.StackAttrs", exact_reference="values")
 
 
 def stack(data, axis):

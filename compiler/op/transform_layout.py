@@ -114,7 +114,7 @@ def _layout_transform_rel(types, attrs):
 register(OpDef(name=_OP, num_inputs=1, type_rel=_layout_transform_rel,
                pattern=OpPattern.INJECTIVE, reference=_layout_transform_ref,
                attrs={"src_layout": "", "dst_layout": ""},
-               attrs_type_key="relay.attrs.LayoutTransformAttrs"))
+               attrs_type_key="relay.attrs.LayoutTransformAttrs", exact_reference="values"))
 
 
 def layout_transform(data, src_layout, dst_layout):

@@ -14,9 +14,10 @@ __all__ = ["strided_slice", "tile", "repeat", "broadcast_to", "broadcast_to_like
 
 
 def _injective(name: str, num_inputs: int, rel, ref, attrs=None, key: str = "Attrs",
-               pattern: OpPattern = OpPattern.INJECTIVE) -> None:
+               pattern: OpPattern = OpPattern.INJECTIVE, exact_reference: str = "") -> None:
     register(OpDef(name=name, num_inputs=num_inputs, type_rel=rel, pattern=pattern,
-                   reference=ref, attrs=attrs or {}, attrs_type_key=key))
+                   reference=ref, attrs=attrs or {}, attrs_type_key=key,
+                   exact_reference=exact_reference))
 
 
 # --- strided_slice ---------------------------------------------------------------------------
@@ -62,7 +63,7 @@ def _strided_slice_rel(types, attrs):
 _injective("strided_slice", 1, _strided_slice_rel,
            lambda ins, attrs: ins[0][slices_of("strided_slice", ins[0].shape, attrs)].copy(),
            {"begin": (), "end": (), "strides": None, "slice_mode": "end", "axes": None},
-           "relay.attrs.StridedSliceAttrs")
+           "relay.attrs.StridedSliceAttrs", exact_reference="values")
 
 
 def strided_slice(data, begin, end, strides=None, axes=None, slice_mode="end"):

@@ -154,16 +154,11 @@ def _opt_level(prim) -> int:
     return 3 if elements > FAST_COMPILE_MAX_ELEMENTS else 0
 
 
-# Ops whose numpy reference yields exactly what their compiled kernel would: data movement
-# copies values unchanged (reshape-only ops count too); numpy and LLVM both round these float
-# operations correctly (IEEE 754), so float32/float64 results agree bit for bit. Everything
-# else runs the JIT: transcendental functions use our own approximations, integer division
-# and casts have C semantics numpy does not share.
-_MOVES_DATA = frozenset({"transpose", "layout_transform", "concatenate", "stack",
-                         "strided_slice", "nn.pad", "nn.contrib_conv2d_weight_pack",
-                         "nn.contrib_dense_weight_pack"})
-_EXACT_FLOAT_OPS = frozenset({"add", "subtract", "multiply", "divide", "negative", "sqrt"})
-_EXACT_FLOAT_DTYPES = frozenset({"float32", "float64"})
+# The numpy reference folds an op whose OpDef says it gives the compiled kernel's bits
+# (exact_reference: data movement, correctly rounded float arithmetic); everything else runs
+# the JIT: transcendental functions use our own approximations, integer division and casts
+# have C semantics numpy does not share.
+EXACT_FLOAT_DTYPES = frozenset({"float32", "float64"})
 
 
 # Past this many input elements the compiled kernel's single pass beats the reference's
@@ -177,10 +172,10 @@ def _fold_by_reference(call: Call, consts: list[Constant]) -> bool:
     if sum(int(np.prod(c.data.shape, dtype=np.int64)) for c in consts) > REFERENCE_MAX_ELEMENTS:
         return False
     opdef = call.op.op_def
-    if opdef.reshape_only or opdef.name in _MOVES_DATA:
+    if opdef.reshape_only or opdef.exact_reference == "values":
         return True
-    return opdef.name in _EXACT_FLOAT_OPS and all(
-        str(c.data.dtype) in _EXACT_FLOAT_DTYPES for c in consts)
+    return opdef.exact_reference == "float" and all(
+        str(c.data.dtype) in EXACT_FLOAT_DTYPES for c in consts)
 
 
 def _numpy_value(arg: RelayExpr):
