@@ -16,9 +16,10 @@ functions are `noinline` so their register allocation stays isolated):
 - `relayjit.ukr.gemv_<NR>`: c[NR] = sum_k x[k] * B_packed[k][NR] (matrix-vector, M = 1 dense
   on a pre-packed weight panel); args (k, x, b, c). Four k steps in flight, each with its own
   two accumulators, so FMA latency is hidden while the panel streams from memory.
-- `relayjit.ukr.conv_<KB>_<P>_<C>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>_<CM>`: direct
+- `relayjit.ukr.conv_<KB>_<P>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>_<CM>`: direct
   convolution, KB output channels (two vectors) x P pixels: T[p][v] = sum_{c,r,s}
-  x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][v]; args (w, t, acc, x_0, ..., x_{P-1}):
+  x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][v]; args (w, t, acc, C, x_0, ...,
+  x_{P-1}):
   with acc != 0 the tile accumulates (T += ...: the accumulators start from a pixel-major
   T), so a schedule can block the reduction over input channels. With CM = 1 the tile is
   stored channel-major instead, T[v][p] with rows of VW >= P pixels (transposed in
@@ -223,23 +224,38 @@ def gemv_kernel(module: ir.Module, nr: int, unroll: int = 4) -> ir.Function:
 
 
 # ---------------------------------------------------------------------- conv
-def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rowstep: int,
+def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int,
                 chanstep: int, dh: int, dw: int, channel_major: int) -> ir.Function:
-    """void conv(ptr w, ptr t, i64 acc, ptr x_0 .. x_{p-1}): kb channels x p pixels (module doc)."""
-    name = f"{PREFIX}conv_{kb}_{p}_{c}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}_{channel_major}"
+    """void conv(ptr w, ptr t, i64 acc, i64 c, ptr x_0 .. x_{p-1}): kb channels x p pixels
+    (module doc). The channel count is an argument, not part of the kernel: one kernel
+    serves every layer with the same window, tile and input plane (DenseNet's convs differ
+    mostly in it). The strides stay constants, folded into the loads' addresses (as
+    arguments they cost 1x1 convs 10-17%: an index register per unrolled channel)."""
+    name = f"{PREFIX}conv_{kb}_{p}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}_{channel_major}"
     vw = kb // 2
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     fma = _fma_decl(module, vw)
-    fn = _new_function(module, name, [PTR, PTR, I64] + [PTR] * p)
-    w, t, accf, *xs = fn.args
+    fn = _new_function(module, name, [PTR, PTR, I64, I64] + [PTR] * p)
+    w, t, accf, c, *xs = fn.args
     entry = fn.append_basic_block("entry")
     load_bb = fn.append_basic_block("init.load")
     start_bb = fn.append_basic_block("init.done")
     b = ir.IRBuilder(entry)
     zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
-    b.cbranch(b.icmp_signed("!=", accf, ir.Constant(I64, 0)), load_bb, start_bb)
+
+    def i64(v: int) -> ir.Constant:
+        return ir.Constant(I64, v)
+
+    # A window of more than ROW_LOOP_TAPS taps loops over its rows (one row's taps unrolled):
+    # a fully unrolled 7x7 body holds 49 x p broadcasts in one block, which LLVM's scheduler
+    # hoists and spills (a 7x7/2 first layer ran at half speed).
+    rows = r if r * s > ROW_LOOP_TAPS else 1
+    window_rows = r // rows
+    # channels per loop iteration: keep about 8+ taps unrolled per trip
+    cu = max(1, 8 // (window_rows * s)) if window_rows * s < 8 else 1
+    b.cbranch(b.icmp_signed("!=", accf, i64(0)), load_bb, start_bb)
     b.position_at_end(load_bb)
     loaded = [_vload(b, t, kb * j + vw * h, vw) for j in range(p) for h in range(2)]
     b.branch(start_bb)
@@ -250,14 +266,9 @@ def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rows
         phi.add_incoming(zero, entry)
         phi.add_incoming(v, load_bb)
         init.append(phi)
-    # A window of more than ROW_LOOP_TAPS taps loops over its rows (one row's taps unrolled):
-    # a fully unrolled 7x7 body holds 49 x p broadcasts in one block, which LLVM's scheduler
-    # hoists and spills (a 7x7/2 first layer ran at half speed).
-    rows = r if r * s > ROW_LOOP_TAPS else 1
+
     taps = [(rr * s + ss, rr * dh * rowstep + ss * dw)
-            for rr in range(r // rows) for ss in range(s)]
-    # channels per loop iteration: keep about 8+ taps unrolled per trip
-    cu = max(1, min(c, 8 // len(taps))) if len(taps) < 8 else 1
+            for rr in range(window_rows) for ss in range(s)]
 
     def chan(b, w_ptr, x_ptrs, accs, cc):
         accs = list(accs)
@@ -266,7 +277,7 @@ def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rows
             w0, w1 = _vload(b, w_ptr, wbase, vw), _vload(b, w_ptr, wbase + vw, vw)
             for j in range(p):
                 xo = off + cc * chanstep
-                xp = b.gep(x_ptrs[j], [ir.Constant(I64, xo)], inbounds=True, source_etype=F32) \
+                xp = b.gep(x_ptrs[j], [i64(xo)], inbounds=True, source_etype=F32) \
                     if xo else x_ptrs[j]
                 xv = _splat(b, xp, vw)
                 accs[2 * j] = b.call(fma, [xv, w0, accs[2 * j]])
@@ -275,8 +286,8 @@ def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rows
 
     def advance(b, carried, w_step: int, x_step: int):
         w_ptr, x_ptrs = carried[0], carried[1:1 + p]
-        return [b.gep(w_ptr, [ir.Constant(I64, w_step)], inbounds=True, source_etype=F32),
-                *(b.gep(x, [ir.Constant(I64, x_step)], inbounds=True, source_etype=F32)
+        return [b.gep(w_ptr, [i64(w_step)], inbounds=True, source_etype=F32),
+                *(b.gep(x, [i64(x_step)], inbounds=True, source_etype=F32)
                   if x_step else x for x in x_ptrs), *carried[1 + p:]]
 
     def make_body(n_chan):
@@ -292,24 +303,24 @@ def conv_kernel(module: ir.Module, kb: int, p: int, c: int, r: int, s: int, rows
         return advance(b, [*carried[:1 + p], *accs], s * kb, dh * rowstep)
 
     def channel_of_rows(b, it, carried):
-        carried = _counted_loop(b, fn, ir.Constant(I64, r), carried, row_body, "r")
+        carried = _counted_loop(b, fn, i64(r), carried, row_body, "r")
         return advance(b, carried, 0, chanstep - r * dh * rowstep)
 
     carried = [w, *xs] + init
     if rows > 1:
-        carried = _counted_loop(b, fn, ir.Constant(I64, c), carried, channel_of_rows, "c")
+        carried = _counted_loop(b, fn, c, carried, channel_of_rows, "c")
     else:
-        carried = _counted_loop(b, fn, ir.Constant(I64, c // cu), carried, make_body(cu), "c")
-        if c % cu:
-            carried = make_body(c % cu)(b, None, carried)
+        carried = _counted_loop(b, fn, b.udiv(c, i64(cu)), carried, make_body(cu), "c")
+        if cu > 1:
+            carried = _counted_loop(b, fn, b.urem(c, i64(cu)), carried, make_body(1), "c1")
     accs = carried[1 + p:]
     if not channel_major:
         for j in range(p):
             _vstore(b, accs[2 * j], t, kb * j)
             _vstore(b, accs[2 * j + 1], t, kb * j + vw)
     for h in range(2 if channel_major else 0):  # T[v][j], pixel rows padded to vw
-        rows = [accs[2 * j + h] for j in range(p)] + [zero] * (vw - p)
-        for v, col in enumerate(_transpose(b, rows)):
+        rows_ = [accs[2 * j + h] for j in range(p)] + [zero] * (vw - p)
+        for v, col in enumerate(_transpose(b, rows_)):
             _vstore(b, col, t, (h * vw + v) * vw)
     b.ret_void()
     return fn

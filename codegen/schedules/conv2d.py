@@ -254,8 +254,9 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
             slot = imm(0) if single else tl
             xptrs = [addr(src, *(() if xp is not None else (ni,)), gg * cg + c0,
                           ohs[j] * g["sh"], ows[j] * g["sw"]) for j in range(P)]
-            geo = f"{KB}_{P}_{csize}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
-            args = (addr(wpk, gg, kb2, c0, 0, 0, 0), addr(acc, slot, 0, 0), accflag, *xptrs)
+            geo = f"{KB}_{P}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
+            args = (addr(wpk, gg, kb2, c0, 0, 0, 0), addr(acc, slot, 0, 0), accflag, csize,
+                    *xptrs)
             final, partial = (ukr_call(f"conv_{geo}_{cm}", *args) for cm in (1, 0))
             call = final if last is True else partial if last is False else \
                 IfThenElse(last, final, partial)
