@@ -20,7 +20,7 @@ from codegen import jit
 from codegen.printer import primfunc_str
 from compiler import relay, transform
 from compiler.backend.graph_codegen import GraphCodegen
-from compiler.build import build_progress, lower_module, optimize
+from compiler.build import build_progress, cpu_target, lower_module, optimize
 from compiler.cli_serve import add_serve_parser
 from compiler.errors import CompilerError
 from compiler.interpreter import evaluate
@@ -30,8 +30,10 @@ from compiler.model_zoo import (LIGHT_MODELS, dummy_inputs, light_model_path,
                                  with_random_weights)
 from compiler.passes.bind_params import bind_params_by_name
 from compiler.session import is_exported_module, read_onnx
+from compiler.target import Target
 from compiler.transform import PassInstrument
 from compiler.visualize import draw_graph, require_layout_library
+from runtime.target import building_for
 
 
 class CliError(Exception):
@@ -411,7 +413,10 @@ def cmd_inspect(args) -> int:
     mod["main"] = bind_params_by_name(mod["main"], params)
     printer = _PrintIR(args.print_ir_after if not args.print_ir else None)
     instruments = [printer] if args.print_ir or args.print_ir_after else []
-    with transform.PassContext(opt_level=args.opt_level, instruments=instruments):
+    target = Target(args.target)
+    cpu = cpu_target(target)
+    with transform.PassContext(opt_level=args.opt_level, instruments=instruments), target, \
+            building_for(cpu):
         mod = optimize(mod)
     missing = sorted(set(args.print_ir_after or ()) - printer.ran)
     if missing:
@@ -420,8 +425,10 @@ def cmd_inspect(args) -> int:
     groups = Counter(_group_name(f) for f in _primitive_functions(mod["main"]))
     info["fused_groups"] = dict(groups.most_common())
     info["num_fused_groups"] = sum(groups.values())
-    kernel_names, prim_funcs = (lower_module(mod["main"]) if args.dump or args.graph
-                                else (None, None))
+    with target, building_for(cpu):  # the kernels and --dump as relay.build makes them
+        kernel_names, prim_funcs = (lower_module(mod["main"]) if args.dump or args.graph
+                                    else (None, None))
+        dump = _dump(prim_funcs, args.dump) if args.dump else None
     if args.graph:
         info["graph"] = args.graph
         _write_graph(args, mod, kernel_names, model)
@@ -431,8 +438,8 @@ def cmd_inspect(args) -> int:
     print(f"fused groups: {info['num_fused_groups']}")
     for name, n in groups.most_common():
         print(f"  {name} x{n}")
-    if args.dump:
-        print(_dump(prim_funcs, args.dump))
+    if dump is not None:
+        print(dump)
     if args.graph:
         print(f"fused graph -> {args.graph}" + (" (shaded by time)" if args.profile else ""))
     return 0
@@ -684,7 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --profile: " + INPUT_HELP)
     _json_option(p, "model, opset, inputs, outputs [{name, shape}], onnx_ops, fused_groups, "
                     "num_fused_groups, graph (when drawn)")
-    common(p, target=False)
+    common(p)
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("demo", help="compile a model shipped with onnx and check it against "

@@ -168,6 +168,9 @@ def test_inspect_print_ir_after_and_dumps(tiny, workdir):
     assert "for (" in tir and "T_softmax" in tir
     asm = relayjit("inspect", tiny, "--dump", "asm", "-q", cwd=workdir).stdout
     assert "tvmgen_default_fused_nn_softmax" in asm and "ret" in asm
+    v3 = relayjit("inspect", tiny, "--dump", "asm", "--target", "llvm -mcpu=x86-64-v3", "-q",
+                  cwd=workdir).stdout
+    assert "tvmgen_default_fused_nn_softmax" in v3 and "zmm" not in v3  # 256-bit vectors only
 
 
 def test_demo_with_shipped_weights_warns_that_the_reference_is_uniform(workdir):
