@@ -33,7 +33,10 @@ from compiler.session import is_exported_module, read_onnx
 from compiler.target import Target
 from compiler.transform import PassInstrument
 from compiler.visualize import draw_graph, require_layout_library
+import runtime
+from runtime import debug_executor, graph_executor, threadpool
 from runtime.target import building_for
+from runtime.thread_config import MAX_THREADS
 
 
 class CliError(Exception):
@@ -126,7 +129,6 @@ def _compile(model, shapes, opt_level: int, progress: _Progress, target: str = "
 
 def _load_any(args):
     """(factory, ONNX model or None) from an exported .rjit file or an ONNX model compiled now."""
-    import runtime
     _check_model_file(args.model)
     if is_exported_module(args.model):
         return runtime.load_module(args.model), None
@@ -137,12 +139,10 @@ def _load_any(args):
 
 
 def _cpu():
-    import runtime
     return runtime.cpu()
 
 
 def _executor(factory):
-    from runtime import graph_executor
     return graph_executor.GraphModule(factory["default"](_cpu()))
 
 
@@ -361,7 +361,6 @@ def cmd_bench(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    from runtime import debug_executor
     threads = _apply_threads(args)
     if args.trace:
         _check_writable(args.trace, "--trace")
@@ -449,7 +448,6 @@ def _write_graph(args, mod, kernel_names, model) -> None:
     """--graph: the fused graph as SVG; with --profile, built, run and timed first."""
     node_times = None
     if args.profile:
-        from runtime import debug_executor
         factory, _ = _compile(model, _parse_shapes(args.shape), args.opt_level,
                               _Progress(not args.quiet))
         gmod = debug_executor.GraphModuleDebug(factory["default"](_cpu()))
@@ -543,7 +541,6 @@ def cmd_demo(args) -> int:
 
 
 def _thread_count(text: str) -> int:
-    from runtime.thread_config import MAX_THREADS
 
     try:
         n = int(text)
@@ -572,7 +569,6 @@ def threads_option(p: argparse.ArgumentParser, what: str) -> None:
 
 def _apply_threads(args) -> int:
     """Set the kernel thread count from --threads (if given); the count in force."""
-    from runtime import threadpool
 
     if args.threads is not None:
         threadpool.set_num_threads(args.threads)

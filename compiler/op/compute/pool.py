@@ -3,6 +3,7 @@ global and adaptive pools. NCHW and NHWC."""
 from __future__ import annotations
 
 from codegen.schedules.window import pool2d_nchw
+from codegen.tir.dtype import min_value
 from compiler.op.window import has_empty_window, lowest_value
 from .common import fail, is_bool, is_float, rule, te, tensor_name, tir
 
@@ -66,7 +67,6 @@ def _max_nan(a, b):
 
 
 def _unrolled(kind: str, x, attrs, out_type, hi: int, wi: int, op: str):
-    from codegen.tir.dtype import min_value
     h, w = x.shape[hi], x.shape[wi]
     (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
     pt, pl = attrs.padding[0], attrs.padding[1]
