@@ -68,3 +68,11 @@ def vector_width() -> int:
     if forced in ("8", "16"):
         return int(forced)
     return 16 if "avx512f" in current_target().enabled_features() else 8
+
+
+def tree_reduce(values: list, combine):
+    """combine over values as a balanced tree (log depth instead of one serial chain)."""
+    while len(values) > 1:
+        pairs = [combine(values[i], values[i + 1]) for i in range(0, len(values) - 1, 2)]
+        values = pairs + ([values[-1]] if len(values) % 2 else [])
+    return values[0]

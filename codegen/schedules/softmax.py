@@ -15,16 +15,12 @@ from ..tir.expr import Expr, Load, Var
 from ..tir.ops import const, exp, floordiv, floormod, log
 from ..tir.ops import max as tir_max
 from ..tir.stmt import Allocate, Buffer, For, LetStmt, Stmt, Store, seq
-from .common import Epilogue, F32, imm, mark_epilogue, var, vector_width
+from .common import Epilogue, F32, imm, mark_epilogue, tree_reduce, var, vector_width
 
 
 def _lanes_reduce(lanes: Buffer, combine) -> Expr:
-    """combine over the lane accumulators (a balanced tree)."""
-    vals = [Load(lanes, (imm(i),), F32) for i in range(lanes.shape[0])]
-    while len(vals) > 1:
-        vals = [combine(vals[i], vals[i + 1]) for i in range(0, len(vals) - 1, 2)] + \
-            ([vals[-1]] if len(vals) % 2 else [])
-    return vals[0]
+    """combine over the lane accumulators."""
+    return tree_reduce([Load(lanes, (imm(i),), F32) for i in range(lanes.shape[0])], combine)
 
 
 def softmax_rows(x: te.Tensor, log_softmax: bool, name: str) -> te.Tensor:

@@ -5,7 +5,8 @@ cache-resident scratch with its padding filled in (zeros, or -inf for a max): fo
 into its stride phases, so that every tap of every window is a contiguous run and the windows
 reduce in one long vector loop over flattened rows. No bounds test per tap (the generic pooling
 rule tests every tap: an Inception 3x3 average pool with padding ran 9x slower than
-onnxruntime's) and no short strided rows (a 14-wide stride-2 row was mostly scalar).
+onnxruntime's) and no short strided rows (a 14-wide stride-2 row was mostly scalar). Wide rows
+that need no padding skip the copy and read their taps in place.
 
 A max is reduced as a balanced tree of plain maxima (vmaxps) beside a tree of NaN tests, so a
 window's taps are not one serial chain of compare-and-select steps; a NaN anywhere in the
@@ -18,27 +19,19 @@ from typing import Callable
 from .. import te
 from ..parallel import MIN_PARALLEL_WORK
 from ..tir.expr import Expr, Load
-from ..tir.ops import const, ge, gt, if_then_else, logical_and, logical_or, lt, ne, select
-from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
-from .common import Epilogue, imm, mark_epilogue, var, vector_width
+from ..tir.ops import const, gt, logical_or, ne, select
+from ..tir.stmt import Allocate, Buffer, For, Stmt, Store, seq
+from .common import Epilogue, imm, mark_epilogue, tree_reduce, var, vector_width
 
 # finish(window value, output row, output column) -> the pool's result (average divisor,
 # the value of a window that covers only padding)
 Finish = Callable[[Expr, Expr, Expr], Expr]
 
 
-def _tree(values: list[Expr], combine) -> Expr:
-    """combine over values as a balanced tree (log depth instead of one serial chain)."""
-    while len(values) > 1:
-        pairs = [combine(values[i], values[i + 1]) for i in range(0, len(values) - 1, 2)]
-        values = pairs + ([values[-1]] if len(values) % 2 else [])
-    return values[0]
-
-
 def _max_with_nan(taps: list[Expr], dtype: str) -> Expr:
     """max of taps, NaN when any tap is NaN."""
-    top = _tree(taps, lambda a, b: select(gt(a, b), a, b))
-    nan = _tree([ne(t, t) for t in taps], logical_or)
+    top = tree_reduce(taps, lambda a, b: select(gt(a, b), a, b))
+    nan = tree_reduce([ne(t, t) for t in taps], logical_or)
     return select(nan, const(float("nan"), dtype), top)
 
 
@@ -147,7 +140,9 @@ def pool2d_nchw(x: te.Tensor, kind: str, pool_size, strides, dilation, padding, 
     fill = const(float("-inf") if kind == "max" else 0.0, dtype)
 
     def reduce_taps(taps, _k):
-        return _max_with_nan(taps, dtype) if kind == "max" else _tree(taps, lambda a, b: a + b)
+        if kind == "max":
+            return _max_with_nan(taps, dtype)
+        return tree_reduce(taps, lambda a, b: a + b)
 
     def fcompute(ins, outs, epilogue: Epilogue | None = None) -> Stmt:
         return window_stmt(ins[0], outs[0], geo, fill, reduce_taps,
