@@ -6,6 +6,7 @@
                                                  # builds (transformer, decoder, MobileNet-v2,
                                                  # UNet, LSTM/GRU, MLP); or name them: gen_lstm
     python benchmarks/models.py --threads 1,2    # thread counts to measure (default 1,2)
+    python benchmarks/models.py --opt-level 2    # relayjit at TVM's default level
     python benchmarks/models.py --no-readme      # print only; by default the README table
                                                  # between the models-table markers is rewritten
 
@@ -181,7 +182,11 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2",
                         help="comma-separated thread counts (both engines), default 1,2")
     parser.add_argument("--no-readme", action="store_true")
+    parser.add_argument("--opt-level", type=int, default=3, choices=range(4),
+                        help="relayjit's PassContext opt_level (default 3; TVM's default is 2)")
     args = parser.parse_args()
+    global OPT_LEVEL
+    OPT_LEVEL = args.opt_level
     try:
         threads = [int(t) for t in args.threads.split(",")]
     except ValueError:
