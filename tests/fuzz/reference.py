@@ -98,7 +98,36 @@ class Softmax(_SoftmaxFamily):
 
 
 class LogSoftmax(_SoftmaxFamily):
+    """x - max - log(sum(exp(x - max))) in float64 at every opset: the stock version takes
+    the log of the softmax, -inf wherever a probability underflows (onnxruntime and relayjit
+    give the finite value)."""
     fn = staticmethod(_log_softmax)
+
+    def fix(self, x):
+        if self.opset < 13:
+            return super().fix(x)
+        wide = _log_softmax(x.astype(np.float64), self.attrs.get("axis", -1))
+        return (wide.astype(x.dtype),)
+
+
+class LayerNormalization(_Patched):
+    """Normalised in float64 and rounded once (the stock version rounds float16 on the way,
+    where onnxruntime computes in float32)."""
+
+    def fix(self, x, scale, bias=None):
+        axis = self.attrs.get("axis", -1)
+        axis = axis + x.ndim if axis < 0 else axis
+        axes = tuple(range(axis, x.ndim))
+        wide = x.astype(np.float64)
+        mean = wide.mean(axis=axes, keepdims=True)
+        inv_std = 1.0 / np.sqrt(((wide - mean) ** 2).mean(axis=axes, keepdims=True)
+                                + float(self.attrs.get("epsilon", 1e-5)))
+        y = (wide - mean) * inv_std * scale.astype(np.float64)
+        if bias is not None:
+            y = y + bias.astype(np.float64)
+        stash = np.float32 if self.attrs.get("stash_type", 1) == 1 else x.dtype
+        return (y.astype(x.dtype), mean.astype(stash), inv_std.astype(stash))[
+            :max(1, len(self.onnx_node.output))]
 
 
 class Hardmax(_SoftmaxFamily):
@@ -338,8 +367,9 @@ class AveragePool(_Pool):
         total = np.where(valid, windows, 0.0).sum(axis=kaxes)
         counted = inpad if self.attrs.get("count_include_pad", 0) else valid
         count = np.broadcast_to(counted, windows.shape[2:]).sum(axis=tuple(k - 2 for k in kaxes))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return ((total / count).astype(x.dtype),)
+        # a window with nothing to count (dilated or strided past the input, inside no
+        # pads) averages to 0, as onnxruntime and relayjit give, not 0 / 0
+        return ((total / np.maximum(count, 1)).astype(x.dtype),)
 
 
 class LpPool(_Pool):
@@ -401,7 +431,8 @@ class Resize(_Patched):
 
 PATCHES = [Conv, Softmax, LogSoftmax, Hardmax, ConvTranspose, ReduceSumSquare, ReduceL1, ReduceSum,
            ReduceProd, Pad, Flatten, BatchNormalization, GatherElements, Mean, GlobalMaxPool,
-           GlobalAveragePool, MaxPool, AveragePool, LpPool, Squeeze, Unsqueeze, Resize]
+           GlobalAveragePool, MaxPool, AveragePool, LpPool, Squeeze, Unsqueeze, Resize,
+           LayerNormalization]
 
 
 def run_reference(model, feeds: dict, intermediate: bool = False):

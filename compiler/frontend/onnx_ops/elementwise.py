@@ -228,7 +228,16 @@ def _hard_swish(ctx, inputs):
 
 
 def _softplus_expr(ctx, x):
-    return op("log", op("add", op("exp", x), _c(ctx, x, 1)))
+    """log(1 + exp(x)) as max(x, 0) + log(1 + exp(-|x|)): exp(x) overflowed from x > 88
+    (float32) or x > 11 (float16) and gave inf where the answer is about x. float16 is
+    computed in float32 and rounded once, as onnxruntime does."""
+    dtype = ctx.dtype(x)
+    compute = "float32" if dtype == "float16" else dtype
+    wide = op("cast", x, dtype=compute) if compute != dtype else x
+    one, zero = const(1, compute), const(0, compute)
+    out = op("add", op("maximum", wide, zero),
+             op("log", op("add", one, op("exp", op("negative", op("abs", wide))))))
+    return op("cast", out, dtype=dtype) if compute != dtype else out
 
 
 @converter("Softplus")
