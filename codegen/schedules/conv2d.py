@@ -112,7 +112,7 @@ def _is_gemm(g: dict) -> bool:
     if (g["r"], g["s"], g["sh"], g["sw"]) != (1, 1, 1, 1) \
             or (g["hp"], g["wp"]) != (g["h"], g["w"]) or g["cg"] > 96:
         return False
-    kg, mr, nr = g["kg"], rows_per_tile(), 2 * vector_width()
+    kg, mr, nr = g["kg"], rows_per_tile(g["kg"]), 2 * vector_width()
     npix = g["oh"] * g["ow"]
     kb = channel_block(kg, vector_width())
     return ceil_div(kg, mr) * mr <= 1.05 * ceil_div(kg, kb) * kb \
