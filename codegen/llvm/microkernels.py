@@ -352,21 +352,20 @@ def conv_rows_kernel(module: ir.Module, kc: int, nv: int, vw: int, c: int, r: in
     plane = hq * wq
     chanstep = sh * sw * plane
 
-    def x_offset(rr: int, ss: int) -> int:
-        py, qy = divmod(rr * dh, sh)[::-1]
-        px, qx = divmod(ss * dw, sw)[::-1]
-        return (py * sw + px) * plane + qy * wq + qx
+    def row_offset(rr: int) -> int:
+        """Window row rr's offset in the phase planes (its phase, then its row there)."""
+        qy, py = divmod(rr * dh, sh)
+        return py * sw * plane + qy * wq
 
-    def row_taps(b, w_row, x_row, accs, rr: int | None):
-        """The s taps of one window row: w_row / x_row point at the row's first tap (rr given:
-        a static row, whose offsets are added here)."""
+    def column_offset(ss: int) -> int:
+        qx, px = divmod(ss * dw, sw)
+        return px * plane + qx
+
+    def row_taps(b, w_row, x_row, accs, x_base: int = 0, w_base: int = 0):
+        """The s taps of one window row at x_row + x_base (weights at w_row + w_base)."""
         accs = list(accs)
         for ss in range(s):
-            if rr is None:
-                px, qx = (ss * dw) % sw, (ss * dw) // sw
-                xo, wo = px * plane + qx, ss * tapstride
-            else:
-                xo, wo = x_offset(rr, ss), (rr * s + ss) * tapstride
+            xo, wo = x_base + column_offset(ss), w_base + ss * tapstride
             xs = [_vload(b, x_row, xo + vw * j, vw) for j in range(nv)]
             for k in range(kc):
                 wv = _splat(b, step(b, w_row, k * kstride + wo), vw)
@@ -379,20 +378,20 @@ def conv_rows_kernel(module: ir.Module, kc: int, nv: int, vw: int, c: int, r: in
             if elems else ptr
 
     def window_row(b, it, accs, w_ptr, x_ptr):
-        """Row `it` of the window: its phase and offset computed from the trip count."""
+        """Row `it` of the window: row_offset computed from the trip count."""
         rdh = b.mul(it, ir.Constant(I64, dh))
         py, qy = b.urem(rdh, ir.Constant(I64, sh)), b.udiv(rdh, ir.Constant(I64, sh))
         off = b.add(b.mul(py, ir.Constant(I64, sw * plane)), b.mul(qy, ir.Constant(I64, wq)))
         x_row = b.gep(x_ptr, [off], inbounds=True, source_etype=F32)
         w_row = b.gep(w_ptr, [b.mul(it, ir.Constant(I64, s * tapstride))], inbounds=True,
                       source_etype=F32)
-        return row_taps(b, w_row, x_row, accs, None)
+        return row_taps(b, w_row, x_row, accs)
 
     def channel(b, it, carried):
         w_ptr, x_ptr, accs = carried[0], carried[1], carried[2:]
         if r * s <= ROW_LOOP_TAPS:
             for rr in range(r):
-                accs = row_taps(b, w_ptr, x_ptr, accs, rr)
+                accs = row_taps(b, w_ptr, x_ptr, accs, row_offset(rr), rr * s * tapstride)
         else:
             accs = _counted_loop(b, fn, ir.Constant(I64, r), accs,
                                  lambda b2, i2, c2: window_row(b2, i2, c2, w_ptr, x_ptr), "r")
