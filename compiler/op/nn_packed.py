@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.ir.types import TensorType
+from runtime.memory import aligned_empty
 from .nn import _CONV2D_ATTRS, _conv2d_ref, _conv2d_rel, _dense_ref
 from .registry import OpDef, OpPattern, make_call, register, register_compute
 from .type_relations import check_arity, fail, tensor_arg
@@ -50,9 +51,16 @@ def _conv_pack_ref(inputs, attrs):
     k, cg, r, s = w.shape
     kg = k // g
     nkb = _ceil_div(kg, blk)
-    padded = np.zeros((g, nkb * blk, cg, r, s), w.dtype)
-    padded[:, :kg] = w.reshape(g, kg, cg, r, s)
-    return np.ascontiguousarray(padded.reshape(g, nkb, blk, cg, r, s).transpose(0, 1, 3, 4, 5, 2))
+    # one pass straight into aligned storage (FoldConstant keeps it without another copy);
+    # the padding channels of the last block stay zero
+    packed = aligned_empty((g, nkb, cg, r, s, blk), w.dtype)
+    blocks = packed.transpose(0, 1, 5, 2, 3, 4)  # (g, nkb, blk, cg, r, s), a view
+    per_group = w.reshape(g, kg, cg, r, s)
+    full = kg // blk
+    np.copyto(blocks[:, :full], per_group[:, :full * blk].reshape(g, full, blk, cg, r, s))
+    if full < nkb:
+        blocks[:, full, :kg - full * blk] = per_group[:, full * blk:]
+    return packed
 
 
 register(OpDef(name="nn.contrib_conv2d_weight_pack", num_inputs=1, type_rel=_conv_pack_rel,
@@ -126,9 +134,13 @@ def _dense_pack_ref(inputs, attrs):
     n, k = w.shape
     blk, kp = attrs.block, attrs.k_padded
     nt = _ceil_div(n, blk)
-    padded = np.zeros((nt * blk, kp), w.dtype)
-    padded[:n, :k] = w
-    return np.ascontiguousarray(padded.reshape(nt, blk, kp).transpose(0, 2, 1))
+    packed = aligned_empty((nt, kp, blk), w.dtype)  # padding rows and columns stay zero
+    blocks = packed.transpose(0, 2, 1)  # (nt, blk, kp), a view
+    full = n // blk
+    np.copyto(blocks[:full, :, :k], w[:full * blk].reshape(full, blk, k))
+    if full < nt:
+        blocks[full, :n - full * blk, :k] = w[full * blk:]
+    return packed
 
 
 register(OpDef(name="nn.contrib_dense_weight_pack", num_inputs=1, type_rel=_dense_pack_rel,

@@ -40,7 +40,7 @@ from compiler.ir.expr import (Call, Constant, Function, If, Let, Op, RelayExpr, 
 from compiler.ir.traversal import children, post_order, with_children
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.transform import FunctionPass, PassContext, function_pass, register_pass
-from runtime.ndarray import NDArray
+from runtime.ndarray import NDArray, empty
 
 __all__ = ["FoldConstant", "fold_constant", "evaluate_call", "kernel_cache_info"]
 
@@ -214,7 +214,6 @@ def _output_types(ty: Type) -> list[TensorType]:
 
 def evaluate_call(call: Call) -> RelayExpr:
     """Run an all-constant op call through the JIT; a Constant (or a Tuple of them)."""
-    from runtime.ndarray import empty
     with PassContext(opt_level=0):  # a fresh context: the user's config must not leak in
         func, consts = _primitive_for(call)
         func = _infer(func)
