@@ -1,0 +1,102 @@
+"""conv2d through relay.build (AlterOpLayout packs the constant weight, bias + relu fused) vs
+numpy, over the shapes where the schedule choice changes (codegen.schedules.conv2d):
+1x1 convs onto few output channels run the rows micro-kernel (_pointwise_rows) whatever
+their input channels, with the pixel chunks as the outer loop when they read more channels
+than they write; their neighbours (grouped, strided, padded, output size 1, 32+ output
+channels) keep the other schedules."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import runtime
+from codegen import te
+from codegen.jit import build_te
+from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
+from compiler import relay
+from compiler.transform import PassContext
+from runtime import graph_executor
+
+RNG = np.random.default_rng(5)
+
+
+@pytest.fixture(params=["8", "16"], ids=["avx2", "avx512"])
+def width(request, monkeypatch):
+    if request.param == "16":
+        from runtime.target import host_info
+
+        if "+avx512f" not in host_info().features.split(","):
+            pytest.skip("host has no AVX-512")
+    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", request.param)
+    return int(request.param)
+
+
+def reference(x, w, bias, strides, padding, dilation, groups):
+    """relu(conv2d(x, w) + bias) in float64, padding (top, left, bottom, right)."""
+    n, c, h, wd = x.shape
+    k, cg, r, s = w.shape
+    xp = np.pad(x.astype("f8"), ((0, 0), (0, 0), (padding[0], padding[2]),
+                                 (padding[1], padding[3])))
+    oh = (xp.shape[2] - dilation[0] * (r - 1) - 1) // strides[0] + 1
+    ow = (xp.shape[3] - dilation[1] * (s - 1) - 1) // strides[1] + 1
+    out = np.zeros((n, k, oh, ow))
+    kg = k // groups
+    for g in range(groups):
+        for rr in range(r):
+            for ss in range(s):
+                y0, x0 = rr * dilation[0], ss * dilation[1]
+                patch = xp[:, g * cg:(g + 1) * cg,
+                           y0:y0 + strides[0] * (oh - 1) + 1:strides[0],
+                           x0:x0 + strides[1] * (ow - 1) + 1:strides[1]]
+                out[:, g * kg:(g + 1) * kg] += np.einsum(
+                    "nchw,kc->nkhw", patch, w[g * kg:(g + 1) * kg, :, rr, ss])
+    return np.maximum(out + bias.reshape(1, k, 1, 1), 0)
+
+
+CASES = [
+    # x shape, w shape, strides, padding (t, l, b, r), dilation, groups
+    ((1, 96, 9, 11), (24, 96, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # rows, tail tile
+    ((2, 67, 8, 8), (13, 67, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # odd, batch 2
+    ((1, 40, 16, 16), (16, 40, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # no tail tile
+    ((1, 20, 7, 9), (24, 20, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # writes more than reads
+    ((1, 64, 1, 1), (16, 64, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # output size 1
+    ((1, 64, 3, 5), (16, 64, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # fewer pixels than a vector
+    ((1, 64, 12, 12), (16, 16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 4),  # grouped
+    ((2, 48, 11, 13), (20, 48, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1),  # strided
+    ((1, 48, 10, 10), (20, 48, 1, 1), (1, 1), (1, 0, 1, 2), (1, 1), 1),  # padded
+    ((1, 64, 9, 9), (40, 64, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # 40 channels: direct
+    ((1, 24, 13, 17), (20, 24, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 1),  # dilated 3x3
+]
+
+
+@pytest.mark.parametrize("xs,ws,strides,padding,dilation,groups", CASES)
+def test_conv2d_bias_relu_end_to_end(xs, ws, strides, padding, dilation, groups, width):
+    x = RNG.standard_normal(xs).astype("float32")
+    w = RNG.standard_normal(ws).astype("float32")
+    bias = RNG.standard_normal(ws[0]).astype("float32")
+    xv = relay.var("x", shape=xs)
+    conv = relay.nn.conv2d(xv, relay.const(w), strides=strides, padding=padding,
+                           dilation=dilation, groups=groups, channels=ws[0],
+                           kernel_size=ws[2:])
+    y = relay.nn.relu(relay.nn.bias_add(conv, relay.const(bias)))
+    with PassContext(opt_level=3, config={"relayjit.disable_disk_cache": True}):
+        factory = relay.build(relay.Function([xv], y), target="llvm")
+    gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
+    gmod.run(x=x)
+    np.testing.assert_allclose(gmod.get_output(0).numpy(),
+                               reference(x, w, bias, strides, padding, dilation, groups),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,ws,rows", [
+    ((1, 96, 9, 11), (24, 96, 1, 1), True),
+    ((2, 67, 8, 8), (13, 67, 1, 1), True),
+    ((1, 64, 3, 5), (16, 64, 1, 1), True),  # 15 pixels: rows only with 8-float vectors
+    ((1, 64, 9, 9), (40, 64, 1, 1), False),
+])
+def test_pointwise_onto_few_channels_runs_rows(xs, ws, rows, width):
+    x = te.placeholder(xs, name="x")
+    wp = te.placeholder(conv2d_pack_geometry(*ws), name="wp")
+    y = conv2d_nchw_packed(x, wp, channels=ws[0])
+    run = build_te([x, wp], [y], "conv_pointwise")
+    assert ("convrows" in str(run.primfunc)) == (rows and xs[2] * xs[3] >= width)
