@@ -42,28 +42,48 @@ def _span(first: int, step: int, lo: int, hi: int, count: int) -> tuple[int, int
     return a, b
 
 
-def _phase(xb: Buffer, phases: Buffer, ni, ci, py: int, px: int, g: dict, fill: Expr,
-           name: str) -> Stmt:
-    """Phase (py, px) of channel ci: P[i*wq + j] = x[ci, i*sh + py - pt, j*sw + px - pl], fill
-    outside x. The rows and columns inside x are static ranges, so the copy is plain strided
-    loads (vectorised as interleaved loads) and the padding plain fills."""
-    wq, size = g["wq"], g["size"]
+def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr,
+                name: str) -> Stmt:
+    """Row phase py of channel ci, all its column phases px together:
+    P[py][px][i*wq + j] = x[ci, i*sh + py - pt, j*sw + px - pl], fill outside x.
+
+    The rows and columns inside x are static ranges. Over the columns every phase has inside
+    x, one loop stores all sw phases from the same stretch of the input row (an interleaved
+    load group: one pass over the row, where a loop per phase re-read it sw times in short
+    strided loops: MobileNet's 144@56x56 stride-2 depthwise); the phases' own edge columns
+    and the padding are short copies and plain fills."""
+    wq, size, sw = g["wq"], g["size"], g["sw"]
     i0, i1 = _span(py - g["pt"], g["sh"], 0, g["h"], g["hq"])
-    j0, j1 = _span(px - g["pl"], g["sw"], 0, g["w"], wq)
-    ii, j = var(f"{name}_i"), var(f"{name}_j")
+    cols = [_span(px - g["pl"], sw, 0, g["w"], wq) for px in range(sw)]
+    c0 = max(a for a, _ in cols)
+    c1 = max(c0, min(b for _, b in cols))  # the columns inside x in every phase
+    ii = var(f"{name}_i")
     i = ii + i0
+    row_in = i * g["sh"] + py - g["pt"]
 
-    def fills(start, extent: int, tag: str) -> Stmt | None:
-        v = var(f"{name}_{tag}")
-        return For(v, extent, Store(phases, (imm(py), imm(px), start + v), fill),
-                   "vectorized") if extent > 0 else None
+    def at(px: int, start, v) -> tuple:
+        return (imm(py), imm(px), start + v)
 
-    copy = For(j, j1 - j0, Store(phases, (imm(py), imm(px), i * wq + j0 + j), Load(
-        xb, (ni, ci, i * g["sh"] + py - g["pt"], (j0 + j) * g["sw"] + px - g["pl"]), xb.dtype)),
-        "vectorized")
-    row = seq(fills(i * wq, j0, "l"), copy, fills(i * wq + j1, wq - j1, "r"))
-    return seq(fills(imm(0), i0 * wq, "t"), For(ii, i1 - i0, row) if i1 > i0 else None,
-               fills(imm(i1 * wq), size - i1 * wq, "b"))
+    def fills(px: int, start, extent: int, tag: str) -> Stmt | None:
+        v = var(f"{name}_{px}{tag}")
+        return For(v, extent, Store(phases, at(px, start, v), fill), "vectorized") \
+            if extent > 0 else None
+
+    def copies(pxs, j0: int, j1: int, tag: str) -> Stmt | None:
+        j = var(f"{name}_{tag}")
+        body = seq(*(Store(phases, at(px, i * wq + j0, j), Load(
+            xb, (ni, ci, row_in, (j0 + j) * sw + px - g["pl"]), xb.dtype)) for px in pxs))
+        return For(j, j1 - j0, body, "vectorized") if j1 > j0 else None
+
+    row = [copies(range(sw), c0, c1, "c")]
+    for px, (j0, j1) in enumerate(cols):
+        row += [fills(px, i * wq, j0, "l"), copies([px], j0, min(c0, j1), f"{px}a"),
+                copies([px], max(c1, j0), j1, f"{px}b"), fills(px, i * wq + j1, wq - j1, "r")]
+    body = [For(ii, i1 - i0, seq(*row)) if i1 > i0 else None]
+    for px in range(sw):
+        body = [fills(px, imm(0), i0 * wq, "t")] + body + \
+            [fills(px, imm(i1 * wq), size - i1 * wq, "b")]
+    return seq(*body)
 
 
 # reduce(taps, k): a window's value from its tap loads (r-major) for output channel k
@@ -115,8 +135,8 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
                 for r in range(kh) for s in range(kw)]
         return For(ni, geo["n"], For(ki, geo["k"], output_rows(reduce_taps(taps, ki)), kind))
     phases = Buffer(f"{name}_phases", (sh, sw, size), xb.dtype)
-    split = seq(*(_phase(xb, phases, ni, channel_of(ki), py, px, g, fill, f"{name}_{py}{px}")
-                  for py in range(sh) for px in range(sw)))
+    split = seq(*(_phase_rows(xb, phases, ni, channel_of(ki), py, g, fill, f"{name}_{py}")
+                  for py in range(sh)))
 
     def phase_taps(q: Expr) -> list[Expr]:
         return [Load(phases, (imm(r * dh % sh), imm(s * dw % sw),
