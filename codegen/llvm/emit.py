@@ -12,6 +12,7 @@ the runtime's thread pool (see FunctionEmitter._parallel_for).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 
 from llvmlite import ir
@@ -24,8 +25,9 @@ from ..tir.stmt import (
     Allocate, Buffer, ConstantBuffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store,
 )
 from ..tir.expr import Expr, Load, Var
-from ..tir.functor import post_order
+from ..tir.functor import children
 from .emit_expr import ExprEmitter
+from .textir import TextBlock, TextBuilder
 from .types import I32, I64, PTR, mem_type
 
 STACK_LIMIT = 64 * 1024
@@ -116,10 +118,10 @@ class FunctionEmitter(ExprEmitter):
         fn's code: returns 0, the or of the statuses raised inside (checked indices, parallel
         loops), or
         STATUS_OUT_OF_MEMORY when heap scratch could not be had (nothing runs then)."""
-        entry = fn.append_basic_block("entry")
-        start = fn.append_basic_block("start")
-        self.entry_builder = ir.IRBuilder(entry)
-        self.builder = ir.IRBuilder(start)
+        entry = TextBlock(fn, "entry")
+        start = TextBlock(fn, "start")
+        self.entry_builder = TextBuilder(entry)
+        self.builder = TextBuilder(start)
         self.status = self.entry_builder.alloca(I32, name="status")
         self.entry_builder.store(ir.Constant(I32, 0), self.status)
         if loop is None:
@@ -138,13 +140,13 @@ class FunctionEmitter(ExprEmitter):
         for ptr in self.heap:
             null = eb.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
             failed = null if failed is None else eb.or_(failed, null)
-        oom = fn.append_basic_block("out_of_memory")
+        oom = TextBlock(fn, "out_of_memory")
         eb.cbranch(failed, oom, start)
         b.position_at_end(oom)
         self._free_heap(b)
         b.ret(ir.Constant(I32, STATUS_OUT_OF_MEMORY))
 
-    def _free_heap(self, b: ir.IRBuilder) -> None:
+    def _free_heap(self, b: TextBuilder) -> None:
         for ptr in self.heap:
             b.call(_libc(self.module, "free"), [ptr])
 
@@ -152,7 +154,7 @@ class FunctionEmitter(ExprEmitter):
         f = self.func
         fn = ir.Function(self.module, ir.FunctionType(I32, [PTR]), f.name)
         fn.attributes.add("nounwind")
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b = TextBuilder(TextBlock(fn, "entry"))
         args = fn.args[0]
         args.name = "args"
         ptrs = []
@@ -177,8 +179,7 @@ class FunctionEmitter(ExprEmitter):
             val = self.expr(s.value)
             ptr = self.address(s.buffer, s.indices)
             self.store_value(s.buffer, val, ptr)
-            for scope in self.memo:  # loads emitted before may now be stale
-                scope.clear()
+            self.forget_loads()
         elif t is Allocate:
             self._allocate(s)
         elif t is IfThenElse:
@@ -198,7 +199,7 @@ class FunctionEmitter(ExprEmitter):
         if s.extent == 0:
             return
         # extent > 0 is static: a bottom-tested loop needs no guard
-        self._loop(s.var, ir.Constant(I64, 0), ir.Constant(I64, s.extent), s.body, guard=False)
+        self._loop(s.var, self.const(I64, 0), self.const(I64, s.extent), s.body, guard=False)
 
     def _loop(self, var: Var, begin: ir.Value, end: ir.Value, body: Stmt, guard: bool) -> None:
         """for var in [begin, end): body (guard: the range may be empty)."""
@@ -221,7 +222,7 @@ class FunctionEmitter(ExprEmitter):
         self.stmt(body)
         self.pop()
         del self.vars[var]
-        nxt = b.add(iv, ir.Constant(I64, 1), name=f"{name}.next", flags=("nuw", "nsw"))
+        nxt = b.add(iv, self.const(I64, 1), name=f"{name}.next", flags=("nuw", "nsw"))
         iv.add_incoming(nxt, b.block)
         b.cbranch(b.icmp_signed("<", nxt, end), body_bb, exit_)
         b.position_at_end(exit_)
@@ -263,8 +264,7 @@ class FunctionEmitter(ExprEmitter):
             self.module, ir.FunctionType(I32, [PTR, PTR, I64]), PARALLEL_FOR)
         st = b.call(launch, [task_fn, frame, ir.Constant(I64, s.extent)])
         b.store(b.or_(b.load(self.status, typ=I32), st), self.status)
-        for scope in self.memo:  # the loop stored through these buffers
-            scope.clear()
+        self.forget_loads()  # the loop stored through these buffers
 
     def _outline(self, s: For, captured: list, struct_ty: ir.Type) -> ir.Function:
         """The task function the pool calls for the parallel loop s (see _parallel_for)."""
@@ -289,7 +289,7 @@ class FunctionEmitter(ExprEmitter):
         begin, end = body_fn.args[-2], body_fn.args[-1]
         inner._emit_function(body_fn, s.body, loop=(s.var, begin, end))
         # the task: unpack the closure, run the chunk
-        tb = ir.IRBuilder(task_fn.append_basic_block("entry"))
+        tb = TextBuilder(TextBlock(task_fn, "entry"))
         closure, tbegin, tend = task_fn.args
         fields = []
         for i, (_, val) in enumerate(captured):
@@ -315,8 +315,7 @@ class FunctionEmitter(ExprEmitter):
             self.pop()
             b.branch(end_bb)
         b.position_at_end(end_bb)
-        for scope in self.memo:  # a branch may have stored
-            scope.clear()
+        self.forget_loads()  # a branch may have stored
 
     def _allocate(self, s: Allocate) -> None:
         buf = s.buffer
@@ -342,20 +341,30 @@ class FunctionEmitter(ExprEmitter):
 
 
 def _free_values(body: Stmt) -> tuple[list[Var], list[Buffer]]:
-    """Variables and buffers `body` mentions, in first-use order (explicit-stack walk)."""
+    """Variables and buffers `body` mentions, in first-use order (explicit-stack walks)."""
     seen_vars: dict[Var, None] = {}
     seen_bufs: dict[Buffer, None] = {}
-    seen_exprs: set[int] = set()
+    seen_exprs: set[Expr] = set()
 
     def exprs(e: Expr) -> None:
-        for n in post_order(e):
-            if id(n) in seen_exprs:
+        """Post-order over the nodes not seen before (a seen node's operands were seen too)."""
+        if e in seen_exprs:
+            return
+        work: list[tuple[Expr, bool]] = [(e, False)]
+        while work:
+            n, expanded = work.pop()
+            if expanded:
+                t = type(n)
+                if t is Var:
+                    seen_vars.setdefault(n)
+                elif t is Load:
+                    seen_bufs.setdefault(n.buffer)
                 continue
-            seen_exprs.add(id(n))
-            if type(n) is Var:
-                seen_vars.setdefault(n)
-            elif type(n) is Load:
-                seen_bufs.setdefault(n.buffer)
+            if n in seen_exprs:
+                continue
+            seen_exprs.add(n)
+            work.append((n, True))
+            work.extend((c, False) for c in reversed(children(n)) if c not in seen_exprs)
 
     stack = [body]
     while stack:
@@ -395,5 +404,6 @@ def _libc(module: ir.Module, name: str) -> ir.Function:
     return fn
 
 
+@functools.lru_cache(maxsize=4096)
 def _ident(name: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "v"

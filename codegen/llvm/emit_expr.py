@@ -22,6 +22,7 @@ from runtime.library import STATUS_INDEX_OUT_OF_RANGE
 
 from ..tir.ops import CHECKED_INDEX
 from . import mathlib
+from .textir import TextBuilder
 from .types import F16, F32, F64, I1, I32, I64, intrinsic, mem_type, reg_type
 
 _FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -32,58 +33,79 @@ _REASSOC = ("reassoc", "contract")
 class ExprEmitter:
     """Emits expressions at the builder's position; memoised per dominating block scope."""
 
-    builder: ir.IRBuilder
+    builder: TextBuilder
     kernel: str
 
     def __init__(self) -> None:
         self.vars: dict[Var, ir.Value] = {}
-        self.memo: list[dict[tuple[int, bool], ir.Value]] = [{}]
+        # Values of the expressions emitted in the open (dominating) scopes, by node: one dict
+        # for plain and one for clamped emission (speculated if_then_else arms). A flat list
+        # of dicts, so code that writes memory clears them all (microkernels.emit_call too).
+        self.memo: list[dict[Expr, ir.Value]] = [{}, {}]
+        self._scope_entries: list[list[tuple[dict, Expr]]] = [[]]  # what each scope added
         self.clamp = False
         self.accumulators: set[Buffer] = set()
+        self._int_consts: dict[tuple[ir.Type, int], ir.Constant] = {}
 
     def fail(self, msg: str) -> CodegenError:
         return CodegenError(f"codegen {self.kernel}: {msg}")
 
     # ------------------------------------------------------------------ scopes
     def push(self) -> None:
-        self.memo.append({})
+        self._scope_entries.append([])
 
     def pop(self) -> None:
-        self.memo.pop()
+        """Forget what the closing scope emitted: its block does not dominate what follows."""
+        for memo, node in self._scope_entries.pop():
+            memo.pop(node, None)  # may be gone already (forget_loads)
+
+    def forget_loads(self) -> None:
+        """After a store (or a call that writes memory) no earlier load may be reused."""
+        for memo in self.memo:
+            memo.clear()
 
     def lookup(self, e: Expr) -> ir.Value | None:
         """The value of e already emitted in a dominating scope, if any."""
-        key = (id(e), self.clamp)
-        for scope in reversed(self.memo):
-            got = scope.get(key)
-            if got is not None:
-                return got
-        return None
+        return self.memo[self.clamp].get(e)
+
+    def const(self, ty: ir.Type, value: int) -> ir.Constant:
+        """An integer constant, shared: formatting a constant costs more than finding it."""
+        key = (ty, value)
+        c = self._int_consts.get(key)
+        if c is None:
+            c = self._int_consts[key] = ir.Constant(ty, value)
+        return c
 
     def expr(self, e: Expr) -> ir.Value:
         """LLVM value of e (i1 for bool); operands first in explicit-stack post-order."""
-        got = self.lookup(e)
+        memo = self.memo[self.clamp]  # if_then_else switches clamp only inside nested calls
+        got = memo.get(e)
         if got is not None:
             return got
+        added = self._scope_entries[-1]
         stack: list[tuple[Expr, bool]] = [(e, False)]
         while stack:
             node, expanded = stack.pop()
-            if self.lookup(node) is not None:
+            if node in memo:
                 continue
-            kids = _eager_children(node)
-            if not expanded and kids:
-                stack.append((node, True))
-                stack.extend((c, False) for c in reversed(kids) if self.lookup(c) is None)
-                continue
+            if not expanded:
+                kids = _eager_children(node)
+                if kids:
+                    stack.append((node, True))
+                    stack.extend((c, False) for c in reversed(kids) if c not in memo)
+                    continue
             method = _DISPATCH.get(type(node))
             if method is None:
                 raise self.fail(f"cannot emit {type(node).__name__} "
                                 "(reductions must be lowered first)")
-            self.memo[-1][(id(node), self.clamp)] = method(self, node)
-        return self.lookup(e)
+            memo[node] = method(self, node)
+            added.append((memo, node))
+        return memo[e]
 
     # ------------------------------------------------------------------ leaves
     def _int(self, e: IntImm) -> ir.Value:
+        if type(e.value) is int:  # not a bool: ir.Constant prints True as `true`
+            return self.const(reg_type(e.dtype), e.value)
         return ir.Constant(reg_type(e.dtype), e.value)
 
     def _float(self, e: FloatImm) -> ir.Value:
@@ -109,11 +131,12 @@ class ExprEmitter:
             if v.type != I64:
                 v = b.sext(v, I64) if v.type.width < 64 else v
             if self.clamp and dim > 0:  # speculated load: keep the address in bounds
-                v = b.select(b.icmp_signed("<", v, ir.Constant(I64, 0)), ir.Constant(I64, 0), v)
-                hi = ir.Constant(I64, dim - 1)
+                zero = self.const(I64, 0)
+                v = b.select(b.icmp_signed("<", v, zero), zero, v)
+                hi = self.const(I64, dim - 1)
                 v = b.select(b.icmp_signed(">", v, hi), hi, v)
             if stride != 1:
-                v = b.mul(v, ir.Constant(I64, stride))
+                v = b.mul(v, self.const(I64, stride))
             offset = v if offset is None else b.add(offset, v)
         if offset is None:
             return base
