@@ -7,12 +7,15 @@ turn TIR into machine code, so an edit to the emitter never reuses stale code).
 
 Entry: one file `<key[:2]>/<key>.rjc` under the cache directory:
 
-    MAGIC | u32 header length | header JSON | object code | optimised bitcode | sha256(all before)
+    MAGIC | u32 header length | header JSON | object files | optimised bitcodes | sha256(all before)
 
-The header records the kernel names and the two lengths. A micro-kernel's entry holds its
-optimised bitcode only (codegen.jit links it into the kernel modules that call it). A lookup
-under other kernel names (same structure) renames the functions in the bitcode and re-runs
-only machine-code emission.
+The header records the kernel names and the byte length of each object file and each bitcode:
+a kernel set compiled by several jobs is several objects, each with the optimised bitcode it
+was emitted from. A micro-kernel's entry holds its optimised bitcode only (codegen.jit links
+it into the kernel modules that call it). A lookup under other kernel names (same structure)
+renames the functions in the bitcode and re-runs only machine-code emission. The file is
+untrusted input: MAGIC carries the format version, and the lengths must be whole numbers that
+add up to the body exactly.
 Entries are written to a temporary file in the same directory and moved into place with
 os.replace, so readers never see half an entry; a truncated or corrupted entry (bad magic,
 lengths or checksum) is ignored, removed and recompiled, never trusted.
@@ -42,7 +45,7 @@ __all__ = ["CODEGEN_VERSION", "cache_dir", "enabled", "disabled", "lookup", "sto
 
 # Bump when the meaning of an entry changes in a way the source digest cannot see.
 CODEGEN_VERSION = "1"
-MAGIC = b"RELAYJIT-OBJCACHE-1\n"
+MAGIC = b"RELAYJIT-OBJCACHE-2\n"  # the format version is part of the magic
 _SUFFIX = ".rjc"
 # Sources whose edits change the machine code produced for the same TIR.
 _CODEGEN_SOURCES = ("llvm", "jit.py", "cache.py", os.path.join("tir", "structural.py"))
@@ -55,9 +58,12 @@ _writes_since_prune = 0
 
 
 class Entry(NamedTuple):
+    """A kernel set's object files and the optimised bitcode of each (a micro-kernel: no
+    object, one bitcode)."""
+
     names: tuple[str, ...]
-    object_code: bytes
-    bitcode: bytes
+    objects: tuple[bytes, ...]
+    bitcodes: tuple[bytes, ...]
 
 
 def cache_dir() -> str | None:
@@ -149,10 +155,28 @@ def reset_disk_cache_stats() -> None:
 # ---- entries --------------------------------------------------------------------------------
 
 def _encode(entry: Entry) -> bytes:
-    header = json.dumps({"names": list(entry.names), "object": len(entry.object_code),
-                         "bitcode": len(entry.bitcode)}).encode()
-    body = MAGIC + struct.pack("<I", len(header)) + header + entry.object_code + entry.bitcode
+    header = json.dumps({"names": list(entry.names),
+                         "objects": [len(o) for o in entry.objects],
+                         "bitcodes": [len(b) for b in entry.bitcodes]}).encode()
+    body = (MAGIC + struct.pack("<I", len(header)) + header + b"".join(entry.objects)
+            + b"".join(entry.bitcodes))
     return body + hashlib.sha256(body).digest()
+
+
+def _lengths(value: object) -> list[int] | None:
+    """value as a list of byte lengths (whole numbers >= 0), else None."""
+    if not isinstance(value, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
+        return None
+    return value
+
+
+def _split(data: bytes, start: int, lengths: list[int]) -> tuple[tuple[bytes, ...], int]:
+    parts = []
+    for n in lengths:
+        parts.append(data[start:start + n])
+        start += n
+    return tuple(parts), start
 
 
 def _decode(data: bytes) -> Entry | None:
@@ -165,16 +189,23 @@ def _decode(data: bytes) -> Entry | None:
         return None
     (hlen,) = struct.unpack_from("<I", body, n)
     start = n + 4 + hlen
+    if start > len(body):
+        return None
     try:
         header = json.loads(body[n + 4:start].decode())
-        names = tuple(header["names"])
-        olen, blen = int(header["object"]), int(header["bitcode"])
+        names = header["names"]
+        object_lengths, bitcode_lengths = header["objects"], header["bitcodes"]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
-    if olen < 0 or blen < 0 or olen + blen == 0 or start + olen + blen != len(body) \
-            or not all(isinstance(x, str) and x for x in names):
+    object_lengths, bitcode_lengths = _lengths(object_lengths), _lengths(bitcode_lengths)
+    if object_lengths is None or bitcode_lengths is None or not isinstance(names, list) \
+            or not all(isinstance(x, str) and x for x in names) \
+            or not object_lengths + bitcode_lengths \
+            or start + sum(object_lengths) + sum(bitcode_lengths) != len(body):
         return None
-    return Entry(names, body[start:start + olen], body[start + olen:])
+    objects, at = _split(body, start, object_lengths)
+    bitcodes, _ = _split(body, at, bitcode_lengths)
+    return Entry(tuple(names), objects, bitcodes)
 
 
 def lookup(structural_key: str) -> Entry | None:

@@ -1,11 +1,16 @@
 """Compile PrimFuncs to host object code with llvmlite (new pass manager) and load them.
 
-Two in-process caches, both keyed by tir.structural's name-free digest: object code per
-(digest, kernel names), and the optimised module per digest. Identical kernels under other
-names reuse the optimised module: the exported functions are renamed and only machine-code
-emission runs, skipping the O-level pipeline. Behind them sits the persistent disk cache
-(codegen.cache): a kernel set compiled by an earlier process loads its object code from
-disk and skips LLVM altogether.
+A kernel set compiles to one object file per compile job (codegen.compile_jobs): each job
+emits, optimises and machine-codes its share of the kernels, with its own internal copies of
+the micro-kernels they call, and the first object also holds the kernels' signature table;
+runtime.KernelLibrary loads the objects into one engine.
+
+Two in-process caches, both keyed by tir.structural's name-free digest: the object files per
+(digest, kernel names), and the optimised modules (bitcode, one per object) per digest.
+Identical kernels under other names reuse the optimised modules: the exported functions are
+renamed and only machine-code emission runs, skipping the O-level pipeline. Behind them sits
+the persistent disk cache (codegen.cache): a kernel set compiled by an earlier process loads
+its object files from disk and skips LLVM altogether.
 
 Where the time goes: within `with record_compile_stats() as stats:` every compilation in this
 thread (or asyncio task) adds its seconds per stage and its cache outcomes to `stats`
@@ -15,10 +20,8 @@ existing LLVM calls; no state is shared between threads.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import re
-import struct
 import threading
 import time
 from collections import OrderedDict
@@ -30,17 +33,19 @@ from llvmlite import ir
 
 from runtime.library import KernelLibrary, signature_table_ir
 from runtime.target import TargetInfo, current_target, target_machine
-from runtime.thread_config import available_cores
 
 from . import cache as disk_cache
+from .compile_jobs import (collect, compile_jobs, fork_jobs, note_compile_request,
+                           requested_compile_jobs)
 from .errors import CodegenError
 from .llvm import microkernels
 from .llvm.emit import emit_module
 from .tir.stmt import PrimFunc
 from .tir.structural import kernel_text, structural_digest
 
-_CACHE: OrderedDict[tuple[str, tuple[str, ...]], bytes] = OrderedDict()
-_MODULES: OrderedDict[str, tuple[tuple[str, ...], bytes]] = OrderedDict()  # digest -> bitcode
+# (digest, kernel names) -> object files; digest -> (kernel names, bitcode of each object)
+_CACHE: OrderedDict[tuple[str, tuple[str, ...]], tuple[bytes, ...]] = OrderedDict()
+_MODULES: OrderedDict[str, tuple[tuple[str, ...], tuple[bytes, ...]]] = OrderedDict()
 _CACHE_SIZE = 256
 _STATS = {"hits": 0, "renamed": 0, "disk": 0, "misses": 0, "microkernels": 0}
 _lock = threading.Lock()
@@ -59,12 +64,12 @@ class CompileStats:
     emit_ir: float = 0.0         # TIR -> LLVM IR text (our emitter)
     parse_verify: float = 0.0    # llvm.parse_assembly + verify
     optimise: float = 0.0        # the O-level pipeline
-    jobs_wait: float = 0.0       # forking compile jobs, then waiting for their bitcode
-    link: float = 0.0            # reading the jobs' bitcode, linking it into one module
+    jobs_wait: float = 0.0       # forking compile jobs, then waiting for their objects
+    link: float = 0.0            # linking micro-kernels and the signature table in
     machine_code: float = 0.0    # emit_object (also for cached modules under new names)
     cache_write: float = 0.0     # bitcode for the caches + the disk cache write
     load: float = 0.0            # loading object code into an MCJIT engine
-    jobs_seconds: float = 0.0    # what forked jobs spent (emit + parse + optimise), elsewhere
+    jobs_seconds: float = 0.0    # what forked jobs spent (all their stages), elsewhere
     kernel_sets: int = 0         # build_library / compile_primfuncs calls
     kernels: int = 0             # kernels in those sets
     kernels_compiled: int = 0    # kernels that went through LLVM's pipeline here
@@ -141,33 +146,34 @@ def structural_key(funcs: list[PrimFunc], opt_level: int) -> str:
     return structural_digest(funcs, f"opt{opt_level}\0{cpu.triple}\0{cpu.cpu}\0{cpu.features}")
 
 
-def _optimised_module(funcs: list[PrimFunc], opt_level: int, jobs: int = 1
-                      ) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
-    """The kernels optimised at opt_level, with the micro-kernels they call linked in; with
-    jobs > 1 the work is shared out to forked processes (_in_parallel)."""
-    with _timed("digest"):  # the same kernel text the structural key reads
+def _optimised_module(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.ModuleRef,
+                                                                       llvm.TargetMachine]:
+    """The kernels optimised at opt_level in one module, with the micro-kernels they call
+    linked in (what get_llvm_ir and get_assembly show)."""
+    with _timed("digest"):
         names = microkernels_called(funcs)
-    missing = [name for name in names if _cached_microkernel(name) is None]
-    jobs = min(jobs, len(funcs) // PARALLEL_MIN_KERNELS)
-    if jobs < 2 or not hasattr(os, "fork") or opt_level == 0:
-        mod, tm, bitcodes = _compile_unit(funcs, missing, opt_level)
-        compiled = dict(zip(missing, bitcodes))
-    else:
-        mod, tm, compiled = _in_parallel(funcs, missing, opt_level, jobs)
-    for name, bitcode in compiled.items():
-        _remember_microkernel(name, bitcode)
-    _count("microkernels", len(compiled))
-    _note(microkernels_compiled=len(compiled))
-    _link_microkernels(mod, tm, names, compiled)
+    mod, tm = _optimised_kernels(funcs, opt_level)
+    _keep_microkernels(_link_microkernels(mod, tm, names))
     return mod, tm
 
 
-def _compile_unit(funcs: list[PrimFunc], microkernel_names: list[str], opt_level: int
-                  ) -> tuple[llvm.ModuleRef, llvm.TargetMachine, list[bytes]]:
-    """One share of the work: the kernels optimised (micro-kernels declared only), and the
-    named micro-kernels' optimised bitcode."""
+def _compile_share(funcs: list[PrimFunc], table: list[PrimFunc] | None, opt_level: int
+                   ) -> tuple[bytes, bytes, dict[str, bytes]]:
+    """One object file: the kernels optimised, the micro-kernels they call linked in, and
+    the signature table of the kernels `table` when given: (object code, the optimised
+    bitcode it was emitted from, {micro-kernel: bitcode} of those compiled here)."""
+    with _timed("digest"):
+        names = microkernels_called(funcs)
     mod, tm = _optimised_kernels(funcs, opt_level)
-    return mod, tm, [_compile_microkernel(name, tm) for name in microkernel_names]
+    compiled = _link_microkernels(mod, tm, names)
+    if table is not None:
+        with _timed("link"):
+            mod.link_in(_signature_table(table, tm))
+    with _timed("cache_write"):
+        bitcode = mod.as_bitcode()
+    with _timed("machine_code"):
+        obj = tm.emit_object(mod)
+    return obj, bitcode, compiled
 
 
 def _optimised_kernels(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.ModuleRef,
@@ -223,8 +229,8 @@ def _cached_microkernel(name: str) -> bytes | None:
     if bitcode is None:
         with _timed("cache_lookup"):
             entry = disk_cache.lookup(_MICROKERNEL_KEY.format(name=name))
-        if entry is not None:
-            bitcode = entry.bitcode
+        if entry is not None and len(entry.bitcodes) == 1 and not entry.objects:
+            bitcode = entry.bitcodes[0]
             with _lock:
                 _remember(_MICROKERNELS, key, bitcode)
     return bitcode
@@ -257,27 +263,33 @@ def _compile_microkernel(name: str, tm: llvm.TargetMachine) -> bytes:
         return mod.as_bitcode()
 
 
-def _remember_microkernel(name: str, bitcode: bytes) -> None:
+def _keep_microkernels(compiled: dict[str, bytes]) -> None:
+    """Cache freshly compiled micro-kernels in memory and on disk."""
     with _timed("cache_write"):
-        with _lock:
-            _remember(_MICROKERNELS, (name, current_target()), bitcode)
-        disk_cache.store(_MICROKERNEL_KEY.format(name=name),
-                         disk_cache.Entry((name,), b"", bitcode))
+        for name, bitcode in compiled.items():
+            with _lock:
+                _remember(_MICROKERNELS, (name, current_target()), bitcode)
+            disk_cache.store(_MICROKERNEL_KEY.format(name=name),
+                             disk_cache.Entry((name,), (), (bitcode,)))
+    _count("microkernels", len(compiled))
+    _note(microkernels_compiled=len(compiled))
 
 
-def _link_microkernels(mod: llvm.ModuleRef, tm: llvm.TargetMachine, names: list[str],
-                       compiled: dict[str, bytes]) -> None:
-    """Link each micro-kernel mod still declares (from `compiled`, else the caches) into it,
-    as an internal function, after checking the declaration matches the definition."""
-    with _timed("link"):
-        for name in names:
-            try:
-                declared = mod.get_function(name)
-            except NameError:  # the optimiser removed every call
-                continue
-            bitcode = compiled.get(name) or _cached_microkernel(name)
-            if bitcode is None:  # dropped from the cache meanwhile
-                bitcode = compiled[name] = _compile_microkernel(name, tm)
+def _link_microkernels(mod: llvm.ModuleRef, tm: llvm.TargetMachine, names: list[str]
+                       ) -> dict[str, bytes]:
+    """Link each micro-kernel mod still declares (from the caches, else compiled now) into
+    it as an internal function, after checking the declaration matches the definition;
+    returns {name: bitcode} of those compiled now (for _keep_microkernels)."""
+    compiled = {}
+    for name in names:
+        try:
+            declared = mod.get_function(name)
+        except NameError:  # the optimiser removed every call
+            continue
+        bitcode = _cached_microkernel(name)
+        if bitcode is None:
+            bitcode = compiled[name] = _compile_microkernel(name, tm)
+        with _timed("link"):
             definition = llvm.parse_bitcode(bitcode)
             got = str(definition.get_function(name).global_value_type)
             if got != str(declared.global_value_type):
@@ -285,226 +297,149 @@ def _link_microkernels(mod: llvm.ModuleRef, tm: llvm.TargetMachine, names: list[
                                    f"{declared.global_value_type} but defined as {got}")
             mod.link_in(definition)
             mod.get_function(name).linkage = llvm.Linkage.internal
+    return compiled
 
 
-JOBS_ENV = "RELAYJIT_COMPILE_JOBS"
+def _compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
+                     ) -> list[tuple[bytes, bytes]]:
+    """The kernels compiled to object files, [(object code, bitcode)], the first with the
+    signature table: one object, or one per compile job (jobs None: compile_jobs() decides,
+    asked only when the set has kernels enough to split).
 
-
-def compile_jobs() -> int:
-    """Processes that optimise one kernel set: $RELAYJIT_COMPILE_JOBS, a count or "auto".
-
-    Why auto by default: LLVM (IR emission, the O3 pipeline, machine code) is most of a cold
-    build and the kernels optimise independently. Cold ResNet-50 builds (opt_level 3, no
-    disk cache, 2-core VM): with the machine otherwise idle (load average 0.3-0.65), one job
-    took 4.7-4.8 s and two jobs 3.95-4.1 s; while another process kept about one core busy
-    (load 1.1-1.4), two jobs took 5.2-5.3 s against 4.6-4.7 s for one. Extra jobs pay only
-    on idle cores, which auto_compile_jobs estimates. Why jobs gave little even when forced:
-    machine-code emission (about a third of the LLVM time) stays in the parent, which links
-    one object; forked jobs compete with other work for the same two cores; and each job
-    used to emit and optimise its own copy of every micro-kernel its kernels called (now
-    each is compiled once, by one job, then cached per target CPU). Anything but "auto" or
-    a whole number >= 1 is a ValueError naming the variable, so a typo does not silently
-    change the plan.
+    Job k compiles share k (_split_shares) to its own object, machine code included, so
+    every LLVM stage runs in parallel. The parent does the first share itself; each forked
+    child sends back its object, bitcode and the micro-kernels it compiled (after the
+    seconds it spent, for CompileStats.jobs_seconds). A child that fails in any way is redone
+    in the parent: same result, only slower.
     """
-    value = os.environ.get(JOBS_ENV, "").strip()
-    if value == "" or value.lower() == "auto":
-        return auto_compile_jobs()
-    try:
-        jobs = int(value)
-    except ValueError:
-        jobs = 0
-    if jobs < 1:
-        raise ValueError(f"environment variable {JOBS_ENV} must be 'auto' or a whole number of "
-                         f"compile processes >= 1, got {value!r}")
-    return jobs
-
-
-def auto_compile_jobs(cores: int | None = None, load: float | None = None,
-                      own: float | None = None) -> int:
-    """One job per core this process may run on, less the cores other work keeps busy; >= 1.
-
-    Other work is the 1-minute load average (`load`) less this process's own part of it
-    (`own`, by default estimated from its CPU time and its reaped children's: a process
-    busy for the last t seconds adds 1 - exp(-t/60) to the average). Without that, a script
-    that builds several models in a row would see its own load and stop parallelising on
-    an idle machine. The estimate takes past CPU time as recent, so a long-lived process
-    that was busy long ago may count one busy core too few.
-    """
-    if cores is None:
-        cores = available_cores()
-    if load is None:
-        try:
-            load = os.getloadavg()[0]
-        except (AttributeError, OSError):  # no load average on this platform
-            load = 0.0
-    if own is None:
-        t = os.times()
-        own = 1.0 - math.exp(-(t.user + t.system + t.children_user + t.children_system) / 60.0)
-    busy = round(max(0.0, load - own))
-    return max(1, cores - busy)
-
-
-def _in_parallel(funcs: list[PrimFunc], microkernel_names: list[str], opt_level: int,
-                 jobs: int) -> tuple[llvm.ModuleRef, llvm.TargetMachine, dict[str, bytes]]:
-    """_compile_unit's work split over `jobs` processes: (kernel module, target machine,
-    {micro-kernel name: bitcode}).
-
-    llvmlite serialises every LLVM call behind one process-wide lock, so threads cannot
-    overlap LLVM work; forked children can. Job k takes every jobs-th kernel and every
-    jobs-th micro-kernel still to compile, so each micro-kernel is compiled once, whichever
-    kernels call it. The parent does the first share itself; each child returns its share's
-    optimised bitcode through a pipe (after the seconds it spent, for
-    CompileStats.jobs_seconds) and the parent links the kernel modules into one (kernel
-    helpers are internal, so nothing clashes). A child that fails in any way is redone in
-    the parent: same result, only slower.
-    """
+    if len(funcs) >= 2 * PARALLEL_MIN_KERNELS and opt_level > 0 and hasattr(os, "fork"):
+        if jobs is None:
+            jobs = compile_jobs()
+        jobs = min(jobs, len(funcs) // PARALLEL_MIN_KERNELS)
+    else:
+        jobs = 1
+    with _timed("digest"):
+        shares = _split_shares(funcs, jobs)
     stats = _RECORD.get()
     if stats is not None:
-        stats.jobs = max(stats.jobs, jobs)
-    shares = [(funcs[k::jobs], microkernel_names[k::jobs]) for k in range(jobs)]
+        stats.jobs = max(stats.jobs, len(shares))
     with _timed("jobs_wait"):
-        children = _fork_jobs(shares[1:], opt_level)
+        children = fork_jobs(_compile_forked, [(share, opt_level) for share in shares[1:]])
     try:
-        mod, tm, bitcodes = _compile_unit(*shares[0], opt_level)
+        obj, bitcode, compiled = _compile_share(shares[0], funcs, opt_level)
     finally:
         with _timed("jobs_wait"):
-            parts = [_collect(pid, fd) for pid, fd, _ in children]
-    compiled = dict(zip(shares[0][1], bitcodes))
-    for (_, _, (share, names)), (blobs, seconds) in zip(children, parts):
-        if blobs is not None and len(blobs) == 1 + len(names):
+            replies = [collect(child) for child in children]
+    objects = [(obj, bitcode)]
+    for child, (blobs, seconds) in zip(children, replies):
+        if blobs is not None and len(blobs) >= 2 and len(blobs) % 2 == 0:
             _note(jobs_seconds=seconds)
-            with _timed("link"):
-                other = llvm.parse_bitcode(blobs[0])
-            bitcodes = blobs[1:]
+            objects.append((blobs[0], blobs[1]))
+            compiled.update((blobs[i].decode(), blobs[i + 1]) for i in range(2, len(blobs), 2))
         else:  # the child failed: redo its share here
-            other, _, bitcodes = _compile_unit(share, names, opt_level)
-        compiled.update(zip(names, bitcodes))
-        with _timed("link"):
-            mod.link_in(other)
-    return mod, tm, compiled
+            share, _ = child.share
+            obj, bitcode, more = _compile_share(share, None, opt_level)
+            objects.append((obj, bitcode))
+            compiled.update(more)
+    _keep_microkernels(compiled)
+    return objects
 
 
-def _fork_jobs(shares: list[tuple], opt_level: int) -> list:
-    """One forked child per share, compiling it: [(pid, read fd, share)], (None, None, share)
-    where no pipe could be made."""
-    children = []
-    ffi_lock = getattr(getattr(llvm.ffi, "lib", None), "_lock", None)
-    for share in shares:
-        try:
-            read_fd, write_fd = os.pipe()
-        except OSError:
-            children.append((None, None, share))
-            continue
-        # no other thread may be inside LLVM while we fork (the child would inherit its lock)
-        with ffi_lock if ffi_lock is not None else _nolock():
-            pid = os.fork()
-        if pid == 0:  # child: compile the share, send seconds + bitcodes, never return
-            status = 1
-            try:
-                os.close(read_fd)
-                with record_compile_stats() as spent:
-                    mod, _, bitcodes = _compile_unit(*share, opt_level)
-                    blobs = [mod.as_bitcode(), *bitcodes]
-                with os.fdopen(write_fd, "wb") as out:
-                    out.write(_SECONDS.pack(spent.llvm_seconds()))
-                    for blob in blobs:
-                        out.write(_LENGTH.pack(len(blob)))
-                        out.write(blob)
-                status = 0
-            finally:
-                os._exit(status)
-        os.close(write_fd)
-        children.append((pid, read_fd, share))
-    return children
+def _compile_forked(work: tuple[list[PrimFunc], int]) -> tuple[float, list[bytes]]:
+    """A forked job's share: (seconds spent, [object, bitcode, then each micro-kernel it
+    compiled as name, bitcode])."""
+    share, opt_level = work
+    with record_compile_stats() as spent:
+        obj, bitcode, compiled = _compile_share(share, None, opt_level)
+    blobs = [obj, bitcode]
+    for name, code in compiled.items():
+        blobs += [name.encode(), code]
+    return spent.llvm_seconds(), blobs
 
 
 PARALLEL_MIN_KERNELS = 8  # fewer kernels per process than this: not worth a fork
+# Estimated LLVM cost of a kernel in characters of its kernel_text: a fixed part plus its
+# text, about 4 us a character on the Zen 4 VM (ResNet-50/DenseNet-121: 70 ms for a pooling
+# kernel of 5k characters, 180 ms for a Winograd conv of 31k); a micro-kernel about 10k.
+_KERNEL_COST, _MICROKERNEL_COST = 12_000, 10_000
 
 
-# a child's message: seconds spent, then each bitcode blob after its length
-_SECONDS = struct.Struct("<d")
-_LENGTH = struct.Struct("<Q")
+def _split_shares(funcs: list[PrimFunc], jobs: int) -> list[list[PrimFunc]]:
+    """The kernels in at most `jobs` shares of about equal estimated cost, each in library
+    order. Kernels that call a common micro-kernel go to one share, so every micro-kernel is
+    compiled and emitted once (each object links its own internal copies); the groups are
+    dealt largest first to the cheapest share so far."""
+    if jobs < 2:
+        return [list(funcs)]
+    texts = [kernel_text(f) for f in funcs]
+    calls = [list(dict.fromkeys(_MICROKERNEL_CALL.findall(t))) for t in texts]
+    group_of_kernel = list(range(len(funcs)))  # union-find over kernels
+    first_caller: dict[str, int] = {}
 
+    def root(k: int) -> int:
+        while group_of_kernel[k] != k:
+            group_of_kernel[k] = group_of_kernel[group_of_kernel[k]]
+            k = group_of_kernel[k]
+        return k
 
-def _collect(pid: int | None, fd: int | None) -> tuple[list[bytes] | None, float]:
-    """(bitcode blobs, seconds) a child sent (blobs None if it failed); reaps the child."""
-    if pid is None:
-        return None, 0.0
-    chunks = []
-    try:
-        with os.fdopen(fd, "rb") as f:
-            while True:
-                chunk = f.read(1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-    finally:
-        _, status = os.waitpid(pid, 0)
-    data = b"".join(chunks)
-    if status != 0 or len(data) < _SECONDS.size:
-        return None, 0.0
-    blobs, at = [], _SECONDS.size
-    while at + _LENGTH.size <= len(data):
-        (n,) = _LENGTH.unpack_from(data, at)
-        at += _LENGTH.size
-        blobs.append(data[at:at + n])
-        at += n
-    if at != len(data):
-        return None, 0.0
-    return blobs, _SECONDS.unpack_from(data)[0]
-
-
-class _nolock:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+    for k, names in enumerate(calls):
+        for name in names:
+            other = first_caller.setdefault(name, k)
+            group_of_kernel[root(k)] = root(other)
+    groups: dict[int, list[int]] = {}
+    for k in range(len(funcs)):
+        groups.setdefault(root(k), []).append(k)
+    cost = {g: sum(_KERNEL_COST + len(texts[k]) for k in members)
+            + _MICROKERNEL_COST * len({n for k in members for n in calls[k]})
+            for g, members in groups.items()}
+    shares: list[list[int]] = [[] for _ in range(jobs)]
+    load = [0] * jobs
+    for g in sorted(groups, key=lambda g: -cost[g]):
+        cheapest = load.index(min(load))
+        shares[cheapest] += groups[g]
+        load[cheapest] += cost[g]
+    return [[funcs[k] for k in sorted(share)] for share in shares if share]
 
 
 def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3,
-                      jobs: int | None = None) -> bytes:
-    """Object code of one LLVM module holding all kernels (cached by structural key).
+                      jobs: int | None = None) -> tuple[bytes, ...]:
+    """Object files holding all kernels, the first with their signature table (cached by
+    structural key): one per compile job.
 
-    jobs: processes to optimise in on a miss (default compile_jobs()).
+    jobs: processes to compile in on a miss (default compile_jobs()).
     """
     with _timed("digest"):
         key = structural_key(funcs, opt_level)
     names = tuple(f.name for f in funcs)
     _note(kernel_sets=1, kernels=len(funcs))
     with _lock:
-        obj = _CACHE.get((key, names))
-        if obj is not None:
+        objects = _CACHE.get((key, names))
+        if objects is not None:
             _CACHE.move_to_end((key, names))
             _STATS["hits"] += 1
         known = _MODULES.get(key)
-    if obj is not None:
+    if objects is not None:
         _note(memory_hits=1)
-        return obj
-    obj = _renamed_object(known, names, opt_level) if known is not None else None
-    if obj is not None:
+        return objects
+    objects = _renamed_objects(known, names, opt_level) if known is not None else None
+    if objects is not None:
         _count("renamed")
         _note(renamed_hits=1)
     else:
-        obj = _from_disk(key, names, opt_level)
-    if obj is None:
+        objects = _from_disk(key, names, opt_level)
+    if objects is None:
         _count("misses")
         _note(misses=1, kernels_compiled=len(funcs))
-        mod, tm = _optimised_module(funcs, opt_level, jobs if jobs is not None
-                                    else compile_jobs())
-        with _timed("link"):
-            mod.link_in(_signature_table(funcs, tm))
-        with _timed("cache_write"):
-            bitcode = mod.as_bitcode()
-        with _timed("machine_code"):
-            obj = tm.emit_object(mod)
+        compiled = _compile_objects(funcs, opt_level, jobs)
+        objects = tuple(obj for obj, _ in compiled)
+        bitcodes = tuple(bitcode for _, bitcode in compiled)
         with _timed("cache_write"):
             with _lock:
-                _remember(_MODULES, key, (names, bitcode))
-            disk_cache.store(key, disk_cache.Entry(names, obj, bitcode))
+                _remember(_MODULES, key, (names, bitcodes))
+            disk_cache.store(key, disk_cache.Entry(names, objects, bitcodes))
     with _lock:
-        _remember(_CACHE, (key, names), obj)
-    return obj
+        _remember(_CACHE, (key, names), objects)
+    return objects
 
 
 def _signature_table(funcs: list[PrimFunc], tm: llvm.TargetMachine) -> llvm.ModuleRef:
@@ -519,26 +454,27 @@ def _signature_table(funcs: list[PrimFunc], tm: llvm.TargetMachine) -> llvm.Modu
     return mod
 
 
-def _from_disk(key: str, names: tuple[str, ...], opt_level: int) -> bytes | None:
-    """Object code for this kernel set from the persistent cache (None on a miss)."""
+def _from_disk(key: str, names: tuple[str, ...], opt_level: int) -> tuple[bytes, ...] | None:
+    """Object files for this kernel set from the persistent cache (None on a miss)."""
     with _timed("cache_lookup"):
         entry = disk_cache.lookup(key)
-    if entry is None:
+    if entry is None or not entry.objects or len(entry.bitcodes) != len(entry.objects) \
+            or len(entry.names) != len(names):
         return None
     if entry.names == names:
-        obj = entry.object_code
+        objects = entry.objects
     else:
         try:
-            obj = _renamed_object((entry.names, entry.bitcode), names, opt_level)
+            objects = _renamed_objects((entry.names, entry.bitcodes), names, opt_level)
         except (RuntimeError, ValueError, NameError):  # unreadable bitcode: recompile
-            obj = None
-        if obj is None:
+            objects = None
+        if objects is None:
             return None
     _count("disk")
     _note(disk_hits=1)
     with _lock:
-        _remember(_MODULES, key, (entry.names, entry.bitcode))
-    return obj
+        _remember(_MODULES, key, (entry.names, entry.bitcodes))
+    return objects
 
 
 def _count(what: str, n: int = 1) -> None:
@@ -546,20 +482,27 @@ def _count(what: str, n: int = 1) -> None:
         _STATS[what] += n
 
 
-def _renamed_object(known: tuple[tuple[str, ...], bytes], names: tuple[str, ...],
-                    opt_level: int) -> bytes | None:
-    """Object code of a cached optimised module with its kernels renamed (None if not)."""
-    old_names, bitcode = known
+def _renamed_objects(known: tuple[tuple[str, ...], tuple[bytes, ...]],
+                     names: tuple[str, ...], opt_level: int) -> tuple[bytes, ...] | None:
+    """Object files of cached optimised modules with their kernels renamed, position for
+    position (None if a name clashes or a kernel is missing)."""
+    old_names, bitcodes = known
+    position = {name: k for k, name in enumerate(old_names)}
+    objects, renamed = [], 0
     with _timed("machine_code"):
-        mod = llvm.parse_bitcode(bitcode)
-        fns = [mod.get_function(n) for n in old_names]
-        for k, fn in enumerate(fns):  # via temporary names, so swapped names cannot collide
-            fn.name = f"relayjit.rename.{k}"
-        for fn, name in zip(fns, names):
-            fn.name = name
-            if fn.name != name:  # LLVM renames on a clash with another global: compile afresh
-                return None
-        return _target_machine(opt_level).emit_object(mod)
+        for bitcode in bitcodes:
+            mod = llvm.parse_bitcode(bitcode)
+            fns = [(position[fn.name], fn) for fn in mod.functions
+                   if not fn.is_declaration and fn.name in position]
+            for k, fn in fns:  # via temporary names, so swapped names cannot collide
+                fn.name = f"relayjit.rename.{k}"
+            for k, fn in fns:
+                fn.name = names[k]
+                if fn.name != names[k]:  # LLVM renamed on a clash with another global
+                    return None
+            renamed += len(fns)
+            objects.append(_target_machine(opt_level).emit_object(mod))
+    return tuple(objects) if renamed == len(names) else None
 
 
 def _remember(cache: OrderedDict, key, value) -> None:
@@ -578,10 +521,11 @@ def cache_stats() -> dict[str, int]:
 
 def build_library(funcs: list[PrimFunc], opt_level: int = 3) -> KernelLibrary:
     """Compile and load the kernels: a runtime.KernelLibrary with one function per PrimFunc."""
-    jobs = compile_jobs()  # checked on every build, so a bad value fails cached builds too
-    obj = compile_primfuncs(funcs, opt_level, jobs)
+    requested_compile_jobs()  # checked on every build, so a bad value fails cached builds too
+    note_compile_request()  # opens the window auto_compile_jobs measures busy cores over
+    objects = compile_primfuncs(funcs, opt_level)
     with _timed("load"):
-        return KernelLibrary(obj, [f.name for f in funcs], target=current_target())
+        return KernelLibrary(objects, [f.name for f in funcs], target=current_target())
 
 
 def get_llvm_ir(funcs: list[PrimFunc], optimized: bool = True, opt_level: int = 3) -> str:

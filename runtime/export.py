@@ -1,13 +1,17 @@
 """The single-file module format: export_library writes it, load_module reads it back.
 
 Layout (all integers little-endian):
-    b"RELAYJIT"  uint32 format version
+    b"RELAYJIT"  uint32 format version (2)
     5 sections, each uint64 byte length + bytes, in this order:
-        graph JSON (UTF-8), params blob (save_param_dict), object code,
+        graph JSON (UTF-8), params blob (save_param_dict), object files,
         metadata JSON {"function_names", "libmod_name", "triple", "cpu", "features",
                        "llvm_version", "relayjit_version"},
         reserved (empty)
     32-byte SHA-256 of everything before it
+
+The object-files section is a uint32 count (>= 1), then each object as uint64 byte length +
+bytes (a kernel library holds one object per compile job). Version 1 files, whose third
+section is one object file itself, still load.
 
 The triple, CPU and features are what the object code was built for (runtime.target); a host
 lacking one of those features refuses the file before any of its code runs. The LLVM and
@@ -35,7 +39,8 @@ if TYPE_CHECKING:  # annotations only: factory imports this module
     from .factory import GraphExecutorFactoryModule
 
 MAGIC = b"RELAYJIT"
-VERSION = 1
+VERSION = 2
+_SINGLE_OBJECT_VERSION = 1  # the third section is one object file (no count, no lengths)
 _NUM_SECTIONS = 5
 _DIGEST = 32
 _EXPECTED = "a relayjit module file written by export_library (or `relayjit compile`)"
@@ -50,7 +55,7 @@ class ModuleContents(NamedTuple):
 
     graph_json: str
     params_blob: bytes
-    object_code: bytes
+    objects: tuple[bytes, ...]
     meta: dict
     target: TargetInfo
 
@@ -72,7 +77,7 @@ def write_module(path: str | os.PathLike, factory: GraphExecutorFactoryModule) -
     sections = [
         factory.get_graph_json().encode("utf-8"),
         save_param_dict(factory.get_params()),
-        lib.object_code,
+        _pack_objects(lib.objects),
         json.dumps(meta).encode("utf-8"),
         b"",
     ]
@@ -123,13 +128,13 @@ def read_module(path: str | os.PathLike) -> ModuleContents:
         raise type(err)(f"{path}: cannot read the module ({err.strerror or err}); expected "
                         f"{_EXPECTED}") from err
     try:
-        graph, params_blob, obj, meta = _parse(data)
+        graph, params_blob, objects, meta = _parse(data)
         target = TargetInfo(*(_string_field(meta, k) for k in TargetInfo._fields))
         _check_triple(target)
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: not a loadable relayjit module: {err}") from err
     _check_features(path, target)
-    return ModuleContents(graph, params_blob, obj, meta, target)
+    return ModuleContents(graph, params_blob, objects, meta, target)
 
 
 def _relayjit_version() -> str:
@@ -146,15 +151,46 @@ def _string_field(meta: dict, key: str) -> str:
     return value
 
 
-def _parse(data: bytes) -> tuple[str, bytes, bytes, dict]:
+def _pack_objects(objects: tuple[bytes, ...]) -> bytes:
+    return struct.pack("<I", len(objects)) + b"".join(struct.pack("<Q", len(o)) + o
+                                                     for o in objects)
+
+
+def _unpack_objects(section: bytes) -> tuple[bytes, ...]:
+    """The object files of a version-2 objects section; ValueError unless it holds exactly
+    a count >= 1 and that many length-prefixed objects."""
+    if len(section) < 4:
+        raise ValueError(f"object files section is {len(section)} bytes, its count needs 4")
+    (count,) = struct.unpack_from("<I", section)
+    if count == 0:
+        raise ValueError("object files section holds no object file")
+    objects, pos = [], 4
+    for i in range(count):
+        if pos + 8 > len(section):
+            raise ValueError(f"truncated: object file {i} of {count} has no length")
+        (n,) = struct.unpack_from("<Q", section, pos)
+        pos += 8
+        if pos + n > len(section):
+            raise ValueError(f"truncated: object file {i} of {count} needs {n} bytes, "
+                             f"{len(section) - pos} remain")
+        objects.append(section[pos:pos + n])
+        pos += n
+    if pos != len(section):
+        raise ValueError(f"{len(section) - pos} unexpected bytes after object file "
+                         f"{count - 1} of {count}")
+    return tuple(objects)
+
+
+def _parse(data: bytes) -> tuple[str, bytes, tuple[bytes, ...], dict]:
     header = len(MAGIC) + 4
     if data[: len(MAGIC)] != MAGIC:
         raise ValueError(f"bad magic {data[:len(MAGIC)]!r}, expected {MAGIC!r}")
     if len(data) < header:
         raise ValueError(f"truncated: {len(data)} bytes, header needs {header}")
     (version,) = struct.unpack_from("<I", data, len(MAGIC))
-    if version != VERSION:
-        raise ValueError(f"format version {version}, this runtime reads version {VERSION}")
+    if version not in (_SINGLE_OBJECT_VERSION, VERSION):
+        raise ValueError(f"format version {version}, this runtime reads versions "
+                         f"{_SINGLE_OBJECT_VERSION} and {VERSION}")
     if len(data) < header + _DIGEST:
         raise ValueError(f"truncated: {len(data)} bytes")
     body, digest = data[:-_DIGEST], data[-_DIGEST:]
@@ -172,11 +208,12 @@ def _parse(data: bytes) -> tuple[str, bytes, bytes, dict]:
         raise ValueError(f"{len(body) - pos} unexpected bytes after the last section")
     if hashlib.sha256(body).digest() != digest:
         raise ValueError("checksum mismatch: the file is corrupted")
-    graph, params_blob, obj, meta_raw, _reserved = sections
+    graph, params_blob, objects, meta_raw, _reserved = sections
     meta = json.loads(meta_raw.decode("utf-8"))
     if not isinstance(meta, dict):
         raise ValueError("metadata section is not a JSON object")
-    return graph.decode("utf-8"), params_blob, obj, meta
+    objects = (objects,) if version == _SINGLE_OBJECT_VERSION else _unpack_objects(objects)
+    return graph.decode("utf-8"), params_blob, objects, meta
 
 
 def _check_triple(built_for: TargetInfo) -> None:

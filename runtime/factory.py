@@ -83,7 +83,7 @@ def load_module(path: str | os.PathLike) -> GraphExecutorFactoryModule:
     path = os.fspath(path)
     contents = read_module(path)
     try:
-        lib = KernelLibrary(contents.object_code, contents.meta["function_names"],
+        lib = KernelLibrary(contents.objects, contents.meta["function_names"],
                             target=contents.target)
         if lib.signatures is None:
             raise ValueError("its object code has no kernel signature table (written by an "

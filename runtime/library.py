@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 from .errors import KernelError
 from .native import native_support
 from .ndarray import NDArray
-from .objfile import check_object_code, unresolved_symbols
+from .objfile import check_object_set, unresolved_symbols
 from .target import TargetInfo, current_target, host_target_machine, new_target_machine
 
 __all__ = [
@@ -134,26 +134,35 @@ def _buffer_address(kernel: str, index: int, arr: NDArray | np.ndarray) -> int:
 
 
 class KernelLibrary:
-    """Object code loaded once into an MCJIT engine; kernels are looked up by name."""
+    """Object code loaded once into an MCJIT engine; kernels are looked up by name.
+
+    The code may come as several object files (codegen.jit emits one per compile job): they
+    load into one engine, where a symbol one needs may be defined by a sibling, and the
+    kernel signature table is defined by exactly one of them.
+    """
 
     def __init__(
         self,
-        object_code: bytes,
+        objects: bytes | Sequence[bytes],
         function_names: Iterable[str],
         target: TargetInfo | None = None,
     ) -> None:
-        if not isinstance(object_code, (bytes, bytearray)):
-            raise TypeError(f"object_code must be bytes, got {type(object_code).__name__}")
+        if isinstance(objects, (bytes, bytearray)):
+            objects = (objects,)
+        if not isinstance(objects, (list, tuple)) or \
+                not all(isinstance(o, (bytes, bytearray)) for o in objects):
+            raise TypeError(f"objects must be bytes or a list of bytes (object files), got "
+                            f"{type(objects).__name__}")
         names = list(function_names)
         for name in names:
             if not isinstance(name, str) or not name:
                 raise TypeError(f"function names must be non-empty str, got {name!r}")
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate function names in {names}")
-        self._object_code = bytes(object_code)
+        self._objects = tuple(bytes(o) for o in objects)
         self._names = tuple(names)
         self.target = target or current_target()  # what the code was compiled for
-        self._engine = self._load_engine(self._object_code)
+        self._engine = self._load_engine(self._objects)
         # from the object code's own table (compiled libraries have one); None only for
         # hand-made libraries, whose buffers cannot be checked
         table = self._signature_table()
@@ -169,10 +178,10 @@ class KernelLibrary:
         if missing:
             raise ValueError(f"object code does not define function(s) {missing}")
 
-    def _load_engine(self, object_code: bytes) -> llvm.ExecutionEngine:
+    def _load_engine(self, objects: tuple[bytes, ...]) -> llvm.ExecutionEngine:
         native_support()  # kernels' parallel loops call its pool: register it before loading
         tm = new_target_machine()  # owned by the engine from here on
-        symbols = check_object_code(object_code, tm.triple)
+        symbols = check_object_set(objects, tm.triple)
         if symbols is not None:
             absent = [n for n in self._names if n not in symbols.defined]
             if absent:
@@ -186,8 +195,9 @@ class KernelLibrary:
             unresolved = unresolved_symbols(symbols)
             if unresolved:
                 raise ValueError(f"object code calls symbols this process lacks: {unresolved}")
-        self._object_file = llvm.ObjectFileRef.from_data(object_code)
-        engine.add_object_file(self._object_file)
+        self._object_files = [llvm.ObjectFileRef.from_data(o) for o in objects]
+        for object_file in self._object_files:
+            engine.add_object_file(object_file)
         engine.finalize_object()
         return engine
 
@@ -211,9 +221,9 @@ class KernelLibrary:
         return self._names
 
     @property
-    def object_code(self) -> bytes:
-        """The object file bytes (what export_library stores)."""
-        return self._object_code
+    def objects(self) -> tuple[bytes, ...]:
+        """The object files' bytes (what export_library stores)."""
+        return self._objects
 
     def get_function(self, name: str) -> Kernel:
         """The kernel called `name`; KeyError lists the known names."""
@@ -230,4 +240,5 @@ class KernelLibrary:
         return name in self._kernels
 
     def __repr__(self) -> str:
-        return f"KernelLibrary({len(self._names)} kernels, {len(self._object_code)} bytes)"
+        return (f"KernelLibrary({len(self._names)} kernels, {len(self._objects)} objects, "
+                f"{sum(map(len, self._objects))} bytes)")

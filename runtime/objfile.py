@@ -1,8 +1,13 @@
 """Sanity checks on object code before LLVM sees it: LLVM crashes on malformed objects and on
-calls to symbols it could not resolve, so we reject those here with a ValueError."""
+calls to symbols it could not resolve, so we reject those here with a ValueError.
+
+A kernel library may hold several objects (one per compile job) loaded into one engine: a
+symbol one of them needs is resolved when a sibling defines it, and a global two of them
+define is an error (which definition a call reached would depend on load order)."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import llvmlite.binding as llvm
@@ -74,6 +79,26 @@ def _check_elf(data: bytes, triple: str) -> ObjectSymbols:
             elif info >> 4 != _STB_WEAK:
                 undefined.add(name)
     return ObjectSymbols(frozenset(defined), frozenset(undefined))
+
+
+def check_object_set(objects: Sequence[bytes], machine: str) -> ObjectSymbols | None:
+    """check_object_code for each object, and their symbols as one: defined by any, undefined
+    by some and defined by none; ValueError naming a global two objects define. None when an
+    object's format is not ELF-parsed."""
+    if not objects:
+        raise ValueError("no object code: a kernel library needs at least one object file")
+    found = [check_object_code(data, machine) for data in objects]
+    if any(symbols is None for symbols in found):
+        return None
+    owner: dict[str, int] = {}
+    for index, symbols in enumerate(found):
+        for name in sorted(symbols.defined):
+            if name in owner:
+                raise ValueError(f"symbol {name!r} is defined by object {owner[name]} and by "
+                                 f"object {index} of {len(objects)}: each must be defined once")
+            owner[name] = index
+    needed = frozenset().union(*(symbols.undefined for symbols in found))
+    return ObjectSymbols(frozenset(owner), needed - owner.keys())
 
 
 def unresolved_symbols(symbols: ObjectSymbols) -> list[str]:

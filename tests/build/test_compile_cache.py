@@ -1,6 +1,7 @@
 """The persistent compile cache (codegen.cache): a rebuild in a new process skips LLVM."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -40,7 +41,7 @@ BUILD_SCRIPT = textwrap.dedent("""
     out = gmod.get_output(0).numpy()
     print(json.dumps({"jit": jit.cache_stats(), "disk": cache.disk_cache_stats(),
                       "out": out.tobytes().hex(),
-                      "object": hashlib.sha256(factory.get_lib().object_code).hexdigest()}))
+                      "object": hashlib.sha256(b"".join(factory.get_lib().objects)).hexdigest()}))
 """)
 
 
@@ -168,7 +169,7 @@ def test_key_covers_environment_and_codegen_version(cache_dir):
 
 
 def test_decode_rejects_damaged_entries():
-    entry = cache.Entry(("k",), b"object-bytes", b"bitcode")
+    entry = cache.Entry(("k", "l"), (b"object-bytes", b"second object"), (b"bitcode", b"bc2"))
     data = cache._encode(entry)
     assert cache._decode(data) == entry
     for bad in (data[:-1], data[1:], data + b"x", b"", data[:40],
@@ -176,14 +177,39 @@ def test_decode_rejects_damaged_entries():
         assert cache._decode(bad) is None
 
 
+def _forged(header: dict, payload: bytes, magic: bytes = cache.MAGIC) -> bytes:
+    """An entry with a valid checksum around whatever header it is given."""
+    text = json.dumps(header).encode()
+    body = magic + len(text).to_bytes(4, "little") + text + payload
+    return body + hashlib.sha256(body).digest()
+
+
+@pytest.mark.parametrize("header, payload", [
+    ({"names": ["k"], "objects": [4, 4], "bitcodes": []}, b"abcdefg"),    # lengths past the end
+    ({"names": ["k"], "objects": [2], "bitcodes": [2]}, b"abcdefg"),      # bytes left over
+    ({"names": ["k"], "objects": [-1], "bitcodes": [8]}, b"abcdefg"),     # negative
+    ({"names": ["k"], "objects": [True], "bitcodes": [6]}, b"abcdefg"),   # not a number
+    ({"names": ["k"], "objects": 7, "bitcodes": []}, b"abcdefg"),         # not a list
+    ({"names": ["k"], "objects": [], "bitcodes": []}, b""),               # nothing stored
+    ({"names": [""], "objects": [7], "bitcodes": []}, b"abcdefg"),        # empty name
+    ({"names": ["k"], "object": 7, "bitcode": 0}, b"abcdefg"),            # version 1 header
+])
+def test_decode_rejects_headers_that_lie(header, payload):
+    assert cache._decode(_forged(header, payload)) is None
+    good = {"names": ["k"], "objects": [3], "bitcodes": [4]}
+    assert cache._decode(_forged(good, b"abcdefg")) == cache.Entry(("k",), (b"abc",), (b"defg",))
+    old_magic = b"RELAYJIT-OBJCACHE-1\n"  # another format version is not read
+    assert cache._decode(_forged(good, b"abcdefg", old_magic)) is None
+
+
 def test_prune_removes_least_recently_used(cache_dir):
     for k in range(4):
-        assert cache.store(f"key{k}", cache.Entry(("k",), b"o" * 1000, b""))
+        assert cache.store(f"key{k}", cache.Entry(("k",), (b"o" * 1000,), ()))
         path = cache.entry_path(f"key{k}")
         os.utime(path, (1000 + k, 1000 + k))
     assert cache.prune(max_bytes=2500) == 2
     assert cache.lookup("key0") is None and cache.lookup("key1") is None
-    assert cache.lookup("key3").object_code == b"o" * 1000
+    assert cache.lookup("key3").objects == (b"o" * 1000,)
 
 
 def test_test_session_does_not_use_the_home_cache():
@@ -208,6 +234,7 @@ def test_parallel_compile_jobs_give_the_same_results(tmp_path, monkeypatch):
         monkeypatch.setenv("RELAYJIT_COMPILE_JOBS", jobs)
         jit.clear_cache()
         lib = jit.build_library(funcs)
+        assert len(lib.objects) == int(jobs)  # one object per job
         outs = []
         for f in funcs:
             out = np.empty((8, 8), dtype="float32")
@@ -218,3 +245,44 @@ def test_parallel_compile_jobs_give_the_same_results(tmp_path, monkeypatch):
     for k, (one, two) in enumerate(zip(results["1"], results["2"])):
         np.testing.assert_array_equal(one, two)
         np.testing.assert_array_equal(one, x * (k + 1) + x.T)
+
+
+def test_several_objects_round_trip_through_the_disk_cache_and_renaming(cache_dir, monkeypatch):
+    """A kernel set two jobs compiled is two objects on disk; a fresh process loads them, and
+    the same kernels under other names rename the functions in each object's bitcode."""
+    from codegen import te
+    from codegen.lower import lower
+
+    def kernels(prefix):
+        a = te.placeholder((8, 8), "float32", "a")
+        return [lower(f"{prefix}_{k}", [a], [te.compute(
+            (8, 8), lambda i, j, k=k: a[i, j] * float(k + 1) - a[j, i], name="b")])
+            for k in range(2 * jit.PARALLEL_MIN_KERNELS)]
+
+    def outputs(lib, funcs):
+        x = np.arange(64, dtype="float32").reshape(8, 8)
+        outs = []
+        for f in funcs:
+            outs.append(np.empty((8, 8), dtype="float32"))
+            lib[f.name](x, outs[-1])
+        return outs
+
+    monkeypatch.setenv("RELAYJIT_COMPILE_JOBS", "2")
+    funcs = kernels("first")
+    with jit.record_compile_stats() as cold:
+        lib = jit.build_library(funcs)
+    assert cold.misses == 1 and cold.jobs == 2 and len(lib.objects) == 2
+    expected = outputs(lib, funcs)
+    jit.clear_cache()  # as in a new process
+    with jit.record_compile_stats() as warm:
+        again = jit.build_library(funcs)
+    assert warm.disk_hits == 1 and warm.misses == 0 and again.objects == lib.objects
+    jit.clear_cache()
+    other = kernels("second")  # same structure, other names
+    with jit.record_compile_stats() as renamed:
+        lib2 = jit.build_library(other)
+    assert renamed.disk_hits == 1 and renamed.misses == 0 and len(lib2.objects) == 2
+    assert lib2.objects != lib.objects  # the functions' names are in the object code
+    for got, want in zip(outputs(lib2, other), expected):
+        np.testing.assert_array_equal(got, want)
+    assert list(lib2.signatures.values()) == list(lib.signatures.values())

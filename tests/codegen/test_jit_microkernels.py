@@ -76,17 +76,28 @@ def test_micro_kernels_are_reused_across_kernel_sets_and_processes(cache_dir):
     np.testing.assert_allclose(out, np.maximum(want, 0), rtol=1e-4, atol=1e-4)
 
 
+SIZES = (4, 8, 12, 16)  # each size calls its own micro-kernel
+
+
 def test_parallel_jobs_compile_each_micro_kernel_once():
-    funcs = [_conv(f"conv_{k}", 8 + 8 * (k % 4), relu=k >= 8) for k in range(16)]
+    funcs = [_conv(f"conv_{k}", 8 + 8 * (k // 4 % 2), relu=k >= 8, size=SIZES[k % 4])
+             for k in range(16)]
     distinct = jit.microkernels_called(funcs)
-    assert len(distinct) < len(funcs)  # kernels share micro-kernels
+    assert len(distinct) == len(SIZES)  # kernels share micro-kernels
+    shares = jit._split_shares(funcs, 2)
+    assert len(shares) == 2 and sorted(f.name for s in shares for f in s) == \
+        sorted(f.name for f in funcs)
+    called = [set(jit.microkernels_called(share)) for share in shares]
+    assert not called[0] & called[1]  # no micro-kernel is compiled (or emitted) twice
     jit.clear_cache()
     with cache.disabled(), jit.record_compile_stats() as stats:
-        obj = jit.compile_primfuncs(funcs, 3, jobs=2)
-    assert stats.jobs == 2 and stats.microkernels_compiled == len(distinct)
-    lib = KernelLibrary(obj, [f.name for f in funcs])
+        objects = jit.compile_primfuncs(funcs, 3, jobs=2)
+    assert stats.jobs == 2 and len(objects) == 2
+    assert stats.microkernels_compiled == len(distinct)
+    lib = KernelLibrary(objects, [f.name for f in funcs])
     for k in (0, 5, 10, 15):
-        out, want = _run(lib, funcs[k], 8 + 8 * (k % 4))
+        size = SIZES[k % 4]
+        out, want = _run(lib, funcs[k], 8 + 8 * (k // 4 % 2), size)
         np.testing.assert_allclose(out, np.maximum(want, 0) if k >= 8 else want,
                                    rtol=1e-4, atol=1e-4)
 

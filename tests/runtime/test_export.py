@@ -1,15 +1,20 @@
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import struct
 import subprocess
 import sys
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
 import runtime
-from runtime import GraphExecutorFactoryModule, graph_executor, load_module, nd
+from runtime import GraphExecutorFactoryModule, KernelLibrary, graph_executor, load_module, nd
+from runtime import export
+from runtime.library import signature_table_ir
 
 from tests.runtime import _runtime_kernels as K
 
@@ -59,7 +64,7 @@ def test_export_and_load_in_process(factory, tmp_path):
     factory.export_library(str(path))
     loaded = load_module(str(path))
     assert loaded.get_graph_json() == factory.get_graph_json()
-    assert loaded.get_lib().object_code == factory.get_lib().object_code
+    assert loaded.get_lib().objects == factory.get_lib().objects
     m = graph_executor.GraphModule(loaded["default"](runtime.cpu()))
     x = np.arange(8, dtype=np.float32) - 3
     m.run(x=x)
@@ -167,3 +172,91 @@ def test_export_and_factory_do_not_import_each_other():
     runtime_imports = [node for node in tree.body if isinstance(node, ast.ImportFrom)
                        and node.module == "factory"]
     assert runtime_imports == []
+
+
+def _file(sections: list[bytes], version: int) -> bytes:
+    """A module file around these five sections (checksum recomputed)."""
+    body = export.MAGIC + struct.pack("<I", version)
+    body += b"".join(struct.pack("<Q", len(s)) + s for s in sections)
+    return body + hashlib.sha256(body).digest()
+
+
+def _sections_of(data: bytes) -> list[bytes]:
+    pos, sections = 12, []
+    for _ in range(5):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        sections.append(data[pos + 8:pos + 8 + n])
+        pos += 8 + n
+    return sections
+
+
+def _objects_section(objects: list[bytes], count: int | None = None) -> bytes:
+    return struct.pack("<I", len(objects) if count is None else count) + b"".join(
+        struct.pack("<Q", len(o)) + o for o in objects)
+
+
+def _two_object_factory() -> GraphExecutorFactoryModule:
+    """The chain graph's kernels in two objects, the signature table in the second."""
+    names = list(K.kernels_ir())
+    first, _ = K.object_code(8, names[:3])
+    tm = runtime.host_target_machine()
+    irs = K.kernels_ir(8)
+    text = "\n\n".join(irs[k] for k in names[3:]) + "\n" + signature_table_ir(
+        (((8,), "float32"),) * K._ARITY[k] for k in names)
+    mod = llvm.parse_assembly(text)
+    mod.triple = tm.triple
+    rest = tm.emit_object(mod)
+    return GraphExecutorFactoryModule(K.chain_graph(), KernelLibrary([first, rest], names),
+                                      {"p0": nd.array(P0)})
+
+
+def test_several_objects_export_and_load(tmp_path):
+    factory = _two_object_factory()
+    path = tmp_path / "two.relayjit"
+    factory.export_library(str(path))
+    loaded = load_module(str(path))
+    assert loaded.get_lib().objects == factory.get_lib().objects
+    assert len(loaded.get_lib().objects) == 2
+    m = graph_executor.GraphModule(loaded["default"](runtime.cpu()))
+    x = np.arange(8, dtype=np.float32) - 3
+    m.run(x=x)
+    np.testing.assert_allclose(m.get_output(0).numpy(), K.chain_reference(x, P0), rtol=1e-6)
+
+
+def test_version_1_files_with_one_object_still_load(factory, tmp_path):
+    path = tmp_path / "model.relayjit"
+    factory.export_library(str(path))
+    sections = _sections_of(path.read_bytes())
+    (obj,) = factory.get_lib().objects
+    sections[2] = obj  # version 1: the third section is the object file itself
+    old = tmp_path / "old.relayjit"
+    old.write_bytes(_file(sections, 1))
+    loaded = load_module(str(old))
+    assert loaded.get_lib().objects == (obj,)
+    m = graph_executor.GraphModule(loaded["default"](runtime.cpu()))
+    x = np.arange(8, dtype=np.float32) - 3
+    m.run(x=x)
+    np.testing.assert_allclose(m.get_output(0).numpy(), K.chain_reference(x, P0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("objects_section, message", [
+    (lambda objs: b"", "its count needs 4"),
+    (lambda objs: _objects_section([]), "holds no object file"),
+    (lambda objs: _objects_section(objs, count=3), "object file 2 of 3 has no length"),
+    (lambda objs: _objects_section(objs)[:-10], "object file 1 of 2 needs"),
+    (lambda objs: _objects_section(objs) + b"xy", "2 unexpected bytes after object file 1"),
+    (lambda objs: _objects_section(objs, count=1), "unexpected bytes after object file 0"),
+    (lambda objs: _objects_section([objs[0], objs[0]]), "defined by object 0 and by object 1"),
+    (lambda objs: _objects_section([objs[0]]), "does not define function"),
+])
+def test_load_rejects_a_bad_objects_section(tmp_path, objects_section, message):
+    factory = _two_object_factory()
+    path = tmp_path / "two.relayjit"
+    factory.export_library(str(path))
+    sections = _sections_of(path.read_bytes())
+    sections[2] = objects_section(list(factory.get_lib().objects))
+    bad = tmp_path / "bad.relayjit"
+    bad.write_bytes(_file(sections, 2))
+    with pytest.raises(ValueError, match=message) as info:
+        load_module(str(bad))
+    assert str(bad) in str(info.value)

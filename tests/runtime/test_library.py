@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from runtime import KernelError, KernelLibrary, host_target_machine, nd
+from runtime.library import signature_table_ir
 
 from tests.runtime import _runtime_kernels as K
 
@@ -86,8 +87,12 @@ def test_libm_symbols_resolve():
 
 
 def test_argument_types():
-    with pytest.raises(TypeError, match="object_code must be bytes"):
+    with pytest.raises(TypeError, match="objects must be bytes or a list of bytes"):
         KernelLibrary("abc", ["f"])
+    with pytest.raises(TypeError, match="objects must be bytes or a list of bytes"):
+        KernelLibrary([K.object_code(8, ["add"])[0], None], ["add"])
+    with pytest.raises(ValueError, match="at least one object file"):
+        KernelLibrary([], ["add"])
     with pytest.raises(ValueError, match="duplicate function names"):
         KernelLibrary(K.object_code(8, ["add"])[0], ["add", "add"])
     with pytest.raises(ValueError, match="opt must be"):
@@ -106,3 +111,52 @@ def test_engines_do_not_free_the_shared_target_machine():
         gc.collect()
     again, _ = K.object_code(8, ["add"])  # emits with the cached host_target_machine()
     assert again == obj
+
+
+def _object(text: str) -> bytes:
+    tm = host_target_machine()
+    mod = llvm.parse_assembly(text)
+    mod.triple = tm.triple
+    mod.data_layout = str(tm.target_data)
+    return tm.emit_object(mod)
+
+
+# calls @twice, which the object only declares
+_CALLER = ("declare float @twice(float)\n"
+           "define i32 @use_twice(ptr %args) {\n  %p = load ptr, ptr %args\n"
+           "  %x = load float, ptr %p\n  %y = call float @twice(float %x)\n"
+           "  store float %y, ptr %p\n  ret i32 0\n}")
+_TWICE = "define float @twice(float %x) {\n  %y = fmul float %x, 2.0\n  ret float %y\n}"
+
+
+def test_kernels_from_several_objects_load_into_one_library():
+    irs = K.kernels_ir(8)
+    table = signature_table_ir((((8,), "float32"),) * 3 for _ in range(2))
+    objects = [_object(irs["add"] + "\n" + table), _object(irs["mul"])]
+    lib = KernelLibrary(objects, ["add", "mul"])
+    assert lib.objects == tuple(objects) and "2 objects" in repr(lib)
+    a, b, c = np.arange(8, dtype=np.float32), np.full(8, 3, np.float32), np.zeros(8, np.float32)
+    lib["add"](a, b, c)
+    np.testing.assert_array_equal(c, a + 3)
+    lib["mul"](a, b, c)
+    np.testing.assert_array_equal(c, a * 3)
+    assert lib.signatures == {name: (((8,), "float32"),) * 3 for name in ("add", "mul")}
+
+
+def test_a_symbol_a_sibling_object_defines_is_resolved():
+    lib = KernelLibrary([_object(_CALLER), _object(_TWICE)], ["use_twice"])
+    x = np.array([1.5], np.float32)
+    lib["use_twice"](x)
+    assert x[0] == 3.0
+    with pytest.raises(ValueError, match=r"lacks: \['twice'\]"):  # no sibling defines it
+        KernelLibrary([_object(_CALLER), K.object_code(8, ["add"])[0]], ["use_twice"])
+
+
+def test_a_symbol_two_objects_define_is_refused():
+    with pytest.raises(ValueError, match="'twice' is defined by object 1 and by object 2 of 3"):
+        KernelLibrary([_object(_CALLER), _object(_TWICE), _object(_TWICE)], ["use_twice"])
+    add = K.object_code(8, ["add"])[0]
+    with pytest.raises(ValueError, match="'add' is defined by object 0 and by object 1"):
+        KernelLibrary([add, add], ["add"])
+    with pytest.raises(ValueError, match="object code is not ELF"):
+        KernelLibrary([add, b"garbage" * 10], ["add"])
