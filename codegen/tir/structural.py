@@ -16,7 +16,7 @@ from .expr import (
     BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Reduce, Reinterpret,
     Select, Var,
 )
-from .functor import children, post_order
+from .functor import children
 from .stmt import (
     Allocate, Buffer, ConstantBuffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store,
 )
@@ -50,18 +50,28 @@ class _Numbering:
 
     def expr(self, e: Expr) -> str:
         """Number of e, numbering its unseen sub-expressions first (post-order, no recursion)."""
-        got = self.nodes.get(id(e))
+        nodes = self.nodes
+        got = nodes.get(id(e))
         if got is None:
-            for n in post_order(e):
-                if id(n) not in self.nodes:
-                    ops = " ".join(f"#{self.nodes[id(c)][1]}" for c in children(n))
-                    line = f"{self._head(n)} {ops}"
-                    k = self.values.get(line)
-                    if k is None:
-                        k = self.values[line] = len(self.values)
-                        self.lines.append(f"#{k} = {line}")
-                    self.nodes[id(n)] = (n, k)  # keep n alive so its id is not reused
-            got = self.nodes[id(e)]
+            # post-order over the nodes not numbered yet: a numbered node's operands are too
+            stack: list[tuple[Expr, bool]] = [(e, False)]
+            while stack:
+                n, expanded = stack.pop()
+                if id(n) in nodes:
+                    continue
+                kids = children(n)
+                if not expanded and kids:
+                    stack.append((n, True))
+                    stack.extend((c, False) for c in reversed(kids) if id(c) not in nodes)
+                    continue
+                ops = " ".join([f"#{nodes[id(c)][1]}" for c in kids])
+                line = f"{self._head(n)} {ops}"
+                k = self.values.get(line)
+                if k is None:
+                    k = self.values[line] = len(self.values)
+                    self.lines.append(f"#{k} = {line}")
+                nodes[id(n)] = (n, k)  # keep n alive so its id is not reused
+            got = nodes[id(e)]
         return f"#{got[1]}"
 
     def _head(self, e: Expr) -> str:

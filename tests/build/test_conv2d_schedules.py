@@ -3,7 +3,8 @@ numpy, over the shapes where the schedule choice changes (codegen.schedules.conv
 1x1 convs onto few output channels run the rows micro-kernel (_pointwise_rows) whatever
 their input channels, with the pixel chunks as the outer loop when they read more channels
 than they write; their neighbours (grouped, strided, padded, output size 1, 32+ output
-channels) keep the other schedules."""
+channels) keep the other schedules. The _rows tiles of short reductions hold 16 output
+channels on AVX-512 where 16 divide the channels (8 otherwise)."""
 from __future__ import annotations
 
 import numpy as np
@@ -66,6 +67,11 @@ CASES = [
     ((1, 48, 10, 10), (20, 48, 1, 1), (1, 1), (1, 0, 1, 2), (1, 1), 1),  # padded
     ((1, 64, 9, 9), (40, 64, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # 40 channels: direct
     ((1, 24, 13, 17), (20, 24, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 1),  # dilated 3x3
+    # short reductions through the _rows tiles: 16 channels a tile where 16 divide them
+    ((2, 3, 37, 41), (32, 3, 3, 3), (2, 2), (0, 1, 1, 0), (1, 1), 1),
+    ((1, 3, 20, 33), (48, 3, 5, 5), (2, 1), (2, 2, 2, 2), (1, 2), 1),
+    ((1, 3, 19, 35), (24, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),  # 8 a tile
+    ((1, 16, 18, 19), (16, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
 ]
 
 
@@ -100,3 +106,13 @@ def test_pointwise_onto_few_channels_runs_rows(xs, ws, rows, width):
     y = conv2d_nchw_packed(x, wp, channels=ws[0])
     run = build_te([x, wp], [y], "conv_pointwise")
     assert ("convrows" in str(run.primfunc)) == (rows and xs[2] * xs[3] >= width)
+
+
+@pytest.mark.parametrize("k,wide", [(32, True), (48, True), (24, False)])
+def test_rows_tile_channels(k, wide, width):
+    x = te.placeholder((1, 3, 37, 41), name="x")
+    wp = te.placeholder(conv2d_pack_geometry(k, 3, 3, 3), name="wp")
+    y = conv2d_nchw_packed(x, wp, (2, 2), (1, 1, 1, 1), channels=k)
+    text = str(build_te([x, wp], [y], "conv_rows_tile").primfunc)
+    tile = 16 if wide and width == 16 else 8
+    assert f"relayjit.ukr.convrows_{tile}_" in text
