@@ -27,12 +27,14 @@ function it lowers.
 """
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Callable, Mapping
 
 from codegen import cache as disk_cache
 from codegen import jit
+from compiler import build_cache
 from compiler.backend.graph_codegen import function_calls
 from compiler.build_timing import PipelineInstrument, TimingRecorder
 from compiler.errors import CompilerError
@@ -40,6 +42,7 @@ from compiler.ir.expr import Call, Function, Tuple, Var
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order, rewrite_post_order
 from compiler.ir.types import TensorType, TupleType
+from compiler.passes.infer_type import InferType, infer_module
 from compiler.target import Target, resolve as resolve_target
 from compiler.transform import PassContext, Sequential, register_pass_config
 from runtime.target import TargetInfo, building_for, missing_features, resolve_cpu_target
@@ -138,7 +141,6 @@ def _pipeline() -> Sequential:
     from compiler.passes.fold_constant import FoldConstant
     from compiler.passes.fold_scale_axis import FoldScaleAxis
     from compiler.passes.fuse_ops import FuseOps
-    from compiler.passes.infer_type import InferType
     from compiler.passes.simplify_inference import SimplifyInference
     return Sequential([InferType(), SimplifyInference(), FoldScaleAxis(), AlterOpLayout(),
                        PackConstantWeights(), FoldConstant(),
@@ -180,7 +182,6 @@ def _flatten_tuple_params(func: Function) -> Function:
         subst[p] = Tuple(stack_fields)
     body = rewrite_post_order(func.body, lambda old, new: subst.get(old, new))
     flat = Function(new_params, body, func.ret_type, func.type_params, func.attrs, func.span)
-    from compiler.passes.infer_type import InferType
     return InferType()(IRModule.from_expr(flat))["main"]
 
 
@@ -260,6 +261,7 @@ def build(ir_mod: Any, target: Any = None, target_host: Any = None,
     from compiler.backend.graph_codegen import NOP, GraphCodegen
     from compiler.passes.bind_params import bind_params_by_name
     from runtime.factory import GraphExecutorFactoryModule
+    started = time.perf_counter()
     timing = TimingRecorder()
     target = resolve_target(target)
     if target_host is not None:
@@ -273,6 +275,15 @@ def build(ir_mod: Any, target: Any = None, target_host: Any = None,
     no_disk = bool(PassContext.current().get_config(DISABLE_DISK_CACHE, False))
     cpu = cpu_target(target)
     with target, building_for(cpu), disk_cache.disabled(no_disk):  # FoldConstant's too
+        with timing.stage("build cache lookup") as looked:
+            input_mod = infer_module(mod)  # not a pass: the caller's instruments see none
+            key = build_cache.build_key(mod, cpu, mod_name)
+            cached = build_cache.lookup(key) if key is not None else None
+            looked.note = "off" if key is None else "hit" if cached is not None else "miss"
+        if cached is not None:
+            factory, memory_stats = cached
+            return _finish(factory, input_mod, target, memory_stats, timing, fused_functions=0,
+                           reshape_only=0, build_cache_hits=1)
         mod = optimize(mod, timing)
         main = mod["main"]
         with timing.stage("lower fused functions to PrimFuncs") as lowering:
@@ -289,16 +300,29 @@ def build(ir_mod: Any, target: Any = None, target_host: Any = None,
         result = GraphCodegen(main, names).run()
     factory = GraphExecutorFactoryModule(result.graph_json, lib, result.params,
                                          libmod_name=mod_name)
-    factory.memory_stats = result.memory_stats
-    factory.ir_mod = mod
+    if key is not None and time.perf_counter() - started >= build_cache.MIN_BUILD_SECONDS:
+        with timing.stage("build cache write"):
+            build_cache.store(key, factory, result.memory_stats)
+    return _finish(factory, input_mod, target, result.memory_stats, timing,
+                   fused_functions=len(names), reshape_only=nops,
+                   kernels_compiled=compiled.kernels_compiled, compile_jobs=compiled.jobs,
+                   cache_memory_hits=compiled.memory_hits,
+                   cache_renamed_hits=compiled.renamed_hits,
+                   cache_disk_hits=compiled.disk_hits, cache_misses=compiled.misses,
+                   constant_kernel_sets=timing.constant_kernels.kernel_sets,
+                   constant_kernels_compiled=timing.constant_kernels.kernels_compiled,
+                   build_cache_hits=0)
+
+
+def _finish(factory, input_mod: IRModule, target: Target, memory_stats: dict,
+            timing: TimingRecorder, **counts: int):
+    """The factory with what relay.build adds to it: `ir_mod` (the module given to build,
+    params bound and typed, as TVM's factory keeps it), `target`, `memory_stats` and
+    `build_timing`."""
+    factory.memory_stats = memory_stats
+    factory.ir_mod = input_mod
     factory.target = target
-    factory.build_timing = timing.finish({
-        "fused_functions": len(names), "reshape_only": nops,
-        "kernels": len(lib.function_names), "kernels_compiled": compiled.kernels_compiled,
-        "compile_jobs": compiled.jobs, "cache_memory_hits": compiled.memory_hits,
-        "cache_renamed_hits": compiled.renamed_hits, "cache_disk_hits": compiled.disk_hits,
-        "cache_misses": compiled.misses,
-        "constant_kernel_sets": timing.constant_kernels.kernel_sets,
-        "constant_kernels_compiled": timing.constant_kernels.kernels_compiled})
+    factory.build_timing = timing.finish({**counts,
+                                          "kernels": len(factory.lib.function_names)})
     return factory
 

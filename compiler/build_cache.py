@@ -1,0 +1,172 @@
+"""The build cache: a rebuild of a program relay.build has built before loads the result.
+
+The kernel cache (codegen.cache) spares LLVM on a rebuild, but the passes still run: folding
+BatchNorm into ResNet-50's weights and packing them, lowering 200 fused functions and
+digesting their kernels took 0.5-0.8 s on every warm build. Here the whole result (graph
+JSON, folded params, object code: runtime.export's module file) is stored under a digest of
+everything the build reads:
+
+- the program: the module's text after params are bound, and every constant's dtype, shape
+  and bytes (SHA-256, so a different weight is a different build);
+- how it is built: opt_level, required and disabled passes, the PassContext config, the
+  target CPU, the module name;
+- what builds it: the source of the compiler, codegen and runtime packages, and the
+  llvmlite and LLVM versions.
+
+Entries live under <cache dir>/builds/ (codegen.cache.cache_dir: RELAYJIT_CACHE_DIR) and are
+read back through runtime.factory.load_module, which checks them as untrusted files; an entry
+that fails the checks is deleted and the build runs. Builds quicker than MIN_BUILD_SECONDS
+are not stored (reading them back would save nothing), nor are builds under a PassContext
+with instruments or tracing (their caller wants to see the passes run). The directory is
+kept under RELAYJIT_BUILD_CACHE_MAX_MB (default 2048), least recently used first.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import tempfile
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from codegen import cache as kernel_cache
+from compiler.ir.expr import Constant
+from compiler.ir.module import IRModule
+from compiler.ir.traversal import post_order
+from compiler.transform import PassContext
+from runtime.factory import GraphExecutorFactoryModule, load_module
+from runtime.target import TargetInfo
+
+__all__ = ["build_key", "lookup", "store", "MIN_BUILD_SECONDS"]
+
+FORMAT = "relayjit-build-1"
+MIN_BUILD_SECONDS = 0.3
+_MODULE_SUFFIX = ".rjbuild"
+_STATS_SUFFIX = ".json"
+_PACKAGES = ("compiler", "codegen", "runtime")
+
+
+def _root() -> str | None:
+    directory = kernel_cache.cache_dir()
+    return None if directory is None else os.path.join(directory, "builds")
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    """Digest of the compiler's own source: any change to a pass or a schedule is a miss."""
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256(FORMAT.encode())
+    h.update(f"{llvmlite.__version__}\0{llvm.llvm_version_info}".encode())
+    for package in _PACKAGES:
+        for directory, subdirs, files in os.walk(os.path.join(top, package)):
+            subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".ll")):
+                    path = os.path.join(directory, name)
+                    h.update(os.path.relpath(path, top).encode() + b"\0")
+                    with open(path, "rb") as f:
+                        h.update(f.read())
+    return h.hexdigest()
+
+
+def build_key(mod: IRModule, cpu: TargetInfo, mod_name: str) -> str | None:
+    """The digest a build of `mod` (params bound) is stored under; None when this build is
+    not to be cached (cache off, instruments or tracing in the PassContext)."""
+    ctx = PassContext.current()
+    if _root() is None or not kernel_cache.enabled() or ctx.instruments or ctx.trace:
+        return None
+    h = hashlib.sha256(_source_digest().encode())
+    settings = {"opt_level": ctx.opt_level, "required": sorted(ctx.required_pass),
+                "disabled": sorted(ctx.disabled_pass),
+                "config": sorted((str(k), repr(v)) for k, v in ctx.config.items()),
+                "cpu": [cpu.triple, cpu.cpu, cpu.features], "mod_name": mod_name}
+    h.update(json.dumps(settings, sort_keys=True).encode())
+    h.update(mod.astext(show_meta_data=False).encode())
+    for _, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
+        for node in post_order(func):
+            if type(node) is Constant:
+                data = node.data._view()
+                h.update(f"\0{data.dtype.str}{data.shape}".encode())
+                h.update(memoryview(data).cast("B") if data.flags.c_contiguous
+                         else data.tobytes())
+    return h.hexdigest()
+
+
+def _paths(key: str) -> tuple[str, str]:
+    base = os.path.join(_root(), key[:2], key)
+    return base + _MODULE_SUFFIX, base + _STATS_SUFFIX
+
+
+def lookup(key: str) -> tuple[GraphExecutorFactoryModule, dict] | None:
+    """(factory, memory stats) stored under `key`, or None; a damaged entry is removed."""
+    module_path, stats_path = _paths(key)
+    if not os.path.exists(module_path):
+        return None
+    try:
+        with open(stats_path, encoding="utf-8") as f:
+            stats = json.load(f)
+        if not isinstance(stats, dict):
+            raise ValueError("memory stats are not a JSON object")
+        factory = load_module(module_path)
+    except (OSError, ValueError):  # damaged or half-removed: build again
+        _remove(module_path, stats_path)
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(module_path)  # last use, for pruning
+    return factory, stats
+
+
+def store(key: str, factory: GraphExecutorFactoryModule, memory_stats: dict) -> bool:
+    """Write the entry (stats first, then the module atomically); False on any I/O problem."""
+    module_path, stats_path = _paths(key)
+    directory = os.path.dirname(module_path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_STATS_SUFFIX, dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(memory_stats, f)
+        os.replace(tmp, stats_path)
+        factory.export_library(module_path)  # atomic itself
+    except OSError:
+        _remove(module_path, stats_path)
+        return False
+    prune()
+    return True
+
+
+def prune(max_bytes: int | None = None) -> int:
+    """Remove least recently used builds until the directory fits; how many went."""
+    root = _root()
+    if root is None or not os.path.isdir(root):
+        return 0
+    if max_bytes is None:
+        try:
+            max_bytes = int(float(os.environ.get("RELAYJIT_BUILD_CACHE_MAX_MB", "2048")) * 2**20)
+        except ValueError:
+            max_bytes = 2 * 2**30
+    entries = []
+    for sub in os.scandir(root):
+        if sub.is_dir(follow_symlinks=False):
+            for e in os.scandir(sub.path):
+                if e.name.endswith(_MODULE_SUFFIX) and not e.name.startswith(".tmp-"):
+                    with contextlib.suppress(OSError):
+                        st = e.stat()
+                        entries.append((st.st_mtime, st.st_size, e.path))
+    total = sum(size for _, size, _ in entries)
+    removed = 0
+    for _, size, path in sorted(entries):
+        if total <= max_bytes:
+            break
+        _remove(path, path[:-len(_MODULE_SUFFIX)] + _STATS_SUFFIX)
+        total -= size
+        removed += 1
+    return removed
+
+
+def _remove(*paths: str) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)

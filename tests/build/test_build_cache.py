@@ -1,0 +1,127 @@
+"""The build cache (compiler.build_cache): a rebuild of the same program loads the result."""
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+from compiler import build_cache, relay
+from compiler.transform import PassContext, PassInstrument, pass_instrument
+from runtime import cpu
+from runtime.graph_executor import GraphModule
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """An empty cache directory; every build is stored, however quick."""
+    monkeypatch.setenv("RELAYJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(build_cache, "MIN_BUILD_SECONDS", 0.0)
+    return tmp_path
+
+
+def _program(weight: np.ndarray):
+    x = relay.var("x", shape=(1, 4, 8, 8), dtype="float32")
+    w = relay.var("w", shape=weight.shape, dtype="float32")
+    y = relay.nn.relu(relay.nn.conv2d(x, w, padding=(1, 1), channels=weight.shape[0],
+                                      kernel_size=(3, 3)))
+    return relay.Function([x, w], y), {"w": weight}
+
+
+def _build(weight: np.ndarray, opt_level: int = 3, **ctx):
+    func, params = _program(weight)
+    with PassContext(opt_level=opt_level, **ctx):
+        return relay.build(func, target="llvm", params=params)
+
+
+def _run(factory, x: np.ndarray) -> np.ndarray:
+    m = GraphModule(factory["default"](cpu()))
+    m.set_input("x", x)
+    m.run()
+    return m.get_output(0).numpy()
+
+
+def _hits(factory) -> int:
+    return factory.build_timing.counts["build_cache_hits"]
+
+
+def _entries(root) -> list[str]:
+    return glob.glob(os.path.join(str(root), "builds", "*", "*.rjbuild"))
+
+
+def test_a_rebuild_loads_the_stored_build(cache_dir):
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((8, 4, 3, 3)).astype("float32")
+    x = rng.standard_normal((1, 4, 8, 8)).astype("float32")
+    first = _build(weight)
+    assert _hits(first) == 0 and len(_entries(cache_dir)) == 1
+    again = _build(weight)
+    assert _hits(again) == 1
+    np.testing.assert_array_equal(_run(again, x), _run(first, x))
+    assert again.memory_stats == first.memory_stats
+    assert [p.name_hint for p in again.ir_mod["main"].params] == ["x"]
+
+
+def test_a_different_weight_or_setting_is_another_build(cache_dir):
+    rng = np.random.default_rng(1)
+    weight = rng.standard_normal((8, 4, 3, 3)).astype("float32")
+    x = rng.standard_normal((1, 4, 8, 8)).astype("float32")
+    _build(weight)
+    changed = weight.copy()
+    changed[3, 1, 2, 0] += 1.0
+    other = _build(changed)
+    assert _hits(other) == 0
+    reference = _build(changed, disabled_pass=["AlterOpLayout"])  # another setting: a miss
+    assert _hits(reference) == 0
+    np.testing.assert_allclose(_run(other, x), _run(reference, x), rtol=1e-5, atol=1e-5)
+    assert _hits(_build(weight, opt_level=2)) == 0
+    assert len(_entries(cache_dir)) == 4
+
+
+def test_a_damaged_entry_is_removed_and_rebuilt(cache_dir):
+    weight = np.ones((8, 4, 3, 3), "float32")
+    _build(weight)
+    (entry,) = _entries(cache_dir)
+    data = bytearray(open(entry, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(entry, "wb").write(bytes(data))
+    rebuilt = _build(weight)
+    assert _hits(rebuilt) == 0
+    x = np.ones((1, 4, 8, 8), "float32")
+    assert _run(rebuilt, x).max() == pytest.approx(36.0)  # 4 channels x 9 taps inside
+    assert _hits(_build(weight)) == 1  # stored again, readable
+
+
+def test_builds_with_instruments_or_without_disk_cache_are_not_stored(cache_dir):
+    @pass_instrument
+    class Seen(PassInstrument):
+        def __init__(self):
+            self.names = []
+
+        def run_before_pass(self, mod, info):
+            self.names.append(info.name)
+
+    weight = np.ones((8, 4, 3, 3), "float32")
+    seen = Seen()
+    _build(weight, instruments=[seen])
+    assert "FoldConstant" in seen.names and _entries(cache_dir) == []
+    _build(weight, config={"relayjit.disable_disk_cache": True})
+    assert _entries(cache_dir) == []
+
+
+def test_quick_builds_are_not_stored(tmp_path, monkeypatch):
+    monkeypatch.setenv("RELAYJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(build_cache, "MIN_BUILD_SECONDS", 1e9)
+    _build(np.ones((8, 4, 3, 3), "float32"))
+    assert _entries(tmp_path) == []
+
+
+def test_prune_keeps_the_most_recent_builds(cache_dir):
+    for k in range(3):
+        _build(np.full((8, 4, 3, 3), float(k), "float32"))
+    entries = sorted(_entries(cache_dir), key=os.path.getmtime)
+    assert len(entries) == 3
+    size = os.path.getsize(entries[-1])
+    assert build_cache.prune(max_bytes=size) == 2
+    assert _entries(cache_dir) == [entries[-1]]
