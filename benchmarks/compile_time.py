@@ -2,6 +2,7 @@
 
     nice python benchmarks/compile_time.py                     # the nine light models
     nice python benchmarks/compile_time.py resnet50 densenet121 --detail   # + full tables
+    nice python benchmarks/compile_time.py resnet50 densenet121 --jobs 1,2,auto --repeat 5
     nice python benchmarks/compile_time.py --scaling           # Python passes vs graph size
 
 Each build runs in a fresh process, as a user's first build does (imports not counted):
@@ -10,9 +11,12 @@ in a second fresh process on the cache the first one filled. `frontend` is the O
 `build` relay.build's wall time; the stage columns split the cold build (`passes` without
 FoldConstant, `fold` FoldConstant with the kernels it compiles, `emit`/`opt`/`mc` LLVM IR
 emission, the optimisation pipeline and machine-code emission, `llvm+` the other compile
-stages: digest, parse, jobs, link, cache, load). `jobs` is RELAYJIT_COMPILE_JOBS as resolved
-in that build. Figures only: nothing is asserted. The machine is shared and noisy; run it
-with `nice` and compare medians of several runs, never one.
+stages: digest, parse, jobs, link, cache, load; with several compile jobs these are the
+parent's share). `jobs` is RELAYJIT_COMPILE_JOBS as resolved in that build. --jobs runs each
+model under each listed RELAYJIT_COMPILE_JOBS value, --repeat N rounds of them interleaved
+(model by model, the settings in turn): each row is then the median of N, `jobs` lists what
+each run resolved to. Figures only: nothing is asserted. The machine is shared and noisy;
+run it with `nice` and compare medians of several runs, never one.
 
 --scaling builds a generated chain of N blocks (an elementwise op on the activation plus a
 constant sub-expression FoldConstant folds, a residual connection every 8 blocks) and prints the
@@ -36,7 +40,7 @@ OPT_LEVEL = 3
 LLVM_STAGES = {"emit": "LLVM IR emission", "opt": "LLVM optimisation pipeline",
                "mc": "machine-code emission"}
 OTHER_LLVM = ("kernel set digest", "compile cache lookup", "LLVM IR parse + verify",
-              "compile jobs: fork + wait", "compile jobs: link modules", "compile cache write",
+              "compile jobs: fork + wait", "link micro-kernels + table", "compile cache write",
               "kernel loading (MCJIT)")
 
 
@@ -60,8 +64,10 @@ def build_once(name: str) -> dict:
                                             f"{frontend:.3f} s not in the table)")}
 
 
-def build_in_subprocess(name: str, cache_dir: str) -> dict:
+def build_in_subprocess(name: str, cache_dir: str, jobs: str | None = None) -> dict:
     env = dict(os.environ, RELAYJIT_CACHE_DIR=cache_dir)
+    if jobs is not None:
+        env["RELAYJIT_COMPILE_JOBS"] = jobs
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", name],
                           env=env, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -82,33 +88,53 @@ def stage_split(report: dict) -> dict[str, float]:
     return split
 
 
-def model_table(names: list[str], detail: bool) -> None:
+def model_table(names: list[str], detail: bool, jobs: list[str | None], repeat: int) -> None:
     from compiler.model_zoo import LIGHT_MODELS
 
     names = names or list(LIGHT_MODELS)
-    head = (f"{'model':<14} {'frontend':>8} {'cold':>6} {'warm':>6} {'kernels':>7} {'jobs':>4}"
+    head = (f"{'model':<14} {'frontend':>8} {'cold':>6} {'warm':>6} {'kernels':>7} {'jobs':>6}"
             f" | {'passes':>6} {'fold':>6} {'lower':>6} {'emit':>6} {'opt':>6} {'mc':>6}"
             f" {'llvm+':>6}")
     print(f"relay.build seconds, opt_level {OPT_LEVEL}, one process each "
-          f"(cold: empty compile cache; warm: the cache the cold build filled)")
+          f"(cold: empty compile cache; warm: the cache the cold build filled)"
+          + (f"; medians of {repeat} interleaved rounds" if repeat > 1 else ""))
     print(head)
     print("-" * len(head))
     tables = []
     for name in names:
-        with tempfile.TemporaryDirectory(prefix="relayjit-compile-time-") as cache:
-            cold = build_in_subprocess(name, cache)
-            warm = build_in_subprocess(name, cache)
-        split = stage_split(cold)
-        counts = cold["counts"]
-        print(f"{name:<14} {cold['frontend']:>8.2f} {cold['wall']:>6.2f} {warm['wall']:>6.2f} "
-              f"{counts.get('kernels', 0):>7} {counts.get('compile_jobs', 1):>4} | "
-              + " ".join(f"{split[k]:>6.2f}" for k in ("passes", "fold", "lower", "emit", "opt",
-                                                       "mc", "llvm+")), flush=True)
-        tables.append(cold["table"])
+        runs: dict[str | None, list[tuple[dict, dict]]] = {j: [] for j in jobs}
+        for _ in range(repeat):
+            for j in jobs:
+                with tempfile.TemporaryDirectory(prefix="relayjit-compile-time-") as cache:
+                    cold = build_in_subprocess(name, cache, j)
+                    warm = build_in_subprocess(name, cache, j)
+                runs[j].append((cold, warm))
+        for j in jobs:
+            colds = [cold for cold, _ in runs[j]]
+            splits = [stage_split(cold) for cold in colds]
+            resolved = ",".join(str(c["counts"].get("compile_jobs", 1)) for c in colds)
+            label = name if j is None else f"{name} j={j}"
+            print(f"{label:<14} {_median(c['frontend'] for c in colds):>8.2f} "
+                  f"{_median(c['wall'] for c in colds):>6.2f} "
+                  f"{_median(w['wall'] for _, w in runs[j]):>6.2f} "
+                  f"{colds[0]['counts'].get('kernels', 0):>7} {resolved:>6} | "
+                  + " ".join(f"{_median(sp[k] for sp in splits):>6.2f}"
+                             for k in ("passes", "fold", "lower", "emit", "opt", "mc", "llvm+")),
+                  flush=True)
+            if repeat > 1:
+                print(f"{'':<14} cold runs: "
+                      + " ".join(f"{c['wall']:.2f}" for c in colds), flush=True)
+            tables.append(colds[-1]["table"])
     if detail:
         for table in tables:
             print()
             print(table)
+
+
+def _median(values) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def chain_module(blocks: int):
@@ -162,6 +188,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("models", nargs="*", help="light model names (default: all nine)")
     p.add_argument("--detail", action="store_true", help="print each cold build's full table")
+    p.add_argument("--jobs", help="comma-separated RELAYJIT_COMPILE_JOBS values to compare "
+                   "(e.g. 1,2,auto; default: the environment's)")
+    p.add_argument("--repeat", type=int, default=1, help="interleaved rounds per model "
+                   "(rows are medians)")
     p.add_argument("--scaling", action="store_true", help="pass timings vs graph size")
     p.add_argument("--sizes", default="625,1250,2500", help="blocks per chain for --scaling")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -172,7 +202,8 @@ def main() -> None:
     elif args.scaling:
         scaling([int(n) for n in args.sizes.split(",")])
     else:
-        model_table(args.models, args.detail)
+        jobs = args.jobs.split(",") if args.jobs else [None]
+        model_table(args.models, args.detail, jobs, max(1, args.repeat))
 
 
 if __name__ == "__main__":

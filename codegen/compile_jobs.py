@@ -11,6 +11,9 @@ sample taken then. Why not the load average (the earlier estimate): it decays ov
 so builds run back to back saw the previous builds' load and chose one job on an idle machine.
 Without /proc/stat the load average, less this process's estimated share of it, stands in.
 
+Splitting: split_work deals the kernels out by estimated cost, keeping the kernels that call
+a common micro-kernel together.
+
 Running: llvmlite serialises every LLVM call behind one process-wide lock, so threads cannot
 overlap LLVM work; forked children can. fork_jobs starts one child per share of work; each
 sends back the seconds it spent and a list of byte blobs through a pipe; collect reaps it.
@@ -31,7 +34,8 @@ from runtime.thread_config import available_cores
 
 __all__ = ["JOBS_ENV", "requested_compile_jobs", "compile_jobs", "auto_compile_jobs",
            "CpuSample", "cpu_sample", "busy_cores_between", "measure_busy_cores",
-           "load_average_busy", "note_compile_request", "fork_jobs", "collect"]
+           "load_average_busy", "note_compile_request", "split_work", "fork_jobs",
+           "collect"]
 
 JOBS_ENV = "RELAYJIT_COMPILE_JOBS"
 
@@ -185,6 +189,41 @@ def measure_busy_cores() -> float:
     with _window_lock:
         _window_start = end
     return busy_cores_between(start, end)
+
+
+# ---- splitting the work ---------------------------------------------------------------------
+
+def split_work(costs: Sequence[int], shared: Sequence[Sequence[str]], shared_cost: int,
+               jobs: int) -> list[list[int]]:
+    """Items (by index) in at most `jobs` shares of about equal cost, each share in index
+    order, empty shares dropped. Item k costs costs[k] and needs the things named in
+    shared[k] (micro-kernels), each costing shared_cost once per share that needs it: items
+    needing a common thing go to one share, so nothing is made twice. The groups so formed
+    are dealt largest first, each to the cheapest share so far."""
+    group = list(range(len(costs)))  # union-find over items
+
+    def root(k: int) -> int:
+        while group[k] != k:
+            group[k] = group[group[k]]
+            k = group[k]
+        return k
+
+    first_user: dict[str, int] = {}
+    for k, names in enumerate(shared):
+        for name in names:
+            group[root(k)] = root(first_user.setdefault(name, k))
+    members: dict[int, list[int]] = {}
+    for k in range(len(costs)):
+        members.setdefault(root(k), []).append(k)
+    cost = {g: sum(costs[k] for k in ks) + shared_cost * len({n for k in ks for n in shared[k]})
+            for g, ks in members.items()}
+    shares: list[list[int]] = [[] for _ in range(max(1, jobs))]
+    load = [0] * len(shares)
+    for g in sorted(members, key=lambda g: (-cost[g], g)):
+        cheapest = load.index(min(load))
+        shares[cheapest] += members[g]
+        load[cheapest] += cost[g]
+    return [sorted(share) for share in shares if share]
 
 
 # ---- running shares of work in forked children -----------------------------------------------

@@ -27,6 +27,7 @@ import time
 from collections import OrderedDict
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -36,7 +37,7 @@ from runtime.target import TargetInfo, current_target, target_machine
 
 from . import cache as disk_cache
 from .compile_jobs import (collect, compile_jobs, fork_jobs, note_compile_request,
-                           requested_compile_jobs)
+                           requested_compile_jobs, split_work)
 from .errors import CodegenError
 from .llvm import microkernels
 from .llvm.emit import emit_module
@@ -157,15 +158,21 @@ def _optimised_module(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.Modul
     return mod, tm
 
 
-def _compile_share(funcs: list[PrimFunc], table: list[PrimFunc] | None, opt_level: int
+class Share(NamedTuple):
+    """What one compile job turns into one object file: kernels and the micro-kernels they
+    call (linked into the object as internal copies)."""
+
+    funcs: list[PrimFunc]
+    microkernels: list[str]
+
+
+def _compile_share(share: Share, table: list[PrimFunc] | None, opt_level: int
                    ) -> tuple[bytes, bytes, dict[str, bytes]]:
-    """One object file: the kernels optimised, the micro-kernels they call linked in, and
-    the signature table of the kernels `table` when given: (object code, the optimised
-    bitcode it was emitted from, {micro-kernel: bitcode} of those compiled here)."""
-    with _timed("digest"):
-        names = microkernels_called(funcs)
-    mod, tm = _optimised_kernels(funcs, opt_level)
-    compiled = _link_microkernels(mod, tm, names)
+    """One object file: the share's kernels optimised, its micro-kernels linked in, and the
+    signature table of the kernels `table` when given: (object code, the optimised bitcode
+    it was emitted from, {micro-kernel: bitcode} of those compiled here)."""
+    mod, tm = _optimised_kernels(share.funcs, opt_level)
+    compiled = _link_microkernels(mod, tm, share.microkernels)
     if table is not None:
         with _timed("link"):
             mod.link_in(_signature_table(table, tm))
@@ -319,7 +326,7 @@ def _compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
     else:
         jobs = 1
     with _timed("digest"):
-        shares = _split_shares(funcs, jobs)
+        shares = _shares(funcs, jobs)
     stats = _RECORD.get()
     if stats is not None:
         stats.jobs = max(stats.jobs, len(shares))
@@ -345,7 +352,7 @@ def _compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
     return objects
 
 
-def _compile_forked(work: tuple[list[PrimFunc], int]) -> tuple[float, list[bytes]]:
+def _compile_forked(work: tuple[Share, int]) -> tuple[float, list[bytes]]:
     """A forked job's share: (seconds spent, [object, bitcode, then each micro-kernel it
     compiled as name, bitcode])."""
     share, opt_level = work
@@ -364,41 +371,18 @@ PARALLEL_MIN_KERNELS = 8  # fewer kernels per process than this: not worth a for
 _KERNEL_COST, _MICROKERNEL_COST = 12_000, 10_000
 
 
-def _split_shares(funcs: list[PrimFunc], jobs: int) -> list[list[PrimFunc]]:
-    """The kernels in at most `jobs` shares of about equal estimated cost, each in library
-    order. Kernels that call a common micro-kernel go to one share, so every micro-kernel is
-    compiled and emitted once (each object links its own internal copies); the groups are
-    dealt largest first to the cheapest share so far."""
-    if jobs < 2:
-        return [list(funcs)]
+def _shares(funcs: list[PrimFunc], jobs: int) -> list[Share]:
+    """The kernels in at most `jobs` shares of about equal estimated cost (split_work), each in
+    library order; kernels that call a common micro-kernel share a share, so every
+    micro-kernel is compiled and emitted once."""
     texts = [kernel_text(f) for f in funcs]
-    calls = [list(dict.fromkeys(_MICROKERNEL_CALL.findall(t))) for t in texts]
-    group_of_kernel = list(range(len(funcs)))  # union-find over kernels
-    first_caller: dict[str, int] = {}
-
-    def root(k: int) -> int:
-        while group_of_kernel[k] != k:
-            group_of_kernel[k] = group_of_kernel[group_of_kernel[k]]
-            k = group_of_kernel[k]
-        return k
-
-    for k, names in enumerate(calls):
-        for name in names:
-            other = first_caller.setdefault(name, k)
-            group_of_kernel[root(k)] = root(other)
-    groups: dict[int, list[int]] = {}
-    for k in range(len(funcs)):
-        groups.setdefault(root(k), []).append(k)
-    cost = {g: sum(_KERNEL_COST + len(texts[k]) for k in members)
-            + _MICROKERNEL_COST * len({n for k in members for n in calls[k]})
-            for g, members in groups.items()}
-    shares: list[list[int]] = [[] for _ in range(jobs)]
-    load = [0] * jobs
-    for g in sorted(groups, key=lambda g: -cost[g]):
-        cheapest = load.index(min(load))
-        shares[cheapest] += groups[g]
-        load[cheapest] += cost[g]
-    return [[funcs[k] for k in sorted(share)] for share in shares if share]
+    calls = [list(dict.fromkeys(_MICROKERNEL_CALL.findall(text))) for text in texts]
+    if jobs < 2:
+        return [Share(list(funcs), list(dict.fromkeys(n for names in calls for n in names)))]
+    costs = [_KERNEL_COST + len(text) for text in texts]
+    return [Share([funcs[k] for k in share],
+                  list(dict.fromkeys(n for k in share for n in calls[k])))
+            for share in split_work(costs, calls, _MICROKERNEL_COST, jobs)]
 
 
 def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3,

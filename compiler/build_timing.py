@@ -3,8 +3,10 @@
 relay.build times disjoint stretches of its own run, in order: binding params, each pass of
 the pipeline (through a PassTimingInstrument), lowering fused functions to PrimFuncs, the
 compile stages codegen.jit reports (digest, cache lookup, LLVM IR emission, parse + verify,
-the optimisation pipeline, compile jobs, machine-code emission, cache write, kernel loading)
-and graph codegen with memory planning. The stages never overlap, so they add up to at most
+the optimisation pipeline, compile jobs, linking micro-kernels and the signature table in,
+machine-code emission, cache write, kernel loading) and graph codegen with memory planning.
+With several compile jobs the LLVM stages are the parent's own share; the jobs' note says what
+the forked ones spent meanwhile. The stages never overlap, so they add up to at most
 the wall time; what no stage covers shows as "other" in the table. The frontend runs before
 relay.build: a caller that times it (the `relayjit` command) adds it with
 `dataclasses.replace(timing, frontend=seconds)`.
@@ -34,7 +36,7 @@ COMPILE_STAGE_NAMES = {
     "parse_verify": "LLVM IR parse + verify",
     "optimise": "LLVM optimisation pipeline",
     "jobs_wait": "compile jobs: fork + wait",
-    "link": "compile jobs: link modules",
+    "link": "link micro-kernels + table",
     "machine_code": "machine-code emission",
     "cache_write": "compile cache write",
     "load": "kernel loading (MCJIT)",
@@ -139,8 +141,9 @@ class TimingRecorder:
         """One stage per compile stage codegen.jit reported."""
         notes = {"optimise": (f"O3, {stats.kernels_compiled} kernels; InstCombine, "
                               f"{stats.microkernels_compiled} micro-kernels"),
-                 "jobs_wait": (f"{stats.jobs} jobs; the forked ones optimised for "
-                               f"{stats.jobs_seconds:.3f} s" if stats.jobs > 1 else "1 job")}
+                 "jobs_wait": (f"{stats.jobs} jobs, an object each; the forked ones compiled "
+                               f"for {stats.jobs_seconds:.3f} s" if stats.jobs > 1
+                               else "1 job")}
         for key in COMPILE_STAGES:
             self.add(Stage(COMPILE_STAGE_NAMES[key], getattr(stats, key), notes.get(key, "")))
 

@@ -84,10 +84,11 @@ def test_parallel_jobs_compile_each_micro_kernel_once():
              for k in range(16)]
     distinct = jit.microkernels_called(funcs)
     assert len(distinct) == len(SIZES)  # kernels share micro-kernels
-    shares = jit._split_shares(funcs, 2)
-    assert len(shares) == 2 and sorted(f.name for s in shares for f in s) == \
+    shares = jit._shares(funcs, 2)
+    assert len(shares) == 2 and sorted(f.name for s in shares for f in s.funcs) == \
         sorted(f.name for f in funcs)
-    called = [set(jit.microkernels_called(share)) for share in shares]
+    called = [set(jit.microkernels_called(share.funcs)) for share in shares]
+    assert called == [set(share.microkernels) for share in shares]
     assert not called[0] & called[1]  # no micro-kernel is compiled (or emitted) twice
     jit.clear_cache()
     with cache.disabled(), jit.record_compile_stats() as stats:
