@@ -164,15 +164,23 @@ W_BLOCK_BYTES = 48 * 1024     # target size of one weight block (KB x CB x R x S
 ACC_BLOCK_TILES = 48          # pixel tiles (of PB pixels) per pixel block
 
 
-def pixels_per_tile(kb: int, npix: int | None = None) -> int:
+SHORT_REDUCTION = 300  # taps (channels x window) a tile at most for 8-pixel tiles on AVX-512
+
+
+def pixels_per_tile(kb: int, npix: int | None = None, reduction: int | None = None) -> int:
     """Pixels per micro-kernel tile: up to 6 with 16 ymm registers (12 accumulators), up to 12
     with the 32 zmm registers of AVX-512 (24 accumulators + 2 weight vectors + 1 broadcast),
-    up to 8 for a 16-channel tile on AVX-512 (its transpose to channel-major is 8 x 8).
+    up to 8 for a 16-channel tile on AVX-512 (its transpose to channel-major is 8 x 8), and
+    up to 8 too over a reduction of at most SHORT_REDUCTION taps: there the tile's store
+    weighs most, and 8 pixels store as whole 8-float vectors where 12 take a masked tail
+    (AVX-512: 64->1280 1x1 at 14x14 0.27 -> 0.24 ms, 16->64 3x3 at 55x55 0.376 -> 0.359,
+    64->384 1x1 0.075 -> 0.069; from 432 taps the 12-pixel tile wins).
 
     Given the output's pixel count, the largest tile (down to two thirds of the most) whose
     last tile pads the output by at most 4% (a 7x7 output takes 5 tiles of 10 pixels rather
     than 5 of 12 with 11 computed for nothing), else the one that pads least."""
-    most = 12 if kb >= 32 else 8 if vector_width() == 16 else PB
+    short = reduction is not None and reduction <= SHORT_REDUCTION
+    most = (8 if short else 12) if kb >= 32 else 8 if vector_width() == 16 else PB
     if npix is None:
         return most
     candidates = range(most, -(-2 * most // 3) - 1, -1)
@@ -200,7 +208,7 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
             packed: bool = False) -> Stmt:
     cg, r, s, kg, groups = g["cg"], g["r"], g["s"], g["kg"], g["g"]
     KB = wb.shape[-1] if packed else channel_block(kg, vector_width())  # noqa: N806
-    P = pixels_per_tile(KB, g["oh"] * g["ow"])  # noqa: N806
+    P = pixels_per_tile(KB, g["oh"] * g["ow"], cg * r * s)  # noqa: N806
     nkb = ceil_div(kg, KB)
     npix = g["oh"] * g["ow"]
     ntiles = ceil_div(npix, P)

@@ -4,7 +4,8 @@ numpy, over the shapes where the schedule choice changes (codegen.schedules.conv
 their input channels, with the pixel chunks as the outer loop when they read more channels
 than they write; their neighbours (grouped, strided, padded, output size 1, 32+ output
 channels) keep the other schedules. The _rows tiles of short reductions hold 16 output
-channels on AVX-512 where 16 divide the channels (8 otherwise)."""
+channels on AVX-512 where 16 divide the channels (8 otherwise); the direct tiles over at
+most SHORT_REDUCTION taps hold 8 pixels on AVX-512 (12 otherwise)."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,6 +15,7 @@ import runtime
 from codegen import te
 from codegen.jit import build_te
 from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
+from codegen.schedules.conv2d import PB, channel_block, pixels_per_tile
 from compiler import relay
 from compiler.transform import PassContext
 from runtime import graph_executor
@@ -72,6 +74,10 @@ CASES = [
     ((1, 3, 20, 33), (48, 3, 5, 5), (2, 1), (2, 2, 2, 2), (1, 2), 1),
     ((1, 3, 19, 35), (24, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),  # 8 a tile
     ((1, 16, 18, 19), (16, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    # the direct tile over short reductions: 8 pixels (143 of them), 7 (a 7x7 output)
+    ((1, 16, 13, 11), (40, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((2, 20, 7, 7), (36, 20, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 40, 9, 9), (72, 40, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 360 taps: 12 pixels
 ]
 
 
@@ -116,3 +122,13 @@ def test_rows_tile_channels(k, wide, width):
     text = str(build_te([x, wp], [y], "conv_rows_tile").primfunc)
     tile = 16 if wide and width == 16 else 8
     assert f"relayjit.ukr.convrows_{tile}_" in text
+
+
+@pytest.mark.parametrize("npix,reduction,pixels", [
+    (3025, 144, 8), (196, 64, 8), (49, 180, 7), (169, 512, 10), (3025, 432, 12)])
+def test_direct_tile_pixels(npix, reduction, pixels, width):
+    kb = channel_block(64, width)
+    if width == 16:
+        assert pixels_per_tile(kb, npix, reduction) == pixels
+    else:  # 16-channel tiles of 8-float vectors: the reduction changes nothing
+        assert pixels_per_tile(kb, npix, reduction) == pixels_per_tile(kb, npix) <= PB
