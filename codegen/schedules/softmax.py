@@ -12,10 +12,15 @@ from __future__ import annotations
 from .. import te
 from ..parallel import MIN_PARALLEL_WORK
 from ..tir.expr import Expr, Load, Var
-from ..tir.ops import const, exp, floordiv, floormod, log
+from ..tir.ops import const, exp, floordiv, floormod, log, lt, select
 from ..tir.ops import max as tir_max
 from ..tir.stmt import Allocate, Buffer, For, LetStmt, Stmt, Store, seq
 from .common import Epilogue, F32, imm, mark_epilogue, tree_reduce, var, vector_width
+
+
+# exp(-87.33) is float32's smallest normal number; softmax's terms below it are flushed to 0
+# (an absolute error under 1.2e-38, as with a CPU flushing denormals to zero)
+EXP_FLOOR = -87.33
 
 
 def _lanes_reduce(lanes: Buffer, combine) -> Expr:
@@ -67,10 +72,17 @@ def softmax_rows(x: te.Tensor, log_softmax: bool, name: str) -> te.Tensor:
             Store(scalar, (imm(0),), _lanes_reduce(lanes, tir_max)))
 
         def exp_sum(i, c) -> Stmt:
-            """lanes[i] += exp(x - max); softmax keeps the exponential in out."""
-            e = Var(f"{name}_e", F32)
+            """lanes[i] += exp(x - max); softmax keeps the exponential in out.
+
+            Below EXP_FLOOR the exponential is 0 instead of a denormal: an additive mask
+            (-10000 above a causal diagonal) made every other exponential a denormal, and
+            arithmetic on them took GPT-2's 12x128x128 softmax from 0.18 to 0.75 ms."""
+            d, e = Var(f"{name}_d", F32), Var(f"{name}_e", F32)
+            floor = const(EXP_FLOOR, F32)
             keep = None if log_softmax else Store(out, lead + (c,), e)
-            return LetStmt(e, exp(x_at(c) - mx), seq(keep, Store(lanes, (i,), lane_at(i) + e)))
+            return LetStmt(d, x_at(c) - mx, LetStmt(
+                e, select(lt(d, floor), const(0.0, F32), exp(tir_max(d, floor))),
+                seq(keep, Store(lanes, (i,), lane_at(i) + e))))
         add_exps = seq(lane_pass(0.0, exp_sum),
                        Store(scalar, (imm(1),), _lanes_reduce(lanes, lambda a, b: a + b)))
         total = Load(scalar, (imm(1),), F32)

@@ -54,3 +54,21 @@ def test_fused_consumer():
     x = RNG.standard_normal((5, 40)).astype("float32")
     got = _run(lambda v: relay.sqrt(relay.nn.softmax(v, axis=-1)) * relay.const(3.0), x)
     np.testing.assert_allclose(got, 3 * np.sqrt(_ref("softmax", x)), rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_causal_mask_terms_are_exact_zeros(op):
+    """An additive -10000 mask: masked terms are 0 (softmax) or x - max - log(sum)
+    (log_softmax), terms below float32's smallest normal are flushed to 0, the rest match."""
+    n = 48
+    mask = np.triu(np.full((n, n), -10000.0, np.float32), k=1)
+    x = (RNG.standard_normal((2, n, n)) * 3).astype("float32") + mask
+    x[0, 5, :4] = [0.0, -90.0, -95.0, -200.0]  # exp(x - max) under 1.2e-38 for the last three
+    got = _run(lambda v: getattr(relay.nn, op)(v, axis=-1), x)
+    ref = _ref(op, x)
+    if op == "softmax":
+        assert np.all(got[:, np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] == 0.0)
+        assert np.all(got[0, 5, 1:4] == 0.0)
+        np.testing.assert_allclose(got, ref, rtol=2e-5, atol=1.2e-38)
+    else:
+        np.testing.assert_allclose(got, ref, rtol=2e-5, atol=1e-6)
