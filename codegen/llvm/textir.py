@@ -259,6 +259,31 @@ class TextBuilder:
         return self._value(ptr.type, name,
                            f"{op} {source_etype}, {ptr.type} {ptr.get_reference()}, {idx}")
 
+    # ---------------------------------------------------------------- vectors
+    def _vector_op(self, opname: str, typ: ir.Type, operands, name: str) -> Value:
+        ops = ", ".join(f"{op.type} {op.get_reference()}" for op in operands)
+        return self._value(typ, name, f"{opname} {ops}")
+
+    def extract_element(self, vector, idx, name: str = "") -> Value:
+        if not isinstance(vector.type, ir.VectorType) or not isinstance(idx.type, ir.IntType):
+            raise TypeError("extract_element needs a vector and an integer index")
+        return self._vector_op("extractelement", vector.type.element, (vector, idx), name)
+
+    def insert_element(self, vector, value, idx, name: str = "") -> Value:
+        vt = vector.type
+        if not isinstance(vt, ir.VectorType) or value.type != vt.element \
+                or not isinstance(idx.type, ir.IntType):
+            raise TypeError(f"insert_element: {value.type} into {vt} at an integer index")
+        return self._vector_op("insertelement", vt, (vector, value, idx), name)
+
+    def shuffle_vector(self, vector1, vector2, mask, name: str = "") -> Value:
+        mt = mask.type
+        if not isinstance(vector1.type, ir.VectorType) or not isinstance(mask, ir.Constant) \
+                or not isinstance(mt, ir.VectorType) or mt.element != ir.IntType(32):
+            raise TypeError("shuffle_vector needs vectors and a constant i32 vector mask")
+        typ = ir.VectorType(vector1.type.element, mt.count)
+        return self._vector_op("shufflevector", typ, (vector1, vector2, mask), name)
+
     # ---------------------------------------------------------------- control flow
     def phi(self, typ: ir.Type, name: str = "", flags=()) -> Phi:
         block = self.block

@@ -150,3 +150,26 @@ def test_checks_match_llvmlite():
     b.ret_void()
     with pytest.raises(ValueError, match="already terminated"):
         b.ret_void()
+
+
+def test_vector_operations():
+    vt = ir.VectorType(F32, 8)
+
+    def script(b, fn, block):
+        s = b.load(fn.args[0], typ=F32, align=4)
+        v = b.insert_element(ir.Constant(vt, ir.Undefined), s, ir.Constant(I32, 0))
+        v = b.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
+                             ir.Constant(ir.VectorType(I32, 8), [0] * 8), name="splat")
+        w = b.load(fn.args[0], typ=vt, align=4)
+        lo = b.shuffle_vector(v, w, ir.Constant(ir.VectorType(I32, 4), [0, 9, 2, 11]))
+        fma = ir.Function(fn.module, ir.FunctionType(vt, [vt, vt, vt]), "llvm.fma.v8f32")
+        acc = b.call(fma, [v, w, w])
+        mask = b.fcmp_ordered("<", acc, w)  # a vector compare gives <8 x i1>
+        acc = b.select(mask, acc, w)
+        b.store(acc, fn.args[0], align=4)
+        b.store(b.extract_element(lo, ir.Constant(I32, 3)), fn.args[0])
+        b.ret_void()
+
+    old, new = _both(script, arg_types=(PTR,), ret=ir.VoidType())
+    assert old == new
+    llvm.parse_assembly(new).verify()
