@@ -5,7 +5,8 @@ their input channels, with the pixel chunks as the outer loop when they read mor
 than they write; their neighbours (grouped, strided, padded, output size 1, 32+ output
 channels) keep the other schedules. The _rows tiles of short reductions hold 16 output
 channels on AVX-512 where 16 divide the channels (8 otherwise); the direct tiles over at
-most SHORT_REDUCTION taps hold 8 pixels on AVX-512 (12 otherwise)."""
+most SHORT_REDUCTION taps hold 8 pixels on AVX-512 (12 otherwise), and tiles of at most half
+a vector of pixels transpose two channels a vector (conv micro-kernel)."""
 from __future__ import annotations
 
 import numpy as np
@@ -78,6 +79,7 @@ CASES = [
     ((1, 16, 13, 11), (40, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
     ((2, 20, 7, 7), (36, 20, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
     ((1, 40, 9, 9), (72, 40, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 360 taps: 12 pixels
+    ((2, 20, 2, 2), (24, 20, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 4-pixel tiles
 ]
 
 
