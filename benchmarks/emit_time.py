@@ -9,6 +9,9 @@ kernel sets relay.build and FoldConstant hand to codegen.jit.build_library; then
 model, `emit_module(funcs)` + `str()` (what jit._optimised_kernels does) and
 `structural_digest` + `kernel_text` (jit.structural_key and jit.microkernels_called) are
 timed over all its kernel sets, in CPU seconds of this thread, best of --repeat rounds.
+`ukr emit` is the other part of relay.build's "LLVM IR emission" stage on a cold cache: the
+definitions of the micro-kernels those kernels call (codegen.llvm.microkernels.define + str),
+each emitted once per process.
 --dump writes the IR text of every kernel set to <dir>/<model>.ll, so two runs (before and
 after an emitter change) can be compared with `cmp` or `diff -r`. Figures only; nothing is
 asserted.
@@ -77,6 +80,20 @@ def digest(funcs: list) -> None:
         kernel_text(f)
 
 
+def microkernel_texts(names: list[str]) -> list[str]:
+    """What jit._compile_microkernel emits for each micro-kernel (without triple and layout)."""
+    from llvmlite import ir
+
+    from codegen.llvm import microkernels
+
+    texts = []
+    for name in names:
+        module = ir.Module(name=name)
+        microkernels.define(module, name)
+        texts.append(str(module))
+    return texts
+
+
 def best_cpu_seconds(fn, sets: list[list], repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -106,7 +123,7 @@ def main() -> None:
     if args.dump:
         os.makedirs(args.dump, exist_ok=True)
     print(f"{'model':<18} {'sets':>4} {'kernels':>7} {'emit+str s':>10} {'digest s':>8} "
-          f"{'IR MB':>6}")
+          f"{'IR MB':>6} {'ukrs':>4} {'ukr emit s':>10} {'ukr IR MB':>9}")
     for name in names:
         sets = kernel_sets(load_model(name))
         kernels = sum(len(s) for s in sets)
@@ -119,11 +136,17 @@ def main() -> None:
         dig = best_cpu_seconds(digest, sets, args.repeat)
         texts = [ir_text(s) for s in sets]
         size = sum(len(t) for t in texts) / 1e6
-        print(f"{name:<18} {len(sets):>4} {kernels:>7} {emit:>10.3f} {dig:>8.3f} {size:>6.1f}",
-              flush=True)
+        from codegen.jit import microkernels_called
+
+        ukrs = list(dict.fromkeys(n for s in sets for n in microkernels_called(s)))
+        ukr = best_cpu_seconds(microkernel_texts, [ukrs], args.repeat)
+        ukr_texts = microkernel_texts(ukrs)
+        ukr_size = sum(len(t) for t in ukr_texts) / 1e6
+        print(f"{name:<18} {len(sets):>4} {kernels:>7} {emit:>10.3f} {dig:>8.3f} {size:>6.1f} "
+              f"{len(ukrs):>4} {ukr:>10.3f} {ukr_size:>9.1f}", flush=True)
         if args.dump:
             with open(os.path.join(args.dump, f"{name}.ll"), "w") as out:
-                out.write("\n".join(texts))
+                out.write("\n".join(texts + ukr_texts))
 
 
 if __name__ == "__main__":
