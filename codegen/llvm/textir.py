@@ -82,8 +82,6 @@ class Phi(Value):
 class TextBlock:
     """A basic block of an ir.Function whose instructions are text (or Alloca/Phi)."""
 
-    type = ir.LabelType()
-
     def __init__(self, function: ir.Function, name: str = "") -> None:
         self.function, self.scope = function, function.scope
         self.name = self.scope.register(name, deduplicate=True)
@@ -91,10 +89,6 @@ class TextBlock:
         self.lines: list = []
         self.terminated = False
         function.blocks.append(self)
-
-    @property
-    def module(self) -> ir.Module:
-        return self.function.module
 
     def get_reference(self) -> str:
         return self._ref
@@ -216,7 +210,7 @@ class TextBuilder:
     # ---------------------------------------------------------------- casts
     trunc, zext, sext = _cast("trunc"), _cast("zext"), _cast("sext")
     fptrunc, fpext, bitcast = _cast("fptrunc"), _cast("fpext"), _cast("bitcast")
-    fptosi, fptoui = _cast("fptosi"), _cast("fptoui")
+    fptosi = _cast("fptosi")
     sitofp, uitofp = _cast("sitofp"), _cast("uitofp")
 
     # ---------------------------------------------------------------- memory
@@ -263,11 +257,6 @@ class TextBuilder:
     def _vector_op(self, opname: str, typ: ir.Type, operands, name: str) -> Value:
         ops = ", ".join(f"{op.type} {op.get_reference()}" for op in operands)
         return self._value(typ, name, f"{opname} {ops}")
-
-    def extract_element(self, vector, idx, name: str = "") -> Value:
-        if not isinstance(vector.type, ir.VectorType) or not isinstance(idx.type, ir.IntType):
-            raise TypeError("extract_element needs a vector and an integer index")
-        return self._vector_op("extractelement", vector.type.element, (vector, idx), name)
 
     def insert_element(self, vector, value, idx, name: str = "") -> Value:
         vt = vector.type
