@@ -18,7 +18,7 @@ from typing import Callable
 
 from .. import te
 from ..parallel import MIN_PARALLEL_WORK
-from ..tir.expr import Expr, Load
+from ..tir.expr import BinaryOp, Expr, Load
 from ..tir.ops import const, gt, logical_or, ne, select
 from ..tir.stmt import Allocate, Buffer, For, Stmt, Store, seq
 from .common import Epilogue, ceil_div, imm, mark_epilogue, tree_reduce, var, vector_width
@@ -86,6 +86,40 @@ def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr
     return seq(*body)
 
 
+def _products(value: Expr) -> list[tuple[Expr, Expr]] | None:
+    """[(a0, b0), (a1, b1), ...] when value is a0*b0 + a1*b1 + ... (a chain of adds of float
+    products, as a depthwise window's weighted sum is), else None."""
+    terms = []
+    while type(value) is BinaryOp and value.kind == "add":
+        terms.append(value.b)
+        value = value.a
+    terms.append(value)
+    if len(terms) < 2 or not value.dtype.startswith("float") or any(
+            type(t) is not BinaryOp or t.kind != "mul" for t in terms):
+        return None
+    return [(t.a, t.b) for t in reversed(terms)]
+
+
+def _store_sum(dest: Buffer, index: tuple, value: Expr, then, name: str) -> Stmt:
+    """Store(dest, index, then(value)); a sum of products goes through one-element
+    accumulators, whose updates codegen may contract and reassociate: each product and add
+    become one FMA (the plain expression is a chain of separate multiplies and adds, twice the
+    floating-point instructions: depthwise 32@112x112 0.17-0.18 -> 0.15-0.16 ms, 192@28x28
+    0.096 -> 0.088)."""
+    pairs = _products(value)
+    if pairs is None:
+        return Store(dest, index, then(value))
+    dtype = value.dtype
+    prod, total = Buffer(f"{name}_prod", (1,), dtype), Buffer(f"{name}_sum", (1,), dtype)
+    at = (imm(0),)
+    steps = [Store(total, at, pairs[0][0] * pairs[0][1])]
+    for a, b in pairs[1:]:
+        steps += [Store(prod, at, a), Store(prod, at, Load(prod, at, dtype) * b),
+                  Store(total, at, Load(total, at, dtype) + Load(prod, at, dtype))]
+    steps.append(Store(dest, index, then(Load(total, at, dtype))))
+    return Allocate(prod, Allocate(total, seq(*steps)))
+
+
 # Wide rows are computed ROW_BLOCK output rows per loop: their windows overlap in kh - sh input
 # rows, which LLVM then loads once (a 3x3 stride-1 block of 4 rows: 18 row loads, not 36).
 # MobileNet's 32@112x112 depthwise 0.20 -> 0.17-0.18 ms, 144@56x56 0.20 -> 0.18-0.19.
@@ -129,8 +163,11 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
         `block` rows in one loop (their windows share input rows: LLVM loads them once)."""
         def store(oi: Expr, oj: Expr) -> Stmt:
             idx = (ni, ki, oi, oj)
-            val = finish(value_at(oi, oj), ki, oi, oj)
-            return Store(out, idx, epilogue(val, idx) if epilogue is not None else val)
+
+            def then(value: Expr) -> Expr:
+                val = finish(value, ki, oi, oj)
+                return epilogue(val, idx) if epilogue is not None else val
+            return _store_sum(out, idx, value_at(oi, oj), then, f"{name}_acc")
 
         ob, oj = var(f"{name}_h"), var(f"{name}_w")
         full = oh // block
@@ -170,7 +207,8 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
         return For(ni, geo["n"], For(ki, geo["k"], plane, kind))
     flat = Buffer(f"{name}_flat", (flat_len,), dtype)
     q = var(f"{name}_q")
-    reduce_ = For(q, flat_len, Store(flat, (q,), reduce_taps(phase_taps(q), ki)), "vectorized")
+    reduce_ = For(q, flat_len, _store_sum(flat, (q,), reduce_taps(phase_taps(q), ki),
+                                          lambda v: v, f"{name}_acc"), "vectorized")
     store = output_rows(lambda oi, oj: Load(flat, (oi * wq + oj,), dtype))
     plane = Allocate(phases, Allocate(flat, seq(split, reduce_, store)))
     return For(ni, geo["n"], For(ki, geo["k"], plane, kind))
