@@ -76,3 +76,19 @@ def tree_reduce(values: list, combine):
         pairs = [combine(values[i], values[i + 1]) for i in range(0, len(values) - 1, 2)]
         values = pairs + ([values[-1]] if len(values) % 2 else [])
     return values[0]
+
+
+def padded_row(store: Callable[[Expr, Expr], Stmt], load: Callable[[Expr], Expr], width: int,
+               step: int, offset: int, src_width: int, name: str) -> Stmt:
+    """dst[q] = src[q*step + offset] for q in [0, width), zero where that column falls
+    outside [0, src_width): a zero loop, a plain copy, a zero loop, with the bounds worked
+    out here. A bounds test on every element kept the copy scalar (masked single loads: a
+    3x3 conv's padded input cost 4% of a 16->64 conv at 55x55)."""
+    lo = min(width, max(0, ceil_div(-offset, step)))
+    hi = max(lo, min(width, (src_width - 1 - offset) // step + 1))
+    q = [var(f"{name}_{part}") for part in ("l", "m", "r")]
+    return seq(For(q[0], lo, store(q[0], zero()), "vectorized") if lo else None,
+               For(q[1], hi - lo, store(q[1] + lo, load((q[1] + lo) * step + offset)),
+                   "vectorized") if hi > lo else None,
+               For(q[2], width - hi, store(q[2] + hi, zero()), "vectorized")
+               if width > hi else None)

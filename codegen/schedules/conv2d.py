@@ -26,7 +26,9 @@ from ..tir.expr import Load, Var
 from ..tir.ops import cast, eq, floordiv, floormod, ge, gt, if_then_else, logical_and, lt
 from ..tir.ops import min as tir_min
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
-from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, vector_width, zero
+from .common import (
+    F32, addr, ceil_div, imm, mark_epilogue, padded_row, ukr_call, var, vector_width, zero,
+)
 from .gemm import gemm_stmt, rows_per_tile
 from .window import window_stmt
 
@@ -147,14 +149,24 @@ def _pad(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer | None, Stmt]:
     if g["hp"] == g["h"] and g["wp"] == g["w"]:
         return None, seq()
     xp = Buffer(f"{name}_xpad", (g["c"], g["hp"], g["wp"]), F32)
-    ci, hi, wi = var(f"{name}_pc"), var(f"{name}_ph"), var(f"{name}_pw")
-    ih, iw = hi - g["pt"], wi - g["pl"]
-    inside = logical_and(logical_and(ge(ih, 0), lt(ih, g["h"])),
-                         logical_and(ge(iw, 0), lt(iw, g["w"])))
-    val = if_then_else(inside, Load(xb, (ni, ci, ih, iw), F32), zero())
+    ci, hi = var(f"{name}_pc"), var(f"{name}_ph")
+    ih = hi - g["pt"]
+    row = _padded_plane_row(lambda q, v: Store(xp, (ci, hi, q), v),
+                            lambda col: Load(xb, (ni, ci, ih, col), F32),
+                            logical_and(ge(ih, 0), lt(ih, g["h"])), g["wp"], 1, -g["pl"],
+                            g["w"], f"{name}_pw")
     kind = "parallel" if g["c"] * g["hp"] * g["wp"] >= MIN_PARALLEL_WORK else "serial"
-    return xp, For(ci, g["c"], For(hi, g["hp"], For(wi, g["wp"], Store(xp, (ci, hi, wi), val),
-                                                      "vectorized")), kind)
+    return xp, For(ci, g["c"], For(hi, g["hp"], row), kind)
+
+
+def _padded_plane_row(store, load, row_inside, width: int, step: int, offset: int,
+                      src_width: int, name: str) -> Stmt:
+    """One row of a zero-padded copy: common.padded_row when the source row is inside the
+    input, zeros when it is not."""
+    q = var(f"{name}_z")
+    return IfThenElse(row_inside,
+                      padded_row(store, load, width, step, offset, src_width, name),
+                      For(q, width, store(q, zero()), "vectorized"))
 
 
 # Blocking of the reduction (input channels) and of the output pixels, so that a weight block
@@ -401,14 +413,18 @@ def _rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> 
     wq = chunks * span + (s - 1) * dw // sw
     xph = Buffer(f"{name}_xph", (c, sh, sw, hq, wq), F32)
     ni = var(f"{name}_n")
-    ci, py, px, qi, qj = (var(f"{name}_x{t}") for t in "cyxij")
-    ih, iw = qi * sh + py - g["pt"], qj * sw + px - g["pl"]
-    inside = logical_and(logical_and(ge(ih, 0), lt(ih, g["h"])),
-                         logical_and(ge(iw, 0), lt(iw, g["w"])))
-    val = if_then_else(inside, Load(xb, (ni, ci, ih, iw), F32), zero())
-    fill = For(ci, c, For(py, sh, For(px, sw, For(qi, hq, For(
-        qj, wq, Store(xph, (ci, py, px, qi, qj), val), "vectorized")))),
-        "parallel" if c * sh * sw * hq * wq >= MIN_PARALLEL_WORK else "serial")
+    ci, qi = var(f"{name}_xc"), var(f"{name}_xi")
+    phases = []
+    for py in range(sh):  # the phases unrolled: each row's bounds are then static
+        ih = qi * sh + py - g["pt"]
+        for px in range(sw):
+            phases.append(_padded_plane_row(
+                lambda q, v, py=py, px=px: Store(xph, (ci, imm(py), imm(px), qi, q), v),
+                lambda col, ih=ih: Load(xb, (ni, ci, ih, col), F32),
+                logical_and(ge(ih, 0), lt(ih, g["h"])), wq, sw, px - g["pl"], g["w"],
+                f"{name}_x{py}_{px}"))
+    fill = For(ci, c, For(qi, hq, seq(*phases)),
+               "parallel" if c * sh * sw * hq * wq >= MIN_PARALLEL_WORK else "serial")
     nkc = ceil_div(k, kcn)
     tile = Buffer(f"{name}_tile", (kcn, span), F32)
     kc, oi = var(f"{name}_kc"), var(f"{name}_oh")

@@ -6,7 +6,8 @@ than they write; their neighbours (grouped, strided, padded, output size 1, 32+ 
 channels) keep the other schedules. The _rows tiles of short reductions hold 16 output
 channels on AVX-512 where 16 divide the channels (8 otherwise); the direct tiles over at
 most SHORT_REDUCTION taps hold 8 pixels on AVX-512 (12 otherwise), and tiles of at most half
-a vector of pixels transpose two channels a vector (conv micro-kernel)."""
+a vector of pixels transpose two channels a vector (conv micro-kernel). Padded copies of
+the input copy each row's inside columns as one plain loop (common.padded_row)."""
 from __future__ import annotations
 
 import numpy as np
@@ -80,6 +81,9 @@ CASES = [
     ((2, 20, 7, 7), (36, 20, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
     ((1, 40, 9, 9), (72, 40, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 360 taps: 12 pixels
     ((2, 20, 2, 2), (24, 20, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 4-pixel tiles
+    # padded copies (common.padded_row): padding wider than the input, stride-3 phases
+    ((1, 5, 1, 2), (8, 5, 3, 3), (1, 1), (2, 2, 2, 2), (1, 1), 1),
+    ((1, 3, 5, 80), (16, 3, 3, 3), (3, 3), (2, 2, 1, 3), (1, 1), 1),
 ]
 
 
