@@ -6,7 +6,10 @@ into its stride phases, so that every tap of every window is a contiguous run an
 reduce in one long vector loop over flattened rows. No bounds test per tap (the generic pooling
 rule tests every tap: an Inception 3x3 average pool with padding ran 9x slower than
 onnxruntime's) and no short strided rows (a 14-wide stride-2 row was mostly scalar). Wide rows
-that need no padding skip the copy and read their taps in place.
+(two vectors or more) reduce straight into the output rows, four rows per loop so that their
+overlapping windows load each input row once; wide rows that need no padding skip the copy and
+read their taps in place. A depthwise window's sum of products goes through accumulators, which
+codegen contracts into FMAs.
 
 A max is reduced as a balanced tree of plain maxima (vmaxps) beside a tree of NaN tests, so a
 window's taps are not one serial chain of compare-and-select steps; a NaN anywhere in the
@@ -100,7 +103,8 @@ def _products(value: Expr) -> list[tuple[Expr, Expr]] | None:
     return [(t.a, t.b) for t in reversed(terms)]
 
 
-def _store_sum(dest: Buffer, index: tuple, value: Expr, then, name: str) -> Stmt:
+def _store_sum(dest: Buffer, index: tuple, value: Expr, then: Callable[[Expr], Expr],
+               name: str) -> Stmt:
     """Store(dest, index, then(value)); a sum of products goes through one-element
     accumulators, whose updates codegen may contract and reassociate: each product and add
     become one FMA (the plain expression is a chain of separate multiplies and adds, twice the
