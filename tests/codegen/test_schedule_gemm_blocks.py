@@ -1,0 +1,95 @@
+"""GEMM blocking (codegen.schedules.gemm): K and M block choices at both vector widths, and
+products deep enough to take several K blocks (accumulation into C, fused epilogue on the last
+block), plain and on pre-packed weights, against numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import runtime
+from codegen import te, tir
+from codegen.jit import build_te
+from codegen.schedules import dense, dense_pack_geometry
+from codegen.schedules.gemm import A_BLOCK_BYTES, MC_ROWS, block_rows, k_blocks, rows_per_tile
+from compiler import relay
+from compiler.ir.module import IRModule
+from compiler.transform import PassContext
+from runtime import graph_executor
+
+RNG = np.random.default_rng(11)
+
+
+def _f32(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype("float32")
+
+
+@pytest.fixture(params=["8", "16"], ids=["avx2", "avx512"])
+def width(request, monkeypatch):
+    """Both micro-kernel widths (16-wide code runs only where the host has AVX-512)."""
+    if request.param == "16":
+        from runtime.target import host_info
+
+        if "+avx512f" not in host_info().features.split(","):
+            pytest.skip("host has no AVX-512")
+    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", request.param)
+    return int(request.param)
+
+
+@pytest.mark.parametrize("vw", [8, 16])
+@pytest.mark.parametrize("k", [1, 2, 255, 256, 257, 768, 1023, 1024, 1025, 3072, 5000])
+def test_k_blocks_cover_k_with_little_padding(vw: int, k: int) -> None:
+    nb, kc = k_blocks(k, vw)
+    assert nb * kc >= k and nb * kc - k < nb
+    assert (nb - 1) * kc < k  # no block is all padding
+    assert dense_pack_geometry(100, k, vw)[1] == nb * kc
+
+
+@pytest.mark.parametrize("vw", [8, 16])
+@pytest.mark.parametrize("kc", [1, 64, 256, 700, 1024, 4096])
+def test_block_rows_whole_tiles_within_budget(vw: int, kc: int) -> None:
+    for mr in {6, 8, 12}:
+        rows = block_rows(kc, mr, vw)
+        assert rows % mr == 0 and mr <= rows <= max(mr, MC_ROWS[vw])
+        assert rows == mr or rows * kc * 4 <= A_BLOCK_BYTES
+
+
+@pytest.mark.parametrize("m,n,k", [(13, 33, 1100), (129, 70, 2100), (1, 40, 1500), (8, 32, 2048)])
+def test_dense_several_k_blocks_with_epilogue(m: int, n: int, k: int, width: int) -> None:
+    """K past one block at either width: the blocks accumulate in C, bias + relu fused into
+    the last block's store, edge rows and columns through the scratch tile."""
+    x, w = te.placeholder((m, k), name="x"), te.placeholder((n, k), name="w")
+    bias = te.placeholder((n,), name="bias")
+    d = dense(x, w)
+    y = te.compute((m, n), lambda i, j: tir.max(d[i, j] + bias[j], tir.const(0.0)), name="epi")
+    run = build_te([x, w, bias], [y], "dense_deep")
+    assert "T_dense[" not in str(run.primfunc), "the epilogue was not fused into the GEMM"
+    a, b, c = _f32(m, k), _f32(n, k), _f32(n)
+    want = np.maximum(a.astype("f8") @ b.T.astype("f8") + c, 0)
+    np.testing.assert_allclose(run(a, b, c)[0], want, rtol=1e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("m", [1, 5, 12, 13, 40])
+@pytest.mark.parametrize("k", [1, 777, 2050])
+def test_packed_dense_k_blocks(m: int, k: int, width: int, monkeypatch) -> None:
+    """Constant-weight dense through the packed panels (AlterOpLayout + FoldConstant), K in
+    one block and in several with zero padding (2050 = 3 x 684 - 2), rows 1..40. The build
+    cache is off: its key does not hold RELAYJIT_VECTOR_WIDTH."""
+    monkeypatch.setenv("RELAYJIT_CACHE_DIR", "")
+    n = 45
+    x, w, b = _f32(m, k), _f32(n, k), _f32(n)
+    xv = relay.var("x", shape=(m, k))
+    y = relay.nn.bias_add(relay.nn.dense(xv, relay.const(w)), relay.const(b), axis=-1)
+    with PassContext(opt_level=3):
+        lib = relay.build(IRModule.from_expr(relay.Function([xv], y)), target="llvm")
+    assert "nn.contrib_dense_pack" in lib.get_graph_json(), "the weight was not pre-packed"
+    gm = graph_executor.GraphModule(lib["default"](runtime.cpu(0)))
+    gm.run(x=x)
+    want = x.astype("f8") @ w.T.astype("f8") + b
+    np.testing.assert_allclose(gm.get_output(0).numpy(), want, rtol=1e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("m", [1, 7, 8, 12, 13, 24, 25, 128])
+def test_rows_per_tile_pads_least(m: int, width: int) -> None:
+    mr = rows_per_tile(m)
+    padded = -(-m // mr) * mr
+    assert all(padded <= -(-m // other) * other for other in ((6,) if width == 8 else (8, 12)))
