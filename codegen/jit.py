@@ -313,7 +313,7 @@ def _compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
     signature table: one object, or one per compile job (jobs None: compile_jobs() decides,
     asked only when the set has kernels enough to split).
 
-    Job k compiles share k (_split_shares) to its own object, machine code included, so
+    Job k compiles share k (_shares) to its own object, machine code included, so
     every LLVM stage runs in parallel. The parent does the first share itself; each forked
     child sends back its object, bitcode and the micro-kernels it compiled (after the
     seconds it spent, for CompileStats.jobs_seconds). A child that fails in any way is redone
