@@ -457,22 +457,23 @@ def _pointwise_rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name
     load passes the end of the input."""
     vw = vector_width()
     c, k, kb, npix = g["c"], g["k"], wb.shape[-1], g["oh"] * g["ow"]
-    kcn = ROWS_KC  # 16 channels measured no better here (16->96 at 112x112: 0.32 -> 0.36 ms)
-    nv, chunks = _rows_vectors(npix, vw, kcn)
+    # ROWS_KC channels a tile: 16 (rows_channels) measured worse here (16->96 at 112x112:
+    # 0.32 -> 0.36 ms, 128->16 at 55x55 0.108 -> 0.117)
+    nv, chunks = _rows_vectors(npix, vw)
     span = nv * vw
     last = npix - (chunks - 1) * span
-    nkc = ceil_div(k, kcn)
-    tile = Buffer(f"{name}_tile", (kcn, span), F32)
+    nkc = ceil_div(k, ROWS_KC)
+    tile = Buffer(f"{name}_tile", (ROWS_KC, span), F32)
     tail = Buffer(f"{name}_tail", (c, span), F32)
     ni, kc, ch = var(f"{name}_n"), var(f"{name}_kc"), var(f"{name}_ch")
-    k0 = kc * kcn
+    k0 = kc * ROWS_KC
     w_ptr = addr(wb, 0, floordiv(k0, kb), 0, 0, 0, floormod(k0, kb))
 
     def pixel(p):
         return floordiv(p, g["ow"]), floormod(p, g["ow"])
 
     def tile_at(x_ptr, plane: int, width: int, tag: str) -> Stmt:
-        geo = f"{kcn}_{nv}_{vw}_{c}_1_1_1_{kb}_1_1_1_1_1_{plane}"
+        geo = f"{ROWS_KC}_{nv}_{vw}_{c}_1_1_1_{kb}_1_1_1_1_1_{plane}"
         return seq(ukr_call(f"convrows_{geo}", w_ptr, addr(tile, 0, 0), x_ptr),
                    _store_tile(tile, out, lambda v, j: (ni, k0 + v, *pixel(ch * span + j)),
                                k0, k, width, epilogue, f"{name}_{tag}"))
