@@ -1,0 +1,136 @@
+"""Depthwise conv and pooling layers (codegen/schedules/window.py) beside onnxruntime, one thread.
+
+    python benchmarks/window_layers.py                 # MobileNet-v2, ShuffleNet and UNet layers
+    python benchmarks/window_layers.py dw:144,56,2     # depthwise 3x3 + bias + Relu6, C,H,stride
+    python benchmarks/window_layers.py max:24,112,3,2  # 3x3 stride-2 max pool (pad 1): C,H,k,s
+
+Each layer is a one-node ONNX model (a depthwise Conv with its bias and Clip(0, 6), as MobileNet
+exports it, or a MaxPool), built by relay.build at opt_level 3 and run through the graph
+executor, and by an onnxruntime session with intra_op_num_threads=1 in the same process. The
+outputs are compared first. Times are CPU time of the calling thread (time.thread_time), the
+median over interleaved rounds, so the machine's other load hits both alike.
+
+onnxruntime reorders a lone NCHW layer into its blocked layout and back (its ReorderInput and
+ReorderOutput nodes are in its time); inside a model it keeps the blocked layout between
+layers, so a whole model (benchmarks/models.py) is the fair comparison and this script the
+per-layer A/B for schedule changes.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+# (kind, channels, height=width, stride) for depthwise; pools add the window size
+LAYERS = [
+    ("dw", 32, 112, 1), ("dw", 96, 112, 2), ("dw", 144, 56, 1), ("dw", 144, 56, 2),
+    ("dw", 192, 28, 1), ("dw", 192, 28, 2), ("dw", 384, 14, 1),  # MobileNet-v2
+    ("dw", 112, 56, 2), ("dw", 136, 28, 1), ("dw", 272, 14, 1), ("dw", 544, 7, 1),  # ShuffleNet
+    ("max", 24, 112, 3, 2), ("max", 16, 128, 2, 2),  # ShuffleNet's and UNet's max pools
+]
+
+
+def _model(layer: tuple):
+    from onnx import TensorProto, helper, numpy_helper
+
+    kind, c, h = layer[:3]
+    rng = np.random.default_rng(0)
+    inits = []
+    if kind == "dw":
+        stride = layer[3]
+        inits = [numpy_helper.from_array(rng.standard_normal((c, 1, 3, 3)).astype("f4"), "w"),
+                 numpy_helper.from_array(rng.standard_normal(c).astype("f4"), "b"),
+                 numpy_helper.from_array(np.float32(0.0), "lo"),
+                 numpy_helper.from_array(np.float32(6.0), "hi")]
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, kernel_shape=[3, 3],
+                                  strides=[stride] * 2, pads=[1] * 4),
+                 helper.make_node("Clip", ["y", "lo", "hi"], ["z"])]
+        oh = (h + 2 - 3) // stride + 1
+    else:
+        k, stride = layer[3], layer[4]
+        pad = (k - 1) // 2
+        nodes = [helper.make_node("MaxPool", ["x"], ["z"], kernel_shape=[k, k],
+                                  strides=[stride] * 2, pads=[pad] * 4)]
+        oh = (h + 2 * pad - k) // stride + 1
+    graph = helper.make_graph(
+        nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, c, h, h))],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, (1, c, oh, oh))],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _cpu_ms(fn, number: int) -> float:
+    start = time.thread_time()
+    for _ in range(number):
+        fn()
+    return (time.thread_time() - start) / number * 1e3
+
+
+def bench(layer: tuple, rounds: int) -> tuple[float, float]:
+    """(relayjit ms, onnxruntime ms) for one layer, medians of interleaved rounds."""
+    import onnxruntime as ort
+
+    import runtime
+    from compiler import relay
+    from compiler.transform import PassContext
+    from runtime import graph_executor
+
+    model = _model(layer)
+    x = np.random.default_rng(1).standard_normal((1, layer[1], layer[2], layer[2]))
+    x = x.astype("float32")
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    mod, params = relay.frontend.from_onnx(model)
+    with PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm", params=params)
+    gmod = graph_executor.GraphModule(lib["default"](runtime.cpu()))
+    gmod.set_input("x", x)
+    gmod.run()
+    np.testing.assert_allclose(gmod.get_output(0).numpy(), sess.run(None, {"x": x})[0],
+                               rtol=1e-4, atol=1e-4)
+    number = max(3, int(2e6 / x.size))
+    ours, theirs = [], []
+    for _ in range(rounds):
+        ours.append(_cpu_ms(gmod.run, number))
+        theirs.append(_cpu_ms(lambda: sess.run(None, {"x": x}), number))
+    return statistics.median(ours), statistics.median(theirs)
+
+
+def _parse(spec: str) -> tuple:
+    kind, _, dims = spec.partition(":")
+    values = tuple(int(v) for v in dims.split(","))
+    if kind not in ("dw", "max") or len(values) != (3 if kind == "dw" else 4):
+        raise SystemExit(f"layer {spec!r}: expected dw:C,H,stride or max:C,H,k,stride")
+    return (kind, *values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("layers", nargs="*", help="dw:C,H,stride or max:C,H,k,stride")
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+    from runtime import threadpool
+
+    threadpool.set_num_threads(1)
+    layers = [_parse(s) for s in args.layers] or LAYERS
+    print("| layer | relayjit (ms) | onnxruntime (ms) | relayjit / ort |")
+    print("|---|---:|---:|---:|")
+    for layer in layers:
+        ours, theirs = bench(layer, args.rounds)
+        name = f"{layer[0]} {layer[1]}@{layer[2]}x{layer[2]} " + (
+            f"s{layer[3]}" if layer[0] == "dw" else f"{layer[3]}x{layer[3]}/{layer[4]}")
+        print(f"| {name} | {ours:.4f} | {theirs:.4f} | {ours / theirs:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
