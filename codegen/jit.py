@@ -36,8 +36,8 @@ from runtime.library import KernelLibrary, signature_table_ir
 from runtime.target import TargetInfo, current_target, target_machine
 
 from . import cache as disk_cache
-from .compile_jobs import (collect, compile_jobs, fork_jobs, note_compile_request,
-                           requested_compile_jobs, split_work)
+from .compile_jobs import (auto_compile_jobs, collect, fork_jobs, measure_busy_cores,
+                           note_compile_request, requested_compile_jobs, split_work)
 from .errors import CodegenError
 from .llvm import microkernels
 from .llvm.emit import emit_module
@@ -76,16 +76,21 @@ class CompileStats:
     kernels_compiled: int = 0    # kernels that went through LLVM's pipeline here
     microkernels_compiled: int = 0  # micro-kernels compiled (not found in the caches)
     jobs: int = 1                # most processes one kernel set was compiled in
+    busy_cores: float | None = None  # auto's estimate of cores busy elsewhere (None: not asked)
     memory_hits: int = 0         # kernel sets found in this process's cache...
     renamed_hits: int = 0        # ...under other kernel names (only machine code emitted)
     disk_hits: int = 0           # ...in the persistent disk cache
     misses: int = 0              # compiled by LLVM
 
     def add(self, other: CompileStats) -> None:
-        """Add another record's seconds and counts to this one (jobs: the larger)."""
+        """Add another record's seconds and counts to this one (jobs, busy_cores: the larger)."""
         for f in fields(self):
             mine, theirs = getattr(self, f.name), getattr(other, f.name)
-            setattr(self, f.name, max(mine, theirs) if f.name == "jobs" else mine + theirs)
+            if f.name == "busy_cores":
+                known = [v for v in (mine, theirs) if v is not None]
+                setattr(self, f.name, max(known) if known else None)
+            else:
+                setattr(self, f.name, max(mine, theirs) if f.name == "jobs" else mine + theirs)
 
     def llvm_seconds(self) -> float:
         """Wall time of all stages together (COMPILE_STAGES)."""
@@ -310,8 +315,8 @@ def _link_microkernels(mod: llvm.ModuleRef, tm: llvm.TargetMachine, names: list[
 def _compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
                      ) -> list[tuple[bytes, bytes]]:
     """The kernels compiled to object files, [(object code, bitcode)], the first with the
-    signature table: one object, or one per compile job (jobs None: compile_jobs() decides,
-    asked only when the set has kernels enough to split).
+    signature table: one object, or one per compile job (jobs None: $RELAYJIT_COMPILE_JOBS,
+    else auto_compile_jobs, asked only when the set has kernels enough to split).
 
     Job k compiles share k (_shares) to its own object, machine code included, so
     every LLVM stage runs in parallel. The parent does the first share itself; each forked
@@ -319,15 +324,20 @@ def _compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
     seconds it spent, for CompileStats.jobs_seconds). A child that fails in any way is redone
     in the parent: same result, only slower.
     """
+    stats = _RECORD.get()
     if len(funcs) >= 2 * PARALLEL_MIN_KERNELS and opt_level > 0 and hasattr(os, "fork"):
         if jobs is None:
-            jobs = compile_jobs()
+            jobs = requested_compile_jobs()
+        if jobs is None:  # auto
+            busy = measure_busy_cores()
+            jobs = auto_compile_jobs(busy=busy)
+            if stats is not None:
+                stats.add(CompileStats(busy_cores=busy))
         jobs = min(jobs, len(funcs) // PARALLEL_MIN_KERNELS)
     else:
         jobs = 1
     with _timed("digest"):
         shares = _shares(funcs, jobs)
-    stats = _RECORD.get()
     if stats is not None:
         stats.jobs = max(stats.jobs, len(shares))
     with _timed("jobs_wait"):
@@ -390,7 +400,7 @@ def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3,
     """Object files holding all kernels, the first with their signature table (cached by
     structural key): one per compile job.
 
-    jobs: processes to compile in on a miss (default compile_jobs()).
+    jobs: processes to compile in on a miss (default: $RELAYJIT_COMPILE_JOBS, else auto).
     """
     with _timed("digest"):
         key = structural_key(funcs, opt_level)

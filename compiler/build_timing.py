@@ -143,7 +143,9 @@ class TimingRecorder:
                               f"{stats.microkernels_compiled} micro-kernels"),
                  "jobs_wait": (f"{stats.jobs} jobs, an object each; the forked ones compiled "
                                f"for {stats.jobs_seconds:.3f} s" if stats.jobs > 1
-                               else "1 job")}
+                               else "1 job")
+                              + (f" (auto: {stats.busy_cores:.1f} cores busy elsewhere)"
+                                 if stats.busy_cores is not None else "")}
         for key in COMPILE_STAGES:
             self.add(Stage(COMPILE_STAGE_NAMES[key], getattr(stats, key), notes.get(key, "")))
 

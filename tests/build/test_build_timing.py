@@ -151,3 +151,25 @@ def test_forked_compile_jobs_report_their_time(monkeypatch, cold):
     assert (stats.jobs, stats.misses, stats.kernels_compiled) == (2, 1, len(funcs))
     assert stats.jobs_seconds > 0 and stats.optimise > 0 and stats.machine_code > 0
     assert len(lib.objects) == 2  # each job emitted its own machine code
+
+
+def test_auto_compile_jobs_note_the_busy_cores_they_saw(monkeypatch, cold):
+    from codegen import te
+    from codegen.lower import lower
+    from compiler.build_timing import TimingRecorder
+    from runtime.thread_config import available_cores
+
+    monkeypatch.setenv("RELAYJIT_CACHE_DIR", "")
+    monkeypatch.delenv("RELAYJIT_COMPILE_JOBS", raising=False)
+    monkeypatch.setattr(jit, "measure_busy_cores", lambda: 1.2)
+    a = te.placeholder((8, 8), "float32", "a")
+    funcs = [lower(f"auto_{k}", [a], [te.compute((8, 8), lambda i, j, k=k: a[i, j] - float(k),
+                                                 name="b")])
+             for k in range(2 * jit.PARALLEL_MIN_KERNELS)]
+    with jit.record_compile_stats() as stats:
+        jit.build_library(funcs)
+    assert stats.busy_cores == 1.2 and stats.jobs == max(1, available_cores() - 1)
+    recorder = TimingRecorder()
+    recorder.add_compile_stats(stats)
+    note = next(s.note for s in recorder._stages if s.name == COMPILE_STAGE_NAMES["jobs_wait"])
+    assert note.endswith("(auto: 1.2 cores busy elsewhere)")
