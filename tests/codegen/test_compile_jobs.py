@@ -1,6 +1,7 @@
 """How many compile jobs: $RELAYJIT_COMPILE_JOBS, and auto's estimate of the busy cores."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ cpu0 {u0} 1 2 1000 5 3 4 6 50 0
 cpu1 {u1} 0 0 2000 0 0 0 0 0 0
 intr 12345
 """
-TICK = 1 / __import__("os").sysconf("SC_CLK_TCK")
+TICK = 1 / os.sysconf("SC_CLK_TCK")  # seconds per clock tick
 
 
 def _stat(u0: int, u1: int) -> str:
