@@ -28,7 +28,7 @@ class _Numbering:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.values: dict[str, int] = {}
-        self.nodes: dict[int, tuple[Expr, int]] = {}
+        self.nodes: dict[Expr, int] = {}  # by identity (nodes compare by identity)
         self.buffers: dict[Buffer, int] = {}
         self.vars: dict[Var, int] = {}
 
@@ -51,28 +51,28 @@ class _Numbering:
     def expr(self, e: Expr) -> str:
         """Number of e, numbering its unseen sub-expressions first (post-order, no recursion)."""
         nodes = self.nodes
-        got = nodes.get(id(e))
+        got = nodes.get(e)
         if got is None:
             # post-order over the nodes not numbered yet: a numbered node's operands are too
+            values, lines, head = self.values, self.lines, self._head
             stack: list[tuple[Expr, bool]] = [(e, False)]
             while stack:
                 n, expanded = stack.pop()
-                if id(n) in nodes:
+                if n in nodes:
                     continue
                 kids = children(n)
                 if not expanded and kids:
                     stack.append((n, True))
-                    stack.extend((c, False) for c in reversed(kids) if id(c) not in nodes)
+                    stack.extend((c, False) for c in reversed(kids) if c not in nodes)
                     continue
-                ops = " ".join([f"#{nodes[id(c)][1]}" for c in kids])
-                line = f"{self._head(n)} {ops}"
-                k = self.values.get(line)
+                line = f"{head(n)} " + " ".join([f"#{nodes[c]}" for c in kids])
+                k = values.get(line)
                 if k is None:
-                    k = self.values[line] = len(self.values)
-                    self.lines.append(f"#{k} = {line}")
-                nodes[id(n)] = (n, k)  # keep n alive so its id is not reused
-            got = nodes[id(e)]
-        return f"#{got[1]}"
+                    k = values[line] = len(values)
+                    lines.append(f"#{k} = {line}")
+                nodes[n] = k
+            got = nodes[e]
+        return f"#{got}"
 
     def _head(self, e: Expr) -> str:
         """Everything about e except its children."""
