@@ -11,7 +11,8 @@ The driver (TVM's relay.build with the graph executor):
    lower_primitive_function to a codegen PrimFunc (tuple parameters are flattened first).
    Structurally equal functions share one kernel; names read like TVM's
    (`tvmgen_default_fused_nn_conv2d_add_nn_relu`, uniquified with `_1`, `_2`...).
-   Reshape-only functions become "__nop" and compile nothing.
+   Reshape-only functions become "__nop" and concatenations of whole byte runs "__concat"
+   (graph_codegen lays their inputs out inside their output); neither compiles a kernel.
 4. All kernels compile into one library (codegen.jit.build_library), whose object code is
    cached in memory and on disk (codegen.cache) by the kernels' name-free structural key.
 5. graph_codegen plans memory and writes the graph JSON; constants become params p0, p1...
@@ -206,10 +207,13 @@ class _KernelTable:
         return f"{name}_{k}"
 
     def add(self, func: Function) -> str:
-        from compiler.backend.graph_codegen import NOP
+        from compiler.backend.graph_codegen import CONCAT, NOP, is_byte_concat
         from compiler.ir.structural import structural_equal, structural_hash
         if id(func) in self.names:
             return self.names[id(func)]
+        if is_byte_concat(func):
+            self.names[id(func)] = CONCAT
+            return CONCAT
         if int(func.get_attr("relay.reshape_only", 0) or 0) == 1 and len(func.params) == 1 \
                 and isinstance(func.ret_type or func.body.checked_type, TensorType):
             self.names[id(func)] = NOP
@@ -258,7 +262,7 @@ def build(ir_mod: Any, target: Any = None, target_host: Any = None,
 
     `target` is a Target or anything Target() takes (None: Target.current(), else "llvm");
     the build runs with it as Target.current() and the factory keeps it as `.target`."""
-    from compiler.backend.graph_codegen import NOP, GraphCodegen
+    from compiler.backend.graph_codegen import CONCAT, NOP, GraphCodegen
     from compiler.passes.bind_params import bind_params_by_name
     from runtime.factory import GraphExecutorFactoryModule
     started = time.perf_counter()
@@ -289,8 +293,11 @@ def build(ir_mod: Any, target: Any = None, target_host: Any = None,
         with timing.stage("lower fused functions to PrimFuncs") as lowering:
             names, prim_funcs = lower_module(main, mod_name)
             nops = sum(1 for name in names.values() if name == NOP)
+            concats = sum(1 for name in names.values() if name == CONCAT)
+            no_kernel = [f"{nops} reshape-only"] * bool(nops) + \
+                [f"{concats} concatenations laid out in memory"] * bool(concats)
             lowering.note = (f"{len(names)} fused functions -> {len(prim_funcs)} kernels"
-                             + (f" ({nops} reshape-only)" if nops else ""))
+                             + (f" ({', '.join(no_kernel)})" if no_kernel else ""))
         _report(f"compiling {len(prim_funcs)} kernels with LLVM")
         with jit.record_compile_stats() as compiled:
             lib = jit.build_library(prim_funcs)

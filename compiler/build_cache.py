@@ -17,8 +17,9 @@ Entries live under <cache dir>/builds/ (codegen.cache.cache_dir: RELAYJIT_CACHE_
 read back through runtime.factory.load_module, which checks them as untrusted files; an entry
 that fails the checks is deleted and the build runs. Builds quicker than MIN_BUILD_SECONDS
 are not stored (reading them back would save nothing), nor are builds under a PassContext
-with instruments or tracing (their caller wants to see the passes run). The directory is
-kept under RELAYJIT_BUILD_CACHE_MAX_MB (default 2048), least recently used first.
+with instruments or tracing (their caller wants to see the passes run).
+RELAYJIT_BUILD_CACHE=0 turns it off; the directory is kept under RELAYJIT_BUILD_CACHE_MAX_MB
+(default 2048), least recently used first.
 """
 from __future__ import annotations
 
@@ -49,9 +50,20 @@ _STATS_SUFFIX = ".json"
 _PACKAGES = ("compiler", "codegen", "runtime")
 
 
+SWITCH = "RELAYJIT_BUILD_CACHE"
+
+
 def _root() -> str | None:
+    """<cache dir>/builds, or None when the build cache is off ($RELAYJIT_BUILD_CACHE=0, or
+    no cache directory)."""
+    value = os.environ.get(SWITCH, "1").strip().lower()
+    if value not in ("1", "0", "on", "off", "true", "false", "yes", "no"):
+        raise ValueError(f"environment variable {SWITCH} must be 1 or 0 (on or off), got "
+                         f"{value!r}")
     directory = kernel_cache.cache_dir()
-    return None if directory is None else os.path.join(directory, "builds")
+    if directory is None or value in ("0", "off", "false", "no"):
+        return None
+    return os.path.join(directory, "builds")
 
 
 @functools.lru_cache(maxsize=1)

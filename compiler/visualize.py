@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from xml.sax.saxutils import escape
 
 from compiler.errors import CompilerError
-from runtime.graph_json import NOP, parse_graph
+from runtime.graph_json import CONCAT, NOP, parse_graph
 
 __all__ = ["draw_graph", "require_layout_library", "VizDependencyError"]
 
@@ -145,7 +145,7 @@ def _kernel_box(node: dict, param_lines: list[str], seconds: float | None, total
     if seconds is not None:
         lines.append(f"{seconds * 1e3:.3f} ms ({seconds / (total or 1.0):.0%})")
         fill = _heat(seconds / slowest if slowest else 0.0)
-    return _Box("kernel nop" if kernel == NOP else "kernel", lines, param_lines,
+    return _Box("kernel nop" if kernel in (NOP, CONCAT) else "kernel", lines, param_lines,
                 f"{node['name']}\nkernel {kernel}", fill)
 
 

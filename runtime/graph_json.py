@@ -1,4 +1,12 @@
-"""Parse and validate TVM's graph JSON into a plan; every malformed field is a ValueError."""
+"""Parse and validate TVM's graph JSON into a plan; every malformed field is a ValueError.
+
+Two relayjit additions to TVM's format, both optional:
+- attrs["storage_offset"] = ["list_int", [...]]: each entry's byte offset inside its storage
+  (0 when absent), a multiple of STORAGE_ALIGNMENT so kernels see aligned buffers;
+- op nodes with func_name "__concat": concatenation along an axis that only outer dims of
+  size 1 precede, i.e. the inputs' bytes one after another. The planner lays the inputs out
+  inside the output's storage (then the node does nothing) or the runtime copies them.
+"""
 from __future__ import annotations
 
 import json
@@ -8,6 +16,8 @@ from typing import Any
 from .dtypes import dtype_name
 
 NOP = "__nop"
+CONCAT = "__concat"
+STORAGE_ALIGNMENT = 64
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,7 @@ class GraphPlan:
     shapes: tuple[tuple[int, ...], ...]  # per entry
     dtypes: tuple[str, ...]  # per entry
     storage_ids: tuple[int, ...]  # per entry
+    storage_offsets: tuple[int, ...]  # per entry: bytes into its storage
 
 
 def _fail(msg: str) -> ValueError:
@@ -119,6 +130,15 @@ def parse_graph(graph_json: str | dict) -> GraphPlan:
     )
     if any(s < 0 for s in storage):
         raise _fail(f"storage_id must be >= 0, got {storage}")
+    offsets = (0,) * num_entries
+    if "storage_offset" in attrs:
+        offsets = tuple(
+            _int(o, f"storage_offset of entry {i}")
+            for i, o in enumerate(_attr_list(attrs, "storage_offset", "list_int", num_entries)))
+        bad = [i for i, o in enumerate(offsets) if o < 0 or o % STORAGE_ALIGNMENT]
+        if bad:
+            raise _fail(f"storage_offset of entry {bad[0]} is {offsets[bad[0]]}; expected a "
+                        f"multiple of {STORAGE_ALIGNMENT} >= 0")
     arg_nodes = [_int(a, "arg_nodes item") for a in _list(graph["arg_nodes"], "arg_nodes")]
     for a in arg_nodes:
         if not 0 <= a < len(nodes) or nodes[a]["op"] != "null":
@@ -129,9 +149,36 @@ def parse_graph(graph_json: str | dict) -> GraphPlan:
     heads = tuple(
         entry(h, f"heads[{i}]") for i, h in enumerate(_list(graph["heads"], "heads"))
     )
-    return GraphPlan(
-        names, tuple(row_ptr[a] for a in arg_nodes), tuple(ops), heads, shapes, dtypes, storage
-    )
+    for op in ops:
+        if op.func_name == CONCAT:
+            _check_concat(op, shapes, dtypes)
+    return GraphPlan(names, tuple(row_ptr[a] for a in arg_nodes), tuple(ops), heads, shapes,
+                     dtypes, storage, offsets)
+
+
+def concat_axis(shapes: list[tuple[int, ...]], out: tuple[int, ...]) -> int | None:
+    """The axis along which `shapes` concatenate into `out` as whole byte runs (only outer
+    dims of size 1 before it), or None when they do not."""
+    if not shapes or not out or any(len(s) != len(out) for s in shapes):
+        return None
+    differ = [a for a in range(len(out)) if any(s[a] != out[a] for s in shapes)]
+    if len(differ) > 1:
+        return None
+    axis = differ[0] if differ else 0
+    if any(d != 1 for d in out[:axis]) or sum(s[axis] for s in shapes) != out[axis]:
+        return None
+    return axis
+
+
+def _check_concat(op: OpNode, shapes, dtypes) -> None:
+    (out,) = op.outputs if len(op.outputs) == 1 else (None,)
+    if out is None or not op.inputs:
+        raise _fail(f"node {op.nid} ({op.name}): __concat must have inputs and one output")
+    if any(dtypes[e] != dtypes[out] for e in op.inputs) or concat_axis(
+            [shapes[e] for e in op.inputs], shapes[out]) is None:
+        raise _fail(f"node {op.nid} ({op.name}): __concat of {[shapes[e] for e in op.inputs]} "
+                    f"into {shapes[out]} is not a concatenation of whole byte runs (same "
+                    f"dtype, one axis, only outer dims of size 1 before it)")
 
 
 def _row_ptr(graph: dict, nodes: list) -> list[int]:

@@ -1,7 +1,7 @@
 """GraphExecutor: storage pools, input bookkeeping and the kernel loop behind GraphModule.
 
 Setup resolves everything once: one 64-byte-aligned pool per storage_id, each entry a view
-into its pool, and per graph node a step: a native function and a ctypes array of buffer
+into its pool (at its storage_offset), and per graph node a step: a native function and a ctypes array of buffer
 addresses. `run` is one ctypes call into the runtime's native run loop (native.ll), which
 calls every step's function in order with the GIL released; `run_stepwise` does the same
 from Python, one call per node (for profiling and debugging).
@@ -19,7 +19,7 @@ import numpy as np
 from .device import Device
 from .dtypes import numpy_dtype
 from .errors import KernelError
-from .graph_json import NOP, GraphPlan, OpNode, parse_graph
+from .graph_json import CONCAT, NOP, GraphPlan, OpNode, parse_graph
 from .library import KERNEL_FUNCTYPE, KernelLibrary, status_message
 from .memory import aligned_bytes, check_memory, view_as
 from .native import native_support
@@ -48,8 +48,7 @@ class GraphExecutor:
         self.input_needed = _inputs_read(self.plan)
         self.param_names: set[str] = set()
         self._keepalive: list[Any] = []
-        steps = (self._step(op) for op in self.plan.ops)
-        self.steps: list[Step] = [s for s in steps if s is not None]
+        self.steps: list[Step] = [step for op in self.plan.ops for step in self._steps(op)]
         self._native = native_support()
         n = max(len(self.steps), 1)
         self._fns = (ctypes.c_void_p * n)(*(ctypes.cast(fn, ctypes.c_void_p).value
@@ -58,22 +57,24 @@ class GraphExecutor:
 
     @staticmethod
     def _allocate(plan: GraphPlan) -> list[np.ndarray]:
-        dtypes = [numpy_dtype(d) for d in plan.dtypes]
-        sizes = [math.prod(s) * dt.itemsize for s, dt in zip(plan.shapes, dtypes)]
+        sizes = entry_sizes(plan)
         pool_bytes: dict[int, int] = {}
-        for sid, size in zip(plan.storage_ids, sizes):
-            pool_bytes[sid] = max(pool_bytes.get(sid, 0), size)
+        for sid, offset, size in zip(plan.storage_ids, plan.storage_offsets, sizes):
+            pool_bytes[sid] = max(pool_bytes.get(sid, 0), offset + size)
         check_memory(sum(pool_bytes.values()),
                      f"the graph's storage ({len(pool_bytes)} pools for {len(sizes)} tensors)")
         pools = {sid: aligned_bytes(n) for sid, n in pool_bytes.items()}
         return [
-            view_as(pools[sid], shape, dt)
-            for sid, shape, dt in zip(plan.storage_ids, plan.shapes, dtypes)
+            view_as(pools[sid][offset:], shape, numpy_dtype(dt))
+            for sid, offset, shape, dt in zip(plan.storage_ids, plan.storage_offsets,
+                                              plan.shapes, plan.dtypes)
         ]
 
-    def _step(self, op: OpNode) -> Step | None:
+    def _steps(self, op: OpNode) -> list[Step]:
         if op.func_name == NOP:
-            return self._nop_step(op)
+            return self._nop_steps(op)
+        if op.func_name == CONCAT:
+            return self._concat_steps(op)
         try:
             kernel = self.lib.get_function(op.func_name)
         except KeyError:
@@ -85,7 +86,7 @@ class GraphExecutor:
         addrs = [self.entries[e].ctypes.data for e in op.inputs + op.outputs]
         args = (ctypes.c_void_p * max(len(addrs), 1))(*addrs)
         self._keepalive.append(args)
-        return (kernel.cfunc, ctypes.addressof(args), op.name)
+        return [(kernel.cfunc, ctypes.addressof(args), op.name)]
 
     def _check_signature(self, op: OpNode) -> None:
         """The buffers the graph gives node `op` are exactly what its kernel was compiled for
@@ -105,13 +106,14 @@ class GraphExecutor:
                     f"graph node {op.name!r}: argument {i} of kernel {op.func_name!r} is "
                     f"{shape} {dtype}, the graph gives entry {e} as {tuple(got_shape)} "
                     f"{got_dtype}")
-        sids = self.plan.storage_ids
-        shared = {sids[e] for e in op.inputs} & {sids[e] for e in op.outputs}
-        if shared:
-            raise ValueError(f"graph node {op.name!r}: an output shares storage {sorted(shared)} "
-                             f"with an input; kernels never run in place")
+        spans = [_byte_span(self.plan, e) for e in op.inputs]
+        for out in op.outputs:
+            sid, lo, hi = _byte_span(self.plan, out)
+            if any(s == sid and a < hi and lo < b for s, a, b in spans):
+                raise ValueError(f"graph node {op.name!r}: an output overlaps an input in "
+                                 f"storage {sid}; kernels never run in place")
 
-    def _nop_step(self, op: OpNode) -> Step | None:
+    def _nop_steps(self, op: OpNode) -> list[Step]:
         """A reshape-only node: shares its input's storage, or copies when the plan split them."""
         (src,), (dst,) = op.inputs, op.outputs
         a, b = self.entries[src], self.entries[dst]
@@ -120,12 +122,29 @@ class GraphExecutor:
                 f"graph node {op.name!r} is __nop (reshape-only) but maps {a.shape} {a.dtype} "
                 f"({a.nbytes} bytes) to {b.shape} {b.dtype} ({b.nbytes} bytes)"
             )
-        if self.plan.storage_ids[src] == self.plan.storage_ids[dst]:
-            return None  # same pool, same bytes: the output already aliases the input
-        args = (ctypes.c_void_p * 3)(b.ctypes.data, a.ctypes.data, a.nbytes)
+        if _byte_span(self.plan, src) == _byte_span(self.plan, dst):
+            return []  # same pool, same bytes: the output already aliases the input
+        return [self._copy_step(b, a, op.name)]
+
+    def _concat_steps(self, op: OpNode) -> list[Step]:
+        """A concatenation of byte runs (graph_json checked the shapes): inputs the plan laid
+        out in place cost nothing, the others are copied to their place."""
+        (dst,) = op.outputs
+        sid, base, _ = _byte_span(self.plan, dst)
+        out = self.entries[dst].reshape(-1).view(np.uint8)
+        steps, at = [], 0
+        for e in op.inputs:
+            n = self.entries[e].nbytes
+            if _byte_span(self.plan, e) != (sid, base + at, base + at + n):
+                steps.append(self._copy_step(out[at:at + n], self.entries[e], op.name))
+            at += n
+        return steps
+
+    def _copy_step(self, dst: np.ndarray, src: np.ndarray, name: str) -> Step:
+        args = (ctypes.c_void_p * 3)(dst.ctypes.data, src.ctypes.data, src.nbytes)
         self._keepalive.append(args)
         copy = KERNEL_FUNCTYPE(native_support().copy_step_address)
-        return (copy, ctypes.addressof(args), op.name)
+        return (copy, ctypes.addressof(args), name)
 
     # ---- inputs -------------------------------------------------------------------------
 
@@ -243,15 +262,29 @@ def _inputs_read(plan: GraphPlan) -> list[bool]:
     return [e in read for e in plan.input_entries]
 
 
+def entry_sizes(plan: GraphPlan) -> list[int]:
+    """Bytes of each entry."""
+    return [math.prod(shape) * numpy_dtype(dt).itemsize
+            for shape, dt in zip(plan.shapes, plan.dtypes)]
+
+
+def _byte_span(plan: GraphPlan, e: int) -> tuple[int, int, int]:
+    """(storage id, first byte, end byte) of entry e."""
+    start = plan.storage_offsets[e]
+    return plan.storage_ids[e], start, start + math.prod(plan.shapes[e]) * \
+        numpy_dtype(plan.dtypes[e]).itemsize
+
+
 def _check_storage_plan(plan: GraphPlan) -> None:
-    """No two tensors alive at the same time share storage (a graph file could say anything).
+    """No two tensors alive at the same time share bytes (a graph file could say anything).
 
     A tensor lives from the node that writes it to the last node that reads it; graph inputs
     and params live through the whole run (they keep their values between runs), outputs to
-    its end. A reshape (__nop) whose input and output share storage makes them one tensor.
+    its end. A reshape (__nop) whose output has its input's bytes makes them one tensor; so
+    does a __concat with each input laid out in place inside its output.
     """
     n_ops, forever = len(plan.ops), len(plan.ops) + 1
-    alias = list(range(len(plan.shapes)))  # entry -> its tensor (after __nop aliasing)
+    alias = list(range(len(plan.shapes)))  # entry -> the tensor it is (part of)
 
     def root(e: int) -> int:
         while alias[e] != e:
@@ -259,9 +292,16 @@ def _check_storage_plan(plan: GraphPlan) -> None:
         return e
 
     for op in plan.ops:
-        if op.func_name == NOP and len(op.inputs) == 1 and len(op.outputs) == 1 \
-                and plan.storage_ids[op.inputs[0]] == plan.storage_ids[op.outputs[0]]:
+        if op.func_name == NOP and _byte_span(plan, op.inputs[0])[:2] == \
+                _byte_span(plan, op.outputs[0])[:2]:  # same start (_nop_steps checks the size)
             alias[root(op.outputs[0])] = root(op.inputs[0])
+        elif op.func_name == CONCAT:
+            sid, at, _ = _byte_span(plan, op.outputs[0])
+            for e in op.inputs:
+                span = _byte_span(plan, e)
+                if span == (sid, at, at + span[2] - span[1]) and root(e) != root(op.outputs[0]):
+                    alias[root(e)] = root(op.outputs[0])
+                at += span[2] - span[1]
     start = {e: -1 for e in plan.input_entries}
     end = {e: forever for e in (*plan.input_entries, *plan.outputs)}
     for i, op in enumerate(plan.ops):
@@ -269,23 +309,27 @@ def _check_storage_plan(plan: GraphPlan) -> None:
             start.setdefault(e, i)
         for e in op.inputs:
             end[e] = max(end.get(e, i), i)
-    spans: dict[int, list[int]] = {}  # tensor -> [first, last]
+    lives: dict[int, list[int]] = {}  # tensor -> [first, last]
     for e in range(len(plan.shapes)):
         first, last = start.get(e, n_ops), end.get(e, start.get(e, n_ops))
-        span = spans.setdefault(root(e), [first, last])
+        span = lives.setdefault(root(e), [first, last])
         span[0], span[1] = min(span[0], first), max(span[1], last)
     by_sid: dict[int, list[tuple[int, int, int]]] = {}
-    for t, (first, last) in spans.items():
+    for t, (first, last) in lives.items():
         by_sid.setdefault(plan.storage_ids[t], []).append((first, last, t))
-    for sid, lives in by_sid.items():
-        lives.sort()
-        f0, l0, t0 = lives[0]
-        for f1, l1, t1 in lives[1:]:
-            if f1 <= l0:
-                raise ValueError(f"graph JSON: entries {t0} and {t1} share storage {sid} while "
-                                 f"both are alive (nodes {f0}..{l0} and {f1}..{l1})")
-            if l1 > l0:
-                f0, l0, t0 = f1, l1, t1
+    for sid, tensors in by_sid.items():
+        tensors.sort()
+        active: list[tuple[int, int, int]] = []
+        for first, last, t in tensors:
+            active = [a for a in active if a[1] >= first]
+            _, lo, hi = _byte_span(plan, t)
+            for f0, l0, t0 in active:
+                _, lo0, hi0 = _byte_span(plan, t0)
+                if lo < hi0 and lo0 < hi:
+                    raise ValueError(f"graph JSON: entries {t0} and {t} share bytes of storage "
+                                     f"{sid} while both are alive (nodes {f0}..{l0} and "
+                                     f"{first}..{last})")
+            active.append((first, last, t))
 
 
 def create_executor(graph_json: str, lib: KernelLibrary, device: Device) -> GraphExecutor:

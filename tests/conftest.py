@@ -2,7 +2,9 @@
 
 - faulthandler on, so a crash in native code shows a Python traceback;
 - the persistent compile cache (codegen.cache) goes to a temporary directory for the session,
-  never to the user's ~/.cache/relayjit (subprocesses the tests start inherit it).
+  never to the user's ~/.cache/relayjit (subprocesses the tests start inherit it);
+- the build cache (compiler.build_cache) is off, so every build runs its passes and asks the
+  kernel cache as the tests expect; tests/build/test_build_cache.py turns it on.
 - keep_thread_count: a fixture restoring the kernel thread count a test changed.
 """
 import atexit
@@ -17,6 +19,7 @@ faulthandler.enable()
 
 _CACHE_DIR = tempfile.mkdtemp(prefix="relayjit-test-cache-")
 os.environ["RELAYJIT_CACHE_DIR"] = _CACHE_DIR
+os.environ["RELAYJIT_BUILD_CACHE"] = "0"
 atexit.register(shutil.rmtree, _CACHE_DIR, True)
 
 

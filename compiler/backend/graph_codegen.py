@@ -19,6 +19,13 @@ smallest big-enough first, else the largest smaller one, which grows), or a new 
 the node, each input's token drops one reference and returns to the free list at zero. A
 "__nop" output takes its input's token. Heads are pinned. The token index is the
 storage_id, so two intermediates whose lifetimes do not overlap share one storage.
+
+Concatenations without copies (relayjit's addition): a primitive function that only
+concatenates whole byte runs (is_byte_concat) compiles no kernel and becomes a "__concat"
+node. Where it can, the plan lays its inputs out inside its output (_concat_layout: nested
+concatenations, as DenseNet's, inside the outermost one): the group's token is requested by
+its first member's producer, holds the references of every member, and each member gets a
+byte offset (attrs "storage_offset"); the node then does nothing at run time.
 """
 from __future__ import annotations
 
@@ -33,12 +40,34 @@ from compiler.ir.expr import (Call, Constant, Function, Let, Op, RelayExpr, Tupl
 from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.op.registry import get_def
+from runtime.graph_json import CONCAT, NOP, STORAGE_ALIGNMENT, concat_axis
 
-__all__ = ["GraphCodegen", "GraphCodegenResult", "NOP", "flatten_tensor_types",
-           "function_calls"]
+__all__ = ["GraphCodegen", "GraphCodegenResult", "NOP", "CONCAT", "flatten_tensor_types",
+           "function_calls", "is_byte_concat"]
 
-NOP = "__nop"
 MATCH_RANGE = 16
+
+
+def is_byte_concat(func: Function) -> bool:
+    """Whether a primitive function only concatenates its parameters, in order, along an axis
+    that only outer dims of size 1 precede: its output is their bytes one after another, so
+    it runs as "__concat" (laid out in place by the memory plan, else copied), no kernel."""
+    body = func.body
+    if type(body) is not Call or not isinstance(body.op, Op) or \
+            body.op.name != "concatenate" or len(body.args) != 1:
+        return False
+    arg = body.args[0]
+    fields = list(arg.fields) if type(arg) is Tuple else [arg]
+    if fields != list(func.params) or any(type(f) is not Var for f in fields):
+        return False
+    try:
+        ins = [t for p in func.params
+               for t in flatten_tensor_types(p.checked_type, "concatenate input")]
+    except CompilerError:
+        return False
+    out = body.checked_type
+    return isinstance(out, TensorType) and all(t.dtype == out.dtype for t in ins) and \
+        concat_axis([tuple(t.shape) for t in ins], tuple(out.shape)) is not None
 
 
 def flatten_tensor_types(ty: Type, where: str) -> list[TensorType]:
@@ -178,7 +207,11 @@ class GraphCodegen:
         if kernel == NOP and (len(inputs) != 1 or len(outs) != 1):
             raise CompilerError(f"graph codegen: a reshape-only function must map one tensor "
                                 f"to one tensor, got {len(inputs)} inputs, {len(outs)} outputs")
-        name = self._unique_op_name(kernel if kernel != NOP else "reshape_nop")
+        if kernel == CONCAT and len(outs) != 1:
+            raise CompilerError(f"graph codegen: a concatenation must give one tensor, got "
+                                f"{len(outs)}")
+        name = self._unique_op_name({NOP: "reshape_nop", CONCAT: "concatenate"}.get(kernel,
+                                                                                  kernel))
         node = {"op": "tvm_op", "name": name,
                 "attrs": {"func_name": kernel, "flatten_data": "0",
                           "num_inputs": str(len(inputs)), "num_outputs": str(len(outs)),
@@ -257,6 +290,11 @@ class GraphCodegen:
         for nid in arg_nodes:
             for e in self.node_entries[nid]:
                 entry_token[e] = new_token(sizes[e], uses[e], True)
+        inputs = {e for nid in arg_nodes for e in self.node_entries[nid]}
+        root, offsets = self._concat_layout(sizes, inputs | head_set)
+        members: dict[int, list[int]] = {}
+        for e, r in root.items():
+            members.setdefault(r, []).append(e)
         for _, ins, outs, func in self.ops:
             if func == NOP:
                 tok = entry_token[ins[0]]
@@ -265,8 +303,15 @@ class GraphCodegen:
                 entry_token[outs[0]] = tok
             else:
                 for e in outs:
-                    entry_token[e] = self._request(free, sizes[e], uses[e], new_token)
-                    entry_token[e].pinned = e in head_set
+                    if entry_token[e] is not None:  # part of a concatenation already placed
+                        continue
+                    whole = root.get(e, e)
+                    group = members.get(whole, [e])
+                    tok = self._request(free, sizes[whole], sum(uses[m] for m in group),
+                                        new_token)
+                    tok.pinned = any(m in head_set for m in group)
+                    for m in group:
+                        entry_token[m] = tok
             for e in ins:
                 tok = entry_token[e]
                 tok.refs -= 1
@@ -290,7 +335,39 @@ class GraphCodegen:
             "param_bytes": params_bytes,
             "total_bytes": sum(t.size for t in tokens),
         }
-        return storage_ids, stats
+        return storage_ids, [offsets.get(e, 0) for e in range(len(sizes))], stats
+
+    def _concat_layout(self, sizes: list[int], fixed: set[int]) -> tuple[dict, dict]:
+        """Concatenations laid out in place: ({entry: the outermost concatenation output it
+        lies in}, {entry: its byte offset there}), roots mapping to themselves.
+
+        An input is placed inside its concatenation's output when a kernel or another placed
+        concatenation writes it, it is not a graph input, constant or output, no other
+        concatenation claims it, and its offset keeps kernels' buffers aligned; a
+        concatenation places all its inputs or none (the runtime copies the rest)."""
+        producer = {e: func for _, _, outs, func in self.ops for e in outs}
+        parent: dict[int, tuple[int, int]] = {}  # entry -> (concat output, byte offset)
+        for _, ins, outs, func in self.ops:
+            if func != CONCAT:
+                continue
+            at, places = 0, []
+            for e in ins:
+                places.append(at)
+                at += sizes[e]
+            if len(set(ins)) == len(ins) and all(
+                    e not in fixed and e not in parent and producer.get(e) not in (None, NOP)
+                    and off % STORAGE_ALIGNMENT == 0 for e, off in zip(ins, places)):
+                parent.update((e, (outs[0], off)) for e, off in zip(ins, places))
+        root: dict[int, int] = {}
+        offsets: dict[int, int] = {}
+        for e in parent:
+            r, off = e, 0
+            while r in parent:
+                r, step = parent[r]
+                off += step
+            root[e], offsets[e] = r, off
+            root.setdefault(r, r)
+        return root, offsets
 
     @staticmethod
     def _request(free: list[_Token], size: int, refs: int, new_token) -> _Token:
@@ -308,7 +385,7 @@ class GraphCodegen:
         return tok
 
     def _finish(self, arg_nodes: list[int], heads: list[int]) -> GraphCodegenResult:
-        storage_ids, stats = self._plan(arg_nodes, heads)
+        storage_ids, offsets, stats = self._plan(arg_nodes, heads)
         row_ptr = [0]
         for entries in self.node_entries:
             row_ptr.append(row_ptr[-1] + len(entries))
@@ -320,6 +397,7 @@ class GraphCodegen:
                 "dltype": ["list_str", [t.dtype for t in self.entry_types]],
                 "storage_id": ["list_int", storage_ids],
                 "shape": ["list_shape", [list(t.shape) for t in self.entry_types]],
+                **({"storage_offset": ["list_int", offsets]} if any(offsets) else {}),
             },
             "node_row_ptr": row_ptr,
         }

@@ -17,6 +17,7 @@ from runtime.graph_executor import GraphModule
 def cache_dir(tmp_path, monkeypatch):
     """An empty cache directory; every build is stored, however quick."""
     monkeypatch.setenv("RELAYJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("RELAYJIT_BUILD_CACHE", "1")
     monkeypatch.setattr(build_cache, "MIN_BUILD_SECONDS", 0.0)
     return tmp_path
 
@@ -93,6 +94,15 @@ def test_a_damaged_entry_is_removed_and_rebuilt(cache_dir):
     assert _hits(_build(weight)) == 1  # stored again, readable
 
 
+def test_the_switch_turns_it_off(cache_dir, monkeypatch):
+    monkeypatch.setenv("RELAYJIT_BUILD_CACHE", "0")
+    _build(np.ones((8, 4, 3, 3), "float32"))
+    assert _entries(cache_dir) == []
+    monkeypatch.setenv("RELAYJIT_BUILD_CACHE", "maybe")
+    with pytest.raises(ValueError, match="RELAYJIT_BUILD_CACHE"):
+        _build(np.ones((8, 4, 3, 3), "float32"))
+
+
 def test_builds_with_instruments_or_without_disk_cache_are_not_stored(cache_dir):
     @pass_instrument
     class Seen(PassInstrument):
@@ -112,6 +122,7 @@ def test_builds_with_instruments_or_without_disk_cache_are_not_stored(cache_dir)
 
 def test_quick_builds_are_not_stored(tmp_path, monkeypatch):
     monkeypatch.setenv("RELAYJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("RELAYJIT_BUILD_CACHE", "1")
     monkeypatch.setattr(build_cache, "MIN_BUILD_SECONDS", 1e9)
     _build(np.ones((8, 4, 3, 3), "float32"))
     assert _entries(tmp_path) == []
