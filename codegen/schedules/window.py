@@ -182,7 +182,11 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
             rows.append(For(oj, ow, store(imm(b), oj), "vectorized"))
         return seq(*rows)
 
-    wide = ow >= 2 * vector_width()
+    # rows that go straight into the output: at least two 8-float vectors (LLVM vectorises
+    # these loops 256 bits wide here, AVX-512 hosts included; a 14-wide row is one vector and a
+    # scalar remainder, slower than the flattened rows: 272@14x14 0.034 -> 0.044 ms), or with
+    # AVX-512 one masked vector (544@7x7 0.024 -> 0.017 ms; 192@28x28 0.090 -> 0.078 ms)
+    wide = ow >= 16 or (vector_width() == 16 and ow <= 8)
     if not padded and wide:
         # wide rows that need no padding: the taps straight from the input, as strided (or,
         # at stride 1, plain) vector loads; the phase copy would be one more pass (SqueezeNet's
