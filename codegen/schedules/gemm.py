@@ -12,7 +12,8 @@ C[b, m, n] = sum_k A(b, m, k) * B(b, n, k), float32, BLIS loop order:
                                                   with AVX-512); the M tiles instead
                                                   when there are more)
             for it in MC/6:
-              full tile : micro-kernel writes/accumulates C directly (ldc = N)
+              full tile : micro-kernel writes/accumulates C directly (ldc = N), prefetching
+                          the same K block of B panel jt + 1 into L2
               edge tile : micro-kernel writes a 6x16 scratch tile, guarded copy into C
               last K block: epilogue applied to the tile just written (cache hot)
 
@@ -288,10 +289,13 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     kern = f"gemm_{MR}x{NR}"
     a_ptr = addr(ap, it2, 0, 0)
     b_ptr = addr(bp, jt2, pc * kc, 0)
+    # the micro-kernel prefetches the next N panel's block into L2 as it reads this one
+    b_next = addr(bp, select(lt(jt2, nt - 1), jt2 + 1, jt2) if nt > 1 else jt2, pc * kc, 0)
 
     ti, tj = var(f"{name}_ti"), var(f"{name}_tj")
     cidx = out_index(bidx, m0 + ti, n0 + tj)
-    full = ukr_call(kern, kc, a_ptr, b_ptr, addr(out, *out_index(bidx, m0, n0)), n, accumulate)
+    full = ukr_call(kern, kc, a_ptr, b_ptr, addr(out, *out_index(bidx, m0, n0)), n, accumulate,
+                    b_next)
     if epilogue is not None:
         cur = Load(out, cidx, F32)
         epi = For(ti, MR, For(tj, NR, Store(out, cidx, epilogue(cur, cidx)), "vectorized"))
@@ -311,7 +315,7 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
 
     edge_store = edge_rows(NR) if n % NR == 0 else \
         IfThenElse(lt(n0 + (NR - 1), n), edge_rows(NR), edge_rows(n % NR))
-    edge = seq(ukr_call(kern, kc, a_ptr, b_ptr, addr(tile, 0, 0), NR, 0), edge_store)
+    edge = seq(ukr_call(kern, kc, a_ptr, b_ptr, addr(tile, 0, 0), NR, 0, b_next), edge_store)
     is_full = []
     if m % MR or mb * mc > m:
         is_full.append(lt(m0 + (MR - 1), m))

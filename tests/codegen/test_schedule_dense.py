@@ -121,4 +121,7 @@ def test_micro_kernel_is_vector_fma(monkeypatch) -> None:
     body = asm[asm.index("relayjit.ukr.gemm_6x16:"):]
     body = body[:body.index(".Lfunc_end")]
     assert body.count("vfmadd231ps\t%ymm") >= 12 * 4, "k loop is not unrolled <8 x float> FMA"
-    assert "(%rsp)" not in body, "the micro-kernel spills"
+    stack = [ln.strip() for ln in body.splitlines() if "%rsp" in ln]
+    # the one stack access allowed: loading b_next, the seventh (SysV: stack) argument
+    assert len(stack) == 1 and stack[0].startswith("movq\t8(%rsp), %r"), \
+        f"the micro-kernel spills: {stack}"

@@ -3,6 +3,8 @@ products deep enough to take several K blocks (accumulation into C, fused epilog
 block), plain and on pre-packed weights, against numpy."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -93,3 +95,22 @@ def test_rows_per_tile_pads_least(m: int, width: int) -> None:
     mr = rows_per_tile(m)
     padded = -(-m // mr) * mr
     assert all(padded <= -(-m // other) * other for other in ((6,) if width == 8 else (8, 12)))
+
+
+@pytest.mark.parametrize("n", [40, 64])
+def test_micro_kernel_prefetches_next_panel_without_spilling(n: int, width: int) -> None:
+    """The k loop prefetches the next B panel into L2 (prefetcht1), one per cache line of B
+    it reads, and the prefetch pointer costs no spill; a single panel prefetches itself."""
+    from codegen.jit import get_assembly
+    from codegen.lower import lower
+
+    x, w = te.placeholder((24, 64), name="x"), te.placeholder((n, 64), name="w")
+    asm = get_assembly([lower("dense_prefetch", [x, w], [dense(x, w)])])
+    mr = rows_per_tile(24)
+    body = asm[asm.index(f"relayjit.ukr.gemm_{mr}x{2 * width}:"):]
+    body = body[:body.index(".Lfunc_end")]
+    assert body.count("prefetcht1") == 4 * 2 * width * 4 // 64  # 4 unrolled k steps
+    stack = [ln.strip() for ln in body.splitlines() if "%rsp" in ln]
+    # the only stack access: b_next, the seventh argument, which SysV passes on the stack
+    assert len(stack) == 1 and re.fullmatch(r"movq\s+8\(%rsp\), %r\w+", stack[0]), \
+        f"the micro-kernel spills: {stack}"
