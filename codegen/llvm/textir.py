@@ -104,11 +104,11 @@ class TextBlock:
 
 def _binop(opname: str):
     def emit(self: TextBuilder, lhs, rhs, name: str = "", flags=()) -> Value:
-        if lhs.type != rhs.type:
-            raise ValueError(f"Operands must be the same type, got ({lhs.type}, {rhs.type})")
+        ty = lhs.type
+        if ty is not rhs.type and ty != rhs.type:  # llvmlite shares its integer types
+            raise ValueError(f"Operands must be the same type, got ({ty}, {rhs.type})")
         op = " ".join((opname, *flags)) if flags else opname
-        return self._value(lhs.type, name,
-                           f"{op} {lhs.type} {lhs.get_reference()}, {rhs.get_reference()}")
+        return self._value(ty, name, f"{op} {ty} {lhs.get_reference()}, {rhs.get_reference()}")
     emit.__name__ = opname
     return emit
 
