@@ -1,15 +1,14 @@
 """Sliding windows over one channel plane at a time (NCHW): pooling and depthwise convolution.
 
 Per (image, channel), the task of one parallel iteration, the channel is first copied into
-cache-resident scratch with its padding filled in (zeros, or -inf for a max): for pooling, split
-into its stride phases, so that every tap of every window is a contiguous run and the windows
-reduce in one long vector loop over flattened rows. No bounds test per tap (the generic pooling
-rule tests every tap: an Inception 3x3 average pool with padding ran 9x slower than
-onnxruntime's) and no short strided rows (a 14-wide stride-2 row was mostly scalar). Wide rows
-(two vectors or more) reduce straight into the output rows, four rows per loop so that their
-overlapping windows load each input row once; wide rows that need no padding skip the copy and
-read their taps in place. A depthwise window's sum of products goes through accumulators, which
-codegen contracts into FMAs.
+cache-resident scratch with its padding filled in (zeros, or -inf for a max), split into its
+stride phases, so that every tap of every window is a contiguous run (no bounds test per tap:
+the generic pooling rule tests every tap, and an Inception 3x3 average pool with padding ran 9x
+slower than onnxruntime's; no short strided rows: a 14-wide stride-2 row was mostly scalar). The
+windows then reduce straight into the output rows, four rows per loop so that their overlapping
+windows load each input row once, each row in whole vectors and one remainder vector. A plane
+that needs no padding skips the copy and reads its taps in place. A depthwise window's sum of
+products goes through accumulators, which codegen contracts into FMAs.
 
 A max is reduced as a balanced tree of plain maxima (vmaxps) beside a tree of NaN tests, so a
 window's taps are not one serial chain of compare-and-select steps; a NaN anywhere in the
@@ -24,7 +23,7 @@ from ..parallel import MIN_PARALLEL_WORK
 from ..tir.expr import BinaryOp, Expr, Load
 from ..tir.ops import const, gt, logical_or, ne, select
 from ..tir.stmt import Allocate, Buffer, For, Stmt, Store, seq
-from .common import Epilogue, ceil_div, imm, mark_epilogue, tree_reduce, var, vector_width
+from .common import Epilogue, imm, mark_epilogue, tree_reduce, var
 
 # finish(window value, output row, output column) -> the pool's result (average divisor,
 # the value of a window that covers only padding)
@@ -124,10 +123,15 @@ def _store_sum(dest: Buffer, index: tuple, value: Expr, then: Callable[[Expr], E
     return Allocate(prod, Allocate(total, seq(*steps)))
 
 
-# Wide rows are computed ROW_BLOCK output rows per loop: their windows overlap in kh - sh input
-# rows, which LLVM then loads once (a 3x3 stride-1 block of 4 rows: 18 row loads, not 36).
+# Rows are computed ROW_BLOCK output rows per loop: their windows overlap in kh - sh input rows,
+# which LLVM then loads once (a 3x3 stride-1 block of 4 rows: 18 row loads, not 36).
 # MobileNet's 32@112x112 depthwise 0.20 -> 0.17-0.18 ms, 144@56x56 0.20 -> 0.18-0.19.
 ROW_BLOCK = 4
+# Floats in the vectors LLVM gives these loops: 256 bits, AVX-512 hosts included. A row goes in
+# whole vectors, then the rest in a loop of its own, which LLVM turns into one masked vector
+# with AVX-512 (its own remainder loop is scalar): depthwise 192@28x28 0.079 -> 0.053-0.059 ms,
+# 272@14x14 0.033 -> 0.022, 384@14x14 0.044-0.049 -> 0.028.
+ROW_VECTOR = 8
 
 # reduce(taps, k): a window's value from its tap loads (r-major) for output channel k
 Reduce = Callable[[list[Expr], Expr], Expr]
@@ -142,83 +146,68 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
 
     Per (image, output channel), the task of one parallel iteration, the padded input plane
     is split into its stride phases, P[py][px][i*wq + j] = xpad[i*sh + py][j*sw + px], so that
-    every tap is a contiguous run of P. Wide rows (two vectors or more) reduce straight into
-    the output rows; narrow ones over the flattened rows of width wq (the wq - ow columns past
-    the end of each row are computed and dropped): one long vector loop whatever the stride."""
+    every tap is a contiguous run of P, and the windows reduce straight into the output rows.
+    A plane that needs no padding is read in place."""
     kh, kw, sh, sw, dh, dw = (geo[t] for t in ("kh", "kw", "sh", "sw", "dh", "dw"))
     oh, ow = geo["oh"], geo["ow"]
     qy, qx = (kh - 1) * dh // sh, (kw - 1) * dw // sw  # the farthest tap, in phase rows/columns
     hq, wq = oh + qy, ow + qx
-    # the flattened rows, rounded up to whole vectors: no scalar remainder loop (a 7x7 plane's
-    # 63 values were 56 in vectors and 7 one at a time, as slow as the rest); the extra values
-    # and the last row's dropped columns read up to qy*wq + qx past them, into the fill
-    flat_len = ceil_div(oh * wq, vector_width()) * vector_width()
-    size = flat_len + qy * wq + qx
     g = dict(h=geo["h"], w=geo["w"], pt=geo["pt"], pl=geo["pl"], sh=sh, sw=sw, hq=hq, wq=wq,
-             size=size)
-    dtype = out.dtype
+             size=hq * wq)
     ni, ki = var(f"{name}_n"), var(f"{name}_k")
     work = geo["n"] * geo["k"] * oh * ow * kh * kw
     kind = "parallel" if work >= MIN_PARALLEL_WORK else "serial"
     padded = (oh - 1) * sh + (kh - 1) * dh >= geo["h"] or geo["pt"] or geo["pl"] \
         or (ow - 1) * sw + (kw - 1) * dw >= geo["w"]
-    def output_rows(value_at: Callable[[Expr, Expr], Expr], block: int = 1) -> Stmt:
-        """out[n, k, oi, oj] = epilogue(finish(value_at(oi, oj))): vector loops along the rows,
-        `block` rows in one loop (their windows share input rows: LLVM loads them once)."""
-        def store(oi: Expr, oj: Expr) -> Stmt:
-            idx = (ni, ki, oi, oj)
 
-            def then(value: Expr) -> Expr:
-                val = finish(value, ki, oi, oj)
-                return epilogue(val, idx) if epilogue is not None else val
-            return _store_sum(out, idx, value_at(oi, oj), then, f"{name}_acc")
+    def store(value: Expr, oi: Expr, oj: Expr) -> Stmt:
+        """out[n, k, oi, oj] = epilogue(finish(value))."""
+        idx = (ni, ki, oi, oj)
 
-        ob, oj = var(f"{name}_h"), var(f"{name}_w")
-        full = oh // block
-        rows = [For(ob, full, For(oj, ow, seq(*(store(ob * block + b, oj) for b in range(block))),
-                                  "vectorized")) if full else None]
-        for b in range(full * block, oh):
-            oj = var(f"{name}_w{b}")
-            rows.append(For(oj, ow, store(imm(b), oj), "vectorized"))
+        def then(v: Expr) -> Expr:
+            v = finish(v, ki, oi, oj)
+            return epilogue(v, idx) if epilogue is not None else v
+        return _store_sum(out, idx, value, then, f"{name}_acc")
+
+    def along_row(tag: str, body: Callable[[Expr], Stmt]) -> Stmt:
+        """body(oj) over a row: whole vectors, then the rest in a loop of its own."""
+        main = ow - ow % ROW_VECTOR
+        oj, rest = var(f"{name}_w{tag}"), var(f"{name}_r{tag}")
+        return seq(For(oj, main, body(oj), "vectorized") if main else None,
+                   For(rest, ow - main, body(rest + main), "vectorized") if ow > main else None)
+
+    def output_rows(value_at: Callable[[Expr, Expr], Expr]) -> Stmt:
+        """The output plane of channel ki, ROW_BLOCK rows per loop, then the rows left over."""
+        ob = var(f"{name}_h")
+        full = oh // ROW_BLOCK
+        rows = [For(ob, full, along_row("", lambda oj: seq(*(
+            store(value_at(ob * ROW_BLOCK + b, oj), ob * ROW_BLOCK + b, oj)
+            for b in range(ROW_BLOCK))))) if full else None]
+        for b in range(full * ROW_BLOCK, oh):
+            rows.append(along_row(str(b), lambda oj: store(value_at(imm(b), oj), imm(b), oj)))
         return seq(*rows)
 
-    # rows that go straight into the output: at least two 8-float vectors (LLVM vectorises
-    # these loops 256 bits wide here, AVX-512 hosts included; a 14-wide row is one vector and a
-    # scalar remainder, slower than the flattened rows: 272@14x14 0.034 -> 0.044 ms), or with
-    # AVX-512 one masked vector (544@7x7 0.024 -> 0.017 ms; 192@28x28 0.090 -> 0.078 ms)
-    wide = ow >= 16 or (vector_width() == 16 and ow <= 8)
-    if not padded and wide:
-        # wide rows that need no padding: the taps straight from the input, as strided (or,
-        # at stride 1, plain) vector loads; the phase copy would be one more pass (SqueezeNet's
-        # 111x111 stride-2 max pool: 0.105 ms this way, 0.196 through phases)
+    if not padded:
+        # the taps straight from the input, as strided (or, at stride 1, plain) vector loads;
+        # the phase copy would be one more pass (SqueezeNet's 111x111 stride-2 max pool: 0.105
+        # ms this way, 0.196 through phases)
         cin = channel_of(ki)
 
         def in_place(oi: Expr, oj: Expr) -> Expr:
             return reduce_taps([Load(xb, (ni, cin, oi * sh + r * dh, oj * sw + s * dw), xb.dtype)
                                 for r in range(kh) for s in range(kw)], ki)
-        return For(ni, geo["n"], For(ki, geo["k"], output_rows(in_place, ROW_BLOCK), kind))
-    phases = Buffer(f"{name}_phases", (sh, sw, size), xb.dtype)
+        return For(ni, geo["n"], For(ki, geo["k"], output_rows(in_place), kind))
+
+    phases = Buffer(f"{name}_phases", (sh, sw, hq * wq), xb.dtype)
     split = seq(*(_phase_rows(xb, phases, ni, channel_of(ki), py, g, fill, f"{name}_{py}")
                   for py in range(sh)))
 
-    def phase_taps(q: Expr) -> list[Expr]:
-        return [Load(phases, (imm(r * dh % sh), imm(s * dw % sw),
-                              q + (r * dh // sh * wq + s * dw // sw)), xb.dtype)
-                for r in range(kh) for s in range(kw)]
-
-    if wide:
-        # wide rows: the windows straight from the phases into the output rows, epilogue
-        # fused (MobileNet's 32@112x112 depthwise 0.31 -> 0.25 ms); the flattened rows below
-        # keep narrow planes in one long vector loop, at the price of one more pass
-        plane = Allocate(phases, seq(split, output_rows(
-            lambda oi, oj: reduce_taps(phase_taps(oi * wq + oj), ki), ROW_BLOCK)))
-        return For(ni, geo["n"], For(ki, geo["k"], plane, kind))
-    flat = Buffer(f"{name}_flat", (flat_len,), dtype)
-    q = var(f"{name}_q")
-    reduce_ = For(q, flat_len, _store_sum(flat, (q,), reduce_taps(phase_taps(q), ki),
-                                          lambda v: v, f"{name}_acc"), "vectorized")
-    store = output_rows(lambda oi, oj: Load(flat, (oi * wq + oj,), dtype))
-    plane = Allocate(phases, Allocate(flat, seq(split, reduce_, store)))
+    def from_phases(oi: Expr, oj: Expr) -> Expr:
+        q = oi * wq + oj
+        return reduce_taps([Load(phases, (imm(r * dh % sh), imm(s * dw % sw),
+                                          q + (r * dh // sh * wq + s * dw // sw)), xb.dtype)
+                            for r in range(kh) for s in range(kw)], ki)
+    plane = Allocate(phases, seq(split, output_rows(from_phases)))
     return For(ni, geo["n"], For(ki, geo["k"], plane, kind))
 
 

@@ -1,7 +1,6 @@
-"""Depthwise convs and pools through codegen.schedules.window end to end (relay.build): the
-rows that go straight into the output (windows from the stride phases, or in place; blocks of
-rows and the rows left over; the bias + clip epilogue fused) and the flattened rows of narrow
-planes, vs numpy."""
+"""Depthwise convs and pools through codegen.schedules.window end to end (relay.build), vs numpy:
+windows from the stride phases or in place, blocks of rows and the rows left over, rows in
+whole vectors and a remainder, the bias + clip epilogue fused."""
 from __future__ import annotations
 
 import numpy as np
@@ -41,7 +40,7 @@ def _depthwise_ref(x, w, bias, strides, padding, dilation):
 
 @pytest.fixture(params=["8", "16"], ids=["vw8", "vw16"])
 def vector_width(request, monkeypatch):
-    """Both kernel widths: the wide-row threshold is 2 vectors of the target's width."""
+    """Both kernel widths the schedules may be built for."""
     monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", request.param)
     return int(request.param)
 
@@ -57,8 +56,8 @@ DEPTHWISE = [
     ((1, 3, 3, 80), 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # wide, fewer rows than a block
     ((1, 3, 50, 100), 1, (3, 3), (3, 3), (2, 0, 1, 2), (1, 1)),  # stride 3, uneven padding
     ((1, 2, 30, 41), 1, (3, 3), (2, 2), (2, 2, 2, 2), (2, 2)),  # stride 2 with dilation 2
-    ((1, 7, 14, 14), 1, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),  # 7 wide: one masked vector
-    ((2, 8, 12, 12), 2, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # 12 wide: flattened rows
+    ((1, 7, 14, 14), 1, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),  # 7 wide: the remainder alone
+    ((2, 8, 12, 12), 2, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # 12 wide: vector + remainder
     ((1, 3, 3, 3), 1, (3, 3), (1, 1), (0, 0, 0, 0), (1, 1)),  # output size 1
 ]
 
@@ -84,7 +83,7 @@ POOLS = [
     ((2, 3, 70, 69), (3, 3), (2, 2), (1, 1, 1, 1)),  # wide stride 2, batch 2
     ((1, 2, 64, 64), (2, 2), (2, 2), (0, 0, 0, 0)),  # UNet's 2x2/2 max pool
     ((1, 2, 9, 9), (3, 3), (2, 2), (1, 1, 0, 0)),  # narrow, one-sided padding
-    ((1, 4, 11, 11), (3, 3), (1, 1), (1, 1, 1, 1)),  # 11 wide: flattened rows
+    ((1, 4, 11, 11), (3, 3), (1, 1), (1, 1, 1, 1)),  # 11 wide: a vector and a remainder
 ]
 
 
