@@ -10,7 +10,8 @@ Kernels (all accumulate in registers through the whole reduction loop, unrolled 
 functions are `noinline` so their register allocation stays isolated):
 
 - `relayjit.ukr.gemm_<MR>x<NR>`: C[MR, NR] (+)= A_packed[kc][MR] * B_packed[kc][NR]
-  args (kc, a, b, c, ldc, accumulate, b_next). A row is two vectors of NR/2 floats (6x16 with
+  args (kc, a, b, c, ldc, accumulate, b_next); `gemm_<MR>x<NR>_rows` reads A in place
+  (row i at a + i*lda), args (kc, a, lda, b, c, ldc, accumulate, b_next). A row is two vectors of NR/2 floats (6x16 with
   <8 x float> on AVX2: 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm; 6x32
   with <16 x float> when the host has AVX-512). b_next is the B panel the caller reads next:
   prefetched into L2 at the pace b is read (constant weights stream from memory).
@@ -116,14 +117,17 @@ def _prefetch_l2_decl(module: ir.Module) -> ir.Function:
     return fn
 
 
-def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4) -> ir.Function:
-    """void gemm(i64 kc, ptr a, ptr b, ptr c, i64 ldc, i64 accumulate, ptr b_next).
+def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4,
+                a_rows: bool = False) -> ir.Function:
+    """void gemm(i64 kc, ptr a, ptr b, ptr c, i64 ldc, i64 accumulate, ptr b_next), or with
+    a_rows (`gemm_<MR>x<NR>_rows`) void gemm(i64 kc, ptr a, i64 lda, ptr b, ptr c, i64 ldc,
+    i64 accumulate, ptr b_next): A read in place, row i at a + i*lda, instead of packed.
 
     Each unrolled k step also prefetches (read, L2: locality 2) the lines of b_next it reads
     of b: a transformer's weights stream from memory once per run, and the next N panel's
     first tile no longer waits on them (one thread: BERT-style encoder 1.01 -> 0.95x
     onnxruntime, GPT-2-style decoder 0.96 -> 0.92x)."""
-    name = f"{PREFIX}gemm_{mr}x{nr}"
+    name = f"{PREFIX}gemm_{mr}x{nr}" + ("_rows" if a_rows else "")
     fn = module.globals.get(name)
     if fn is not None:
         return fn
@@ -132,18 +136,31 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4) -> ir.Func
     assert vw in (4, 8, 16) and nv * vw == nr
     fma = _fma_decl(module, vw)
     prefetch = _prefetch_l2_decl(module)
-    fn = _new_function(module, name, [I64, PTR, PTR, PTR, I64, I64, PTR])
-    kc, a, bp, c, ldc, accf, b_next = fn.args
+    if a_rows:
+        fn = _new_function(module, name, [I64, PTR, I64, PTR, PTR, I64, I64, PTR])
+        kc, a, lda, bp, c, ldc, accf, b_next = fn.args
+    else:
+        fn = _new_function(module, name, [I64, PTR, PTR, PTR, I64, I64, PTR])
+        kc, a, bp, c, ldc, accf, b_next = fn.args
     for arg in (a, bp, c):
         arg.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
+    # where A(row i, step u) is from the A pointer of an unrolled step: packed [k][mr], or rows
+    if a_rows:
+        row_offsets = [b.mul(lda, ir.Constant(I64, i)) for i in range(mr)]
+        a_offset = lambda i, u: b.add(row_offsets[i], ir.Constant(I64, u)) \
+            if i else ir.Constant(I64, u)  # noqa: E731
+        a_step = 1
+    else:
+        a_offset = lambda i, u: ir.Constant(I64, u * mr + i)  # noqa: E731
+        a_step = mr
 
     def step(b, a_ptr, b_ptr, accs, u):
         bv = [_vload(b, b_ptr, u * nr + vw * j, vw) for j in range(nv)]
         out = list(accs)
         for i in range(mr):
-            ap = b.gep(a_ptr, [ir.Constant(I64, u * mr + i)], inbounds=True, source_etype=F32)
+            ap = b.gep(a_ptr, [a_offset(i, u)], inbounds=True, source_etype=F32)
             av = _splat(b, ap, vw)
             for j in range(nv):
                 out[i * nv + j] = b.call(fma, [av, bv[j], out[i * nv + j]])
@@ -162,7 +179,7 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4) -> ir.Func
                                       ir.Constant(I32, 1)])
             for u in range(u_count):
                 accs = step(b, a_ptr, b_ptr, accs, u)
-            step_floats = [ir.Constant(I64, u_count * x) for x in (mr, nr)]
+            step_floats = [ir.Constant(I64, u_count * x) for x in (a_step, nr)]
             a_ptr = b.gep(a_ptr, [step_floats[0]], inbounds=True, source_etype=F32)
             b_ptr = b.gep(b_ptr, [step_floats[1]], inbounds=True, source_etype=F32)
             pf_ptr = b.gep(pf_ptr, [step_floats[1]], source_etype=F32)
@@ -477,7 +494,7 @@ def define(module: ir.Module, name: str) -> ir.Function | None:
     kind, *params = name[len(PREFIX):].split("_")
     if kind == "gemm":
         mr, nr = (int(x) for x in params[0].split("x"))
-        return gemm_kernel(module, mr, nr)
+        return gemm_kernel(module, mr, nr, a_rows=params[1:] == ["rows"])
     if kind == "gemv":
         return gemv_kernel(module, int(params[0]))
     if kind == "conv":
