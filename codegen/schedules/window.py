@@ -44,6 +44,16 @@ def _span(first: int, step: int, lo: int, hi: int, count: int) -> tuple[int, int
     return a, b
 
 
+def _vector_loop(name: str, extent: int, body: Callable[[Expr], Stmt]) -> Stmt | None:
+    """body(j) for j in [0, extent): whole ROW_VECTOR-float vectors, then the rest in a loop of
+    its own, which LLVM makes one masked vector with AVX-512 (its own remainder is scalar)."""
+    main = extent - extent % ROW_VECTOR
+    j, rest = var(name), var(f"{name}_rest")
+    return seq(For(j, main, body(j), "vectorized") if main else None,
+               For(rest, extent - main, body(rest + main), "vectorized") if extent > main
+               else None) if extent > 0 else None
+
+
 def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr,
                 name: str) -> Stmt:
     """Row phase py of channel ci, all its column phases px together:
@@ -52,8 +62,9 @@ def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr
     The rows and columns inside x are static ranges. Over the columns every phase has inside
     x, one loop stores all sw phases from the same stretch of the input row (an interleaved
     load group: one pass over the row, where a loop per phase re-read it sw times in short
-    strided loops: MobileNet's 144@56x56 stride-2 depthwise); the phases' own edge columns
-    and the padding are short copies and plain fills."""
+    strided loops: MobileNet's 144@56x56 stride-2 depthwise), in whole vectors and a remainder
+    (192@28x28 stride 2: 0.046 -> 0.033 ms); the phases' own edge columns and the padding are
+    short copies and plain fills."""
     wq, size, sw = g["wq"], g["size"], g["sw"]
     i0, i1 = _span(py - g["pt"], g["sh"], 0, g["h"], g["hq"])
     cols = [_span(px - g["pl"], sw, 0, g["w"], wq) for px in range(sw)]
@@ -72,10 +83,10 @@ def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr
             if extent > 0 else None
 
     def copies(pxs, j0: int, j1: int, tag: str) -> Stmt | None:
-        j = var(f"{name}_{tag}")
-        body = seq(*(Store(phases, at(px, i * wq + j0, j), Load(
-            xb, (ni, ci, row_in, (j0 + j) * sw + px - g["pl"]), xb.dtype)) for px in pxs))
-        return For(j, j1 - j0, body, "vectorized") if j1 > j0 else None
+        def body(j: Expr) -> Stmt:
+            return seq(*(Store(phases, at(px, i * wq + j0, j), Load(
+                xb, (ni, ci, row_in, (j0 + j) * sw + px - g["pl"]), xb.dtype)) for px in pxs))
+        return _vector_loop(f"{name}_{tag}", j1 - j0, body)
 
     row = [copies(range(sw), c0, c1, "c")]
     for px, (j0, j1) in enumerate(cols):
@@ -169,12 +180,8 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
             return epilogue(v, idx) if epilogue is not None else v
         return _store_sum(out, idx, value, then, f"{name}_acc")
 
-    def along_row(tag: str, body: Callable[[Expr], Stmt]) -> Stmt:
-        """body(oj) over a row: whole vectors, then the rest in a loop of its own."""
-        main = ow - ow % ROW_VECTOR
-        oj, rest = var(f"{name}_w{tag}"), var(f"{name}_r{tag}")
-        return seq(For(oj, main, body(oj), "vectorized") if main else None,
-                   For(rest, ow - main, body(rest + main), "vectorized") if ow > main else None)
+    def along_row(tag: str, body: Callable[[Expr], Stmt]) -> Stmt | None:
+        return _vector_loop(f"{name}_w{tag}", ow, body)
 
     def output_rows(value_at: Callable[[Expr, Expr], Expr]) -> Stmt:
         """The output plane of channel ki, ROW_BLOCK rows per loop, then the rows left over."""
