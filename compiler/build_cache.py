@@ -9,7 +9,7 @@ everything the build reads:
 - the program: the module's text after params are bound, and every constant's dtype, shape
   and bytes (SHA-256, so a different weight is a different build);
 - how it is built: opt_level, required and disabled passes, the PassContext config, the
-  target CPU, the module name;
+  target CPU and the vector width the schedules use, the module name;
 - what builds it: the source of the compiler, codegen and runtime packages, and the
   llvmlite and LLVM versions.
 
@@ -34,6 +34,7 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from codegen import cache as kernel_cache
+from codegen.schedules.common import vector_width
 from compiler.ir.expr import Constant
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order
@@ -94,7 +95,8 @@ def build_key(mod: IRModule, cpu: TargetInfo, mod_name: str) -> str | None:
     settings = {"opt_level": ctx.opt_level, "required": sorted(ctx.required_pass),
                 "disabled": sorted(ctx.disabled_pass),
                 "config": sorted((str(k), repr(v)) for k, v in ctx.config.items()),
-                "cpu": [cpu.triple, cpu.cpu, cpu.features], "mod_name": mod_name}
+                "cpu": [cpu.triple, cpu.cpu, cpu.features], "mod_name": mod_name,
+                "vector_width": vector_width()}  # RELAYJIT_VECTOR_WIDTH can force another
     h.update(json.dumps(settings, sort_keys=True).encode())
     h.update(mod.astext(show_meta_data=False).encode())
     for _, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from codegen.schedules.common import vector_width
 from compiler import build_cache, relay
 from compiler.transform import PassContext, PassInstrument, pass_instrument
 from runtime import cpu
@@ -78,6 +79,13 @@ def test_a_different_weight_or_setting_is_another_build(cache_dir):
     np.testing.assert_allclose(_run(other, x), _run(reference, x), rtol=1e-5, atol=1e-5)
     assert _hits(_build(weight, opt_level=2)) == 0
     assert len(_entries(cache_dir)) == 4
+
+
+def test_a_forced_vector_width_is_another_build(cache_dir, monkeypatch):
+    weight = np.ones((8, 4, 3, 3), "float32")
+    _build(weight)
+    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", "8" if vector_width() == 16 else "16")
+    assert _hits(_build(weight)) == 0
 
 
 def test_a_damaged_entry_is_removed_and_rebuilt(cache_dir):
