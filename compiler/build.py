@@ -28,6 +28,7 @@ function it lowers.
 """
 from __future__ import annotations
 
+import gc
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -262,6 +263,26 @@ def build(ir_mod: Any, target: Any = None, target_host: Any = None,
 
     `target` is a Target or anything Target() takes (None: Target.current(), else "llvm");
     the build runs with it as Target.current() and the factory keeps it as `.target`."""
+    with _collector_paused():
+        return _build(ir_mod, target, target_host, params, mod_name)
+
+
+@contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector off for the build: a build allocates millions of
+    short-lived IR and LLVM-text objects, and the collector's passes over them took 6-8% of a
+    cold ResNet-50 build's CPU time. Cycles the build leaves are collected once it is back on."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _build(ir_mod: Any, target: Any, target_host: Any, params: Mapping[str, Any] | None,
+           mod_name: str):
     from compiler.backend.graph_codegen import CONCAT, NOP, GraphCodegen
     from compiler.passes.bind_params import bind_params_by_name
     from runtime.factory import GraphExecutorFactoryModule
