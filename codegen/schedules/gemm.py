@@ -9,7 +9,7 @@ C[b, m, n] = sum_k A(b, m, k) * B(b, n, k), float32, BLIS loop order:
           pack A block into Ap[MC/6][KC][6]      (zero padded in m and k; L2 resident;
                                                   parallel over MC/6. Not when A's rows are
                                                   contiguous in k (a_rows): whole row tiles
-                                                  read A in place, a partial one packs its own)
+                                                  read A in place; only a partial one packed)
           parallel for jt in N/16:               (B micro-panel KC x 16: L1 resident (L2
                                                   with AVX-512); the M tiles instead
                                                   when there are more)
@@ -203,14 +203,18 @@ def _unflatten(i: Expr, lead: list[int]) -> tuple:
     return tuple(reversed(out))
 
 
-def rows_per_tile(m: int | None = None) -> int:
+def rows_per_tile(m: int | None = None, a_in_place: bool = False) -> int:
     """Rows of C per micro-kernel tile: AVX2 6x16 = 12 ymm accumulators (of 16); AVX-512
     12x32 = 24 zmm (of 32), or 8x32 when that pads m's rows less (a batch-32 dense computed
-    36 rows for 32 with 12: 0.29 -> 0.25 ms for 32x784 @ 784x512)."""
+    36 rows for 32 with 12: 0.29 -> 0.25 ms for 32x784 @ 784x512). When A can be read in
+    place, ties go to 8 rows: only the 8x32 kernel reads it so (with twelve row addresses LLVM
+    spills the 12x32 one's accumulators, 2-2.5x slower), and packing A costs more than a tie."""
     if vector_width() == 8:
         return 6
     if m is None:
         return 12
+    if a_in_place and ceil_div(m, 8) * 8 <= ceil_div(m, 12) * 12:
+        return 8
     return min((12, 8), key=lambda mr: (ceil_div(m, mr) * mr, -mr))
 
 
@@ -221,13 +225,15 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
 
     a_rows = (address(b, i, kk), lda) says A's rows lie lda floats apart with k contiguous:
     whole row tiles then read A in place (the `_rows` micro-kernel) and only the last,
-    partial row tile is packed (per tile, zero padded). Packing A cost 4-9% of a
+    partial row tile is packed (once per K block, zero padded). Packing A cost 4-9% of a
     128 x 768 (3072) @ 768 (3072) x 768 product."""
     if m == 0 or n == 0:
         return seq()
     vw = vector_width()
     NR = 2 * vw  # noqa: N806
-    MR = rows_per_tile(m)  # noqa: N806
+    MR = rows_per_tile(m, a_in_place=a_rows is not None)  # noqa: N806
+    if MR == 12:  # rows_per_tile: the 12-row tile reads packed A only
+        a_rows = None
     nt = ceil_div(n, NR)
     nb, kc = k_blocks(k, vw)
     kp = nb * kc
@@ -313,15 +319,14 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         depth = imm(kc) if kp == k else select(lt(pc, nb - 1), imm(kc), imm(k - (nb - 1) * kc))
         full = ukr_call(f"{kern}_rows", depth, row_addr(bidx, m0, pc * kc), lda, b_ptr, c_ptr, n,
                         accumulate, b_next)
-        # the edge tile packs its own A (rows past m and columns past k zero)
-        a_ptr = addr(ap, 0, 0, 0)
+        # the partial row tile (rows m_full..m-1, if any) packed once per K block, zero padded
+        m_full = m // MR * MR
         rt, kt = var(f"{name}_er"), var(f"{name}_ek")
         kg_t = pc * kc + kt
-        tval_a = a_load(bidx, m0 + rt, kg_t)
-        conds_t = [lt(m0 + rt, m)] + ([lt(kg_t, k)] if kp > k else [])
+        conds_t = [lt(m_full + rt, m)] + ([lt(kg_t, k)] if kp > k else [])
         c_t = conds_t[0] if len(conds_t) == 1 else logical_and(*conds_t)
-        pack_tile = For(rt, MR, For(kt, kc, Store(ap, (imm(0), kt, rt), if_then_else(c_t, tval_a,
-                                                                                  zero()))))
+        pack_partial = seq() if m == m_full else For(rt, MR, For(kt, kc, Store(
+            ap, (imm(0), kt, rt), if_then_else(c_t, a_load(bidx, m_full + rt, kg_t), zero()))))
     if epilogue is not None:
         cur = Load(out, cidx, F32)
         epi = For(ti, MR, For(tj, NR, Store(out, cidx, epilogue(cur, cidx)), "vectorized"))
@@ -341,9 +346,14 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
 
     edge_store = edge_rows(NR) if n % NR == 0 else \
         IfThenElse(lt(n0 + (NR - 1), n), edge_rows(NR), edge_rows(n % NR))
-    edge = seq(ukr_call(kern, kc, a_ptr, b_ptr, addr(tile, 0, 0), NR, 0, b_next), edge_store)
-    if a_rows is not None:
-        edge = seq(pack_tile, edge)
+    edge_call = ukr_call(kern, kc, a_ptr, b_ptr, addr(tile, 0, 0), NR, 0, b_next)
+    if a_rows is not None:  # whole rows at a column edge read A in place, the partial tile ap
+        rows_call = ukr_call(f"{kern}_rows", depth, row_addr(bidx, m0, pc * kc), lda, b_ptr,
+                             addr(tile, 0, 0), NR, 0, b_next)
+        edge_call = rows_call if m == m_full else IfThenElse(
+            lt(m0 + (MR - 1), m), rows_call, ukr_call(kern, kc, addr(ap, 0, 0, 0), b_ptr,
+                                                      addr(tile, 0, 0), NR, 0, b_next))
+    edge = seq(edge_call, edge_store)
     is_full = []
     if m % MR or mb * mc > m:
         is_full.append(lt(m0 + (MR - 1), m))
@@ -359,14 +369,13 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     # parallel: the N panels of the micro tiles (or the M tiles when there are more), each
     # task with its own edge tile; A and B packing split the same way
     par = not parallel_batch and m * n * k >= MIN_PARALLEL_WORK
-    tiles_in = lambda body: Allocate(tile, body if a_rows is None else  # noqa: E731
-                                     Allocate(ap, body))
+    tiles_in = lambda body: Allocate(tile, body)  # noqa: E731
     if nt >= mtb:
         micro = For(jt2, nt, tiles_in(For(it2, mtb, tile_stmt)), _kind(par and nt > 1))
     else:
         micro = For(it2, mtb, tiles_in(For(jt2, nt, tile_stmt)), _kind(par))
     pack_a = For(it, pack_a.extent, pack_a.body, _kind(par and mtb > 1)) \
-        if a_rows is None else seq()
+        if a_rows is None else pack_partial
     body = For(pc, nb, For(ic, mb, seq(pack_a, micro)))
     if k == 0:  # C = epilogue(0)
         ci, cj = var(f"{name}_zi"), var(f"{name}_zj")
@@ -374,7 +383,7 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         val = zero() if epilogue is None else epilogue(zero(), zidx)
         body = For(ci, m, For(cj, n, Store(out, zidx, val), "vectorized"))
     stmt = seq(pack_b, body)
-    scratch = ((ap,) if a_rows is None else ()) + ((bp,) if b_packed is None else ())
+    scratch = (ap,) + ((bp,) if b_packed is None else ())
     if parallel_batch:  # per-task packing buffers
         for buf in scratch:
             stmt = Allocate(buf, stmt)

@@ -93,22 +93,27 @@ def test_packed_dense_k_blocks(m: int, k: int, width: int, monkeypatch) -> None:
 
 @pytest.mark.parametrize("m", [1, 7, 8, 12, 13, 24, 25, 128])
 def test_rows_per_tile_pads_least(m: int, width: int) -> None:
-    mr = rows_per_tile(m)
-    padded = -(-m // mr) * mr
-    assert all(padded <= -(-m // other) * other for other in ((6,) if width == 8 else (8, 12)))
+    pad = lambda mr: -(-m // mr) * mr  # noqa: E731
+    others = (6,) if width == 8 else (8, 12)
+    for in_place in (False, True):
+        mr = rows_per_tile(m, a_in_place=in_place)
+        assert all(pad(mr) <= pad(other) for other in others)
+    if width == 16:  # ties: 12 rows packed, 8 rows when A can be read in place
+        assert rows_per_tile(m, a_in_place=True) == (8 if pad(8) <= pad(12) else 12)
 
 
+@pytest.mark.parametrize("m", [25, 37])
 @pytest.mark.parametrize("n", [40, 64])
-def test_micro_kernels_prefetch_next_panel_without_spilling(n: int, width: int) -> None:
+def test_micro_kernels_prefetch_next_panel_without_spilling(m: int, n: int, width: int) -> None:
     """Both GEMM micro-kernels (packed A; A rows in place) prefetch the next B panel into L2
     (prefetcht1), one per cache line of B the k loop reads, and spill nothing: their only
     stack accesses load the arguments SysV passes on the stack (b_next; lda's kernel: two)."""
     from codegen.jit import get_assembly
     from codegen.lower import lower
 
-    x, w = te.placeholder((25, 64), name="x"), te.placeholder((n, 64), name="w")
+    x, w = te.placeholder((m, 64), name="x"), te.placeholder((n, 64), name="w")
     asm = get_assembly([lower("dense_prefetch", [x, w], [dense(x, w)])])
-    mr = rows_per_tile(25)
+    mr = rows_per_tile(m, a_in_place=True)
     for suffix, stack_args in (("", 1), ("_rows", 2)):
         body = asm[asm.index(f"relayjit.ukr.gemm_{mr}x{2 * width}{suffix}:"):]
         body = body[:body.index(".Lfunc_end")]
