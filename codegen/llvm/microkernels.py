@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from .textir import TextBlock, TextBuilder
 from .types import F32, I64, PTR
 
 PREFIX = "relayjit.ukr."
@@ -48,7 +49,7 @@ def _fma_decl(module: ir.Module, vw: int) -> ir.Function:
     return fn
 
 
-def _splat(b: ir.IRBuilder, ptr: ir.Value, vw: int) -> ir.Value:
+def _splat(b: TextBuilder, ptr: ir.Value, vw: int) -> ir.Value:
     vt = ir.VectorType(F32, vw)
     s = b.load(ptr, typ=F32, align=4)
     v = b.insert_element(ir.Constant(vt, ir.Undefined), s, ir.Constant(I32, 0))
@@ -56,13 +57,13 @@ def _splat(b: ir.IRBuilder, ptr: ir.Value, vw: int) -> ir.Value:
                             ir.Constant(ir.VectorType(I32, vw), [0] * vw))
 
 
-def _vload(b: ir.IRBuilder, base: ir.Value, offset: int, vw: int) -> ir.Value:
+def _vload(b: TextBuilder, base: ir.Value, offset: int, vw: int) -> ir.Value:
     p = b.gep(base, [ir.Constant(I64, offset)], inbounds=True, source_etype=F32) \
         if offset else base
     return b.load(p, typ=ir.VectorType(F32, vw), align=4)
 
 
-def _vstore(b: ir.IRBuilder, val: ir.Value, base: ir.Value, offset: ir.Value | int) -> None:
+def _vstore(b: TextBuilder, val: ir.Value, base: ir.Value, offset: ir.Value | int) -> None:
     off = ir.Constant(I64, offset) if isinstance(offset, int) else offset
     p = b.gep(base, [off], inbounds=True, source_etype=F32)
     b.store(val, p, align=4)
@@ -76,12 +77,12 @@ def _new_function(module: ir.Module, name: str, args: list[ir.Type]) -> ir.Funct
     return fn
 
 
-def _counted_loop(b: ir.IRBuilder, fn: ir.Function, count: ir.Value, carried: list[ir.Value],
+def _counted_loop(b: TextBuilder, fn: ir.Function, count: ir.Value, carried: list[ir.Value],
                   body, tag: str) -> list[ir.Value]:
     """for it in [0, count): carried = body(b, it, carried); guarded for count == 0."""
     pre = b.block
-    loop = fn.append_basic_block(f"{tag}.body")
-    done = fn.append_basic_block(f"{tag}.end")
+    loop = TextBlock(fn, f"{tag}.body")
+    done = TextBlock(fn, f"{tag}.end")
     b.cbranch(b.icmp_signed(">", count, ir.Constant(I64, 0)), loop, done)
     b.position_at_end(loop)
     it = b.phi(I64, name=f"{tag}.i")
@@ -144,7 +145,7 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4,
         kc, a, bp, c, ldc, accf, b_next = fn.args
     for arg in (a, bp, c):
         arg.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b = TextBuilder(TextBlock(fn, "entry"))
     zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
     # where A(row i, step u) is from the A pointer of an unrolled step: packed [k][mr], or rows
     if a_rows:
@@ -193,9 +194,9 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4,
     carried = _counted_loop(b, fn, rem, carried, make_body(1), "k1")
     accs = carried[3:]
     # store: C = acc (+ C when accumulating)
-    add_bb = fn.append_basic_block("store.acc")
-    set_bb = fn.append_basic_block("store.set")
-    end_bb = fn.append_basic_block("store.end")
+    add_bb = TextBlock(fn, "store.acc")
+    set_bb = TextBlock(fn, "store.set")
+    end_bb = TextBlock(fn, "store.end")
     b.cbranch(b.icmp_signed("!=", accf, ir.Constant(I64, 0)), add_bb, set_bb)
     for bb, adding in ((add_bb, True), (set_bb, False)):
         b.position_at_end(bb)
@@ -228,7 +229,7 @@ def gemv_kernel(module: ir.Module, nr: int, unroll: int = 4) -> ir.Function:
     kk, x, bp, c = fn.args
     for arg in (x, bp, c):
         arg.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b = TextBuilder(TextBlock(fn, "entry"))
     zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
 
     def make_body(u_count):
@@ -279,10 +280,10 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
     fma = _fma_decl(module, vw)
     fn = _new_function(module, name, [PTR, PTR, I64, I64] + [PTR] * p)
     w, t, accf, c, *xs = fn.args
-    entry = fn.append_basic_block("entry")
-    load_bb = fn.append_basic_block("init.load")
-    start_bb = fn.append_basic_block("init.done")
-    b = ir.IRBuilder(entry)
+    entry = TextBlock(fn, "entry")
+    load_bb = TextBlock(fn, "init.load")
+    start_bb = TextBlock(fn, "init.done")
+    b = TextBuilder(entry)
     zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
 
     def i64(v: int) -> ir.Constant:
@@ -400,7 +401,7 @@ def conv_rows_kernel(module: ir.Module, kc: int, nv: int, vw: int, c: int, r: in
     w, t, x = fn.args
     for arg in (w, t, x):
         arg.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b = TextBuilder(TextBlock(fn, "entry"))
     zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
     plane = hq * wq
     chanstep = sh * sw * plane
@@ -459,7 +460,7 @@ def conv_rows_kernel(module: ir.Module, kc: int, nv: int, vw: int, c: int, r: in
     return fn
 
 
-def _transpose(b: ir.IRBuilder, rows: list[ir.Value], lanes: int | None = None
+def _transpose(b: TextBuilder, rows: list[ir.Value], lanes: int | None = None
                ) -> list[ir.Value]:
     """Transpose an n x n block held as n vectors (n a power of two): log2(n) stages of
     two-source shuffles, each swapping the off-diagonal halves of blk x blk blocks. With
