@@ -29,6 +29,16 @@ from .common import Epilogue, imm, mark_epilogue, tree_reduce, var
 # the value of a window that covers only padding)
 Finish = Callable[[Expr, Expr, Expr], Expr]
 
+# Rows are computed ROW_BLOCK output rows per loop: their windows overlap in kh - sh input rows,
+# which LLVM then loads once (a 3x3 stride-1 block of 4 rows: 18 row loads, not 36).
+# MobileNet's 32@112x112 depthwise 0.20 -> 0.17-0.18 ms, 144@56x56 0.20 -> 0.18-0.19.
+ROW_BLOCK = 4
+# Floats in the vectors LLVM gives these loops: 256 bits, AVX-512 hosts included. A row goes in
+# whole vectors, then the rest in a loop of its own, which LLVM turns into one masked vector
+# with AVX-512 (its own remainder loop is scalar): depthwise 192@28x28 0.079 -> 0.053-0.059 ms,
+# 272@14x14 0.033 -> 0.022, 384@14x14 0.044-0.049 -> 0.028.
+ROW_VECTOR = 8
+
 
 def _max_with_nan(taps: list[Expr], dtype: str) -> Expr:
     """max of taps, NaN when any tap is NaN."""
@@ -133,16 +143,6 @@ def _store_sum(dest: Buffer, index: tuple, value: Expr, then: Callable[[Expr], E
     steps.append(Store(dest, index, then(Load(total, at, dtype))))
     return Allocate(prod, Allocate(total, seq(*steps)))
 
-
-# Rows are computed ROW_BLOCK output rows per loop: their windows overlap in kh - sh input rows,
-# which LLVM then loads once (a 3x3 stride-1 block of 4 rows: 18 row loads, not 36).
-# MobileNet's 32@112x112 depthwise 0.20 -> 0.17-0.18 ms, 144@56x56 0.20 -> 0.18-0.19.
-ROW_BLOCK = 4
-# Floats in the vectors LLVM gives these loops: 256 bits, AVX-512 hosts included. A row goes in
-# whole vectors, then the rest in a loop of its own, which LLVM turns into one masked vector
-# with AVX-512 (its own remainder loop is scalar): depthwise 192@28x28 0.079 -> 0.053-0.059 ms,
-# 272@14x14 0.033 -> 0.022, 384@14x14 0.044-0.049 -> 0.028.
-ROW_VECTOR = 8
 
 # reduce(taps, k): a window's value from its tap loads (r-major) for output channel k
 Reduce = Callable[[list[Expr], Expr], Expr]
