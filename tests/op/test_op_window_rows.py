@@ -38,13 +38,6 @@ def _depthwise_ref(x, w, bias, strides, padding, dilation):
     return np.clip(out + bias[None, :, None, None], 0.0, 6.0)
 
 
-@pytest.fixture(params=["8", "16"], ids=["vw8", "vw16"])
-def vector_width(request, monkeypatch):
-    """Both kernel widths the schedules may be built for."""
-    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", request.param)
-    return int(request.param)
-
-
 DEPTHWISE = [
     # x shape, multiplier, kernel, strides, padding (t, l, b, r), dilation
     ((1, 5, 40, 40), 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # wide, padded, odd channels
@@ -63,7 +56,7 @@ DEPTHWISE = [
 
 
 @pytest.mark.parametrize("xs,mult,kernel,strides,padding,dilation", DEPTHWISE)
-def test_depthwise_bias_clip(vector_width, xs, mult, kernel, strides, padding, dilation):
+def test_depthwise_bias_clip(xs, mult, kernel, strides, padding, dilation):
     c = xs[1]
     x = RNG.standard_normal(xs).astype("float32")
     w = RNG.standard_normal((c * mult, 1) + kernel).astype("float32")
@@ -88,7 +81,7 @@ POOLS = [
 
 
 @pytest.mark.parametrize("xs,pool,strides,padding", POOLS)
-def test_pools(vector_width, xs, pool, strides, padding):
+def test_pools(xs, pool, strides, padding):
     x = RNG.standard_normal(xs).astype("float32")
     xv = relay.var("x", shape=xs)
     (pt, pl, pb, pr) = padding
