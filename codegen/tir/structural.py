@@ -11,6 +11,8 @@ walked with an explicit stack; nothing recurses per node.
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 
 from .expr import (
     BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Reduce, Reinterpret,
@@ -99,8 +101,29 @@ class _Numbering:
         raise TypeError(f"structural key: unknown expression {t.__name__}")
 
 
+# The last kernels' texts: a build reads each kernel's text three times (the cache key, the
+# micro-kernels it calls, the compile jobs' cost estimate). Entries keep their PrimFunc alive,
+# so an id is never reused while cached.
+_TEXTS: OrderedDict[int, tuple[PrimFunc, str]] = OrderedDict()
+_TEXTS_KEPT = 256
+_texts_lock = threading.Lock()
+
+
 def kernel_text(func: PrimFunc) -> str:
     """Canonical, name-free text of func: equal texts give identical machine code."""
+    with _texts_lock:
+        known = _TEXTS.get(id(func))
+    if known is not None and known[0] is func:
+        return known[1]
+    text = _kernel_text(func)
+    with _texts_lock:
+        _TEXTS[id(func)] = (func, text)
+        while len(_TEXTS) > _TEXTS_KEPT:
+            _TEXTS.popitem(last=False)
+    return text
+
+
+def _kernel_text(func: PrimFunc) -> str:
     num = _Numbering()
     params = " ".join(num.buffer(b) for b in func.params)
     body: list[str] = []
