@@ -44,8 +44,8 @@ def _save_tensor(name: str, value: NDArray | np.ndarray) -> bytes:
 class _Reader:
     """Bounds-checked cursor over a blob, so a bad blob is a ValueError rather than a crash."""
 
-    def __init__(self, blob: bytes) -> None:
-        self.blob = memoryview(blob)
+    def __init__(self, blob: bytes | bytearray | memoryview) -> None:
+        self.blob = memoryview(blob).cast("B")  # no copy: arrays are copied out one by one
         self.pos = 0
 
     def take(self, n: int, what: str) -> memoryview:
@@ -66,7 +66,7 @@ def load_param_dict(blob: bytes | bytearray | memoryview) -> dict[str, NDArray]:
     """Parse a TVM params blob; ValueError names what is wrong when the blob is not one."""
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise TypeError(f"load_param_dict expects bytes, got {type(blob).__name__}")
-    r = _Reader(bytes(blob))
+    r = _Reader(blob)
     magic, _reserved = r.unpack("QQ", "header")
     if magic != NDARRAY_LIST_MAGIC:
         raise ValueError(
