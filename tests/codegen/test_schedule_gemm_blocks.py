@@ -122,3 +122,42 @@ def test_micro_kernels_prefetch_next_panel_without_spilling(m: int, n: int, widt
         assert all(re.fullmatch(r"movq\s+\d+\(%rsp\), %r\w+", ln) for ln in stack), \
             f"the micro-kernel spills: {stack}"
         assert len({ln.split("(")[0] for ln in stack}) <= stack_args, stack
+
+
+@pytest.mark.parametrize("m", list(range(1, 14)) + [24, 40])
+@pytest.mark.parametrize("k", [1, 70])
+def test_dense_rows_in_place_and_partial_tile(m: int, k: int, width: int) -> None:
+    """M = 1..13, 24, 40 over whole row tiles (A read in place), a partial one (packed once
+    per K block) and column edges (n = 45), bias + relu fused, against numpy."""
+    n = 45
+    x, w = te.placeholder((m, k), name="x"), te.placeholder((n, k), name="w")
+    bias = te.placeholder((n,), name="bias")
+    d = dense(x, w)
+    y = te.compute((m, n), lambda i, j: tir.max(d[i, j] + bias[j], tir.const(0.0)), name="epi")
+    run = build_te([x, w, bias], [y], "dense_rows")
+    a, b, c = _f32(m, k), _f32(n, k), _f32(n)
+    want = np.maximum(a.astype("f8") @ b.T.astype("f8") + c, 0)
+    np.testing.assert_allclose(run(a, b, c)[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, True), (False, False), (True, True)])
+@pytest.mark.parametrize("bx,by", [(3, 3), (1, 4), (4, 1)])
+@pytest.mark.parametrize("m,n,k", [(13, 19, 64), (24, 64, 2050)])
+def test_batch_matmul_rows_in_place(ta: bool, tb: bool, bx: int, by: int, m: int, n: int,
+                                    k: int, width: int) -> None:
+    """batch_matmul with A read in place (not transposed) or packed (transposed), batches
+    broadcast either way (>= 4 batches: one product per task), several padded K blocks at
+    k = 2050, and a fused relu."""
+    from codegen.schedules import batch_matmul
+
+    xs = (bx, k, m) if ta else (bx, m, k)
+    ys = (by, n, k) if tb else (by, k, n)
+    x, y = te.placeholder(xs, name="x"), te.placeholder(ys, name="y")
+    mm = batch_matmul(x, y, ta, tb)
+    out = te.compute(mm.shape, lambda b, i, j: tir.max(mm[b, i, j], tir.const(0.0)),
+                     name="relu")
+    run = build_te([x, y], [out], "bmm_rows")
+    a, b = _f32(*xs), _f32(*ys)
+    want = np.matmul(a.transpose(0, 2, 1) if ta else a, b.transpose(0, 2, 1) if tb else b,
+                     dtype="f8")
+    np.testing.assert_allclose(run(a, b)[0], np.maximum(want, 0), rtol=1e-4, atol=2e-4)
