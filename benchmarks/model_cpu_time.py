@@ -1,0 +1,83 @@
+"""Whole models at one thread in CPU time, relayjit beside onnxruntime in the same process.
+
+    nice -n 10 python benchmarks/model_cpu_time.py gen_bert_encoder gen_gpt2_decoder [--rounds 21]
+    nice -n 10 python benchmarks/model_cpu_time.py light_resnet50 model.onnx
+
+Why beside benchmarks/models.py: on a shared VM wall-clock medians of the two engines drift
+apart by 10-30% from run to run (other tenants steal the core); the CPU time of the calling
+thread (time.thread_time) counts only the cycles the model got. Both engines run on the calling
+thread (relayjit's pool at one thread, onnxruntime with intra_op_num_threads=1), interleaved
+round by round; the medians and their ratio are printed. The output is checked against
+onnxruntime's (rtol 1e-3, atol 1e-3) before timing. Figures only.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from benchmarks.generated_models import GENERATED_MODELS  # noqa: E402
+from benchmarks.generated_models import build as build_generated  # noqa: E402
+from compiler import relay  # noqa: E402
+from compiler.model_zoo import LIGHT_MODELS, dummy_inputs, light_model_path  # noqa: E402
+from compiler.transform import PassContext  # noqa: E402
+from runtime import cpu, graph_executor, threadpool  # noqa: E402
+
+
+def load(name: str) -> tuple[onnx.ModelProto, dict]:
+    """A generated model (with its seeded feeds), a light model or an ONNX file (dummy feeds)."""
+    if name in GENERATED_MODELS:
+        return build_generated(name)
+    short = name.removeprefix("light_").removesuffix(".onnx")
+    model = onnx.load(light_model_path(short) if short in LIGHT_MODELS else name)
+    return model, dummy_inputs(model)
+
+
+def measure(model: onnx.ModelProto, feeds: dict, rounds: int) -> tuple[float, float]:
+    """(relayjit ms, onnxruntime ms): medians of interleaved rounds of thread CPU time."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    want = sess.run(None, feeds)
+    mod, params = relay.frontend.from_onnx(model)
+    with PassContext(opt_level=3):
+        factory = relay.build(mod, target="llvm", params=params)
+    gm = graph_executor.GraphModule(factory["default"](cpu()))
+    gm.set_input(**feeds)
+    gm.run()
+    for i, expected in enumerate(want):
+        np.testing.assert_allclose(gm.get_output(i).numpy(), expected, rtol=1e-3, atol=1e-3)
+    ours, theirs = [], []
+    for _ in range(rounds):
+        t = time.thread_time()
+        gm.run()
+        ours.append(time.thread_time() - t)
+        t = time.thread_time()
+        sess.run(None, feeds)
+        theirs.append(time.thread_time() - t)
+    return float(np.median(ours)) * 1e3, float(np.median(theirs)) * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("models", nargs="+", help="generated model names, light model names or "
+                    "ONNX files")
+    ap.add_argument("--rounds", type=int, default=21)
+    args = ap.parse_args()
+    threadpool.set_num_threads(1)
+    for name in args.models:
+        ours, theirs = measure(*load(name), args.rounds)
+        print(f"{name:>20}: relayjit {ours:8.3f} ms  onnxruntime {theirs:8.3f} ms  "
+              f"ratio {ours / theirs:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
