@@ -18,10 +18,10 @@ functions are `noinline` so their register allocation stays isolated):
 - `relayjit.ukr.gemv_<NR>`: c[NR] = sum_k x[k] * B_packed[k][NR] (matrix-vector, M = 1 dense
   on a pre-packed weight panel); args (k, x, b, c). Four k steps in flight, each with its own
   two accumulators, so FMA latency is hidden while the panel streams from memory.
-- `relayjit.ukr.conv_<KB>_<P>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>_<CM>`: direct
+- `relayjit.ukr.conv_<KB>_<P>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>_<CM>_<PF>`: direct
   convolution, KB output channels (two vectors) x P pixels: T[p][v] = sum_{c,r,s}
-  x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][v]; args (w, t, acc, C, x_0, ...,
-  x_{P-1}):
+  x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][v]; args (w, t, acc, C, w_next, x_0,
+  ..., x_{P-1}); each channel also prefetches PF lines from w_next on (into L2, 0: none):
   with acc != 0 the tile accumulates (T += ...: the accumulators start from a pixel-major
   T), so a schedule can block the reduction over input channels. With CM = 1 the tile is
   stored channel-major instead, T[v][p] with rows of VW >= P pixels (transposed in
@@ -266,20 +266,28 @@ def gemv_kernel(module: ir.Module, nr: int, unroll: int = 4) -> ir.Function:
 
 # ---------------------------------------------------------------------- conv
 def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int,
-                chanstep: int, dh: int, dw: int, channel_major: int) -> ir.Function:
-    """void conv(ptr w, ptr t, i64 acc, i64 c, ptr x_0 .. x_{p-1}): kb channels x p pixels
-    (module doc). The channel count is an argument, not part of the kernel: one kernel
-    serves every layer with the same window, tile and input plane (DenseNet's convs differ
-    mostly in it). The strides stay constants, folded into the loads' addresses (as
-    arguments they cost 1x1 convs 10-17%: an index register per unrolled channel)."""
-    name = f"{PREFIX}conv_{kb}_{p}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}_{channel_major}"
+                chanstep: int, dh: int, dw: int, channel_major: int,
+                prefetch_lines: int = 0) -> ir.Function:
+    """void conv(ptr w, ptr t, i64 acc, i64 c, ptr w_next, ptr x_0 .. x_{p-1}): kb channels
+    x p pixels (module doc). The channel count is an argument, not part of the kernel: one
+    kernel serves every layer with the same window, tile and input plane (DenseNet's convs
+    differ mostly in it). The strides stay constants, folded into the loads' addresses (as
+    arguments they cost 1x1 convs 10-17%: an index register per unrolled channel).
+
+    Each input channel also prefetches (into L2) the next `prefetch_lines` 64-byte lines
+    from w_next on: the schedule points every call at its slice of the weights it reads
+    next, so a layer's packed weights stream from memory while the tiles before them run
+    (deep layers' weights are read once a run and arrive cold)."""
+    name = (f"{PREFIX}conv_{kb}_{p}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}_{channel_major}"
+            f"_{prefetch_lines}")
     vw = kb // 2
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     fma = _fma_decl(module, vw)
-    fn = _new_function(module, name, [PTR, PTR, I64, I64] + [PTR] * p)
-    w, t, accf, c, *xs = fn.args
+    prefetch = _prefetch_l2_decl(module)
+    fn = _new_function(module, name, [PTR, PTR, I64, I64, PTR] + [PTR] * p)
+    w, t, accf, c, w_next, *xs = fn.args
     entry = TextBlock(fn, "entry")
     load_bb = TextBlock(fn, "init.load")
     start_bb = TextBlock(fn, "init.done")
@@ -325,36 +333,55 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
                 accs[2 * j + 1] = b.call(fma, [xv, w1, accs[2 * j + 1]])
         return accs
 
-    def advance(b, carried, w_step: int, x_step: int):
+    # carried through the channel loop: [w, x_0 .. x_{p-1}, (w_next,) accumulators...]
+    npf = 1 if prefetch_lines else 0
+    na = 1 + p + npf
+
+    def advance(b, carried, w_step: int, x_step: int, n_chan: int = 0):
         w_ptr, x_ptrs = carried[0], carried[1:1 + p]
+        pf = [b.gep(carried[1 + p], [i64(16 * prefetch_lines * n_chan)], source_etype=F32)
+              if n_chan else carried[1 + p]] if npf else []
         return [b.gep(w_ptr, [i64(w_step)], inbounds=True, source_etype=F32),
                 *(b.gep(x, [i64(x_step)], inbounds=True, source_etype=F32)
-                  if x_step else x for x in x_ptrs), *carried[1 + p:]]
+                  if x_step else x for x in x_ptrs), *pf, *carried[na:]]
+
+    def prefetch_next(b, carried, n_chan: int) -> None:
+        """n_chan channels' worth of lines from the prefetch pointer (read, into L2)."""
+        for line in range(n_chan * prefetch_lines):
+            ptr = b.gep(carried[1 + p], [i64(16 * line)], source_etype=F32) if line \
+                else carried[1 + p]
+            b.call(prefetch, [ptr, ir.Constant(I32, 0), ir.Constant(I32, 2),
+                              ir.Constant(I32, 1)])
 
     def make_body(n_chan):
         def body(b, it, carried):
-            w_ptr, x_ptrs, accs = carried[0], carried[1:1 + p], carried[1 + p:]
+            w_ptr, x_ptrs, accs = carried[0], carried[1:1 + p], carried[na:]
+            if npf:
+                prefetch_next(b, carried, n_chan)
             for cc in range(n_chan):
                 accs = chan(b, w_ptr, x_ptrs, accs, cc)
-            return advance(b, [w_ptr, *x_ptrs, *accs], n_chan * r * s * kb, n_chan * chanstep)
+            return advance(b, [*carried[:na], *accs], n_chan * r * s * kb, n_chan * chanstep,
+                           n_chan)
         return body
 
     def row_body(b, it, carried):
-        accs = chan(b, carried[0], carried[1:1 + p], carried[1 + p:], 0)
-        return advance(b, [*carried[:1 + p], *accs], s * kb, dh * rowstep)
+        accs = chan(b, carried[0], carried[1:1 + p], carried[na:], 0)
+        return advance(b, [*carried[:na], *accs], s * kb, dh * rowstep)
 
     def channel_of_rows(b, it, carried):
+        if npf:
+            prefetch_next(b, carried, 1)
         carried = _counted_loop(b, fn, i64(r), carried, row_body, "r")
-        return advance(b, carried, 0, chanstep - r * dh * rowstep)
+        return advance(b, carried, 0, chanstep - r * dh * rowstep, 1)
 
-    carried = [w, *xs] + init
+    carried = [w, *xs] + ([w_next] if npf else []) + init
     if rows > 1:
         carried = _counted_loop(b, fn, c, carried, channel_of_rows, "c")
     else:
         carried = _counted_loop(b, fn, b.udiv(c, i64(cu)), carried, make_body(cu), "c")
         if cu > 1:
             carried = _counted_loop(b, fn, b.urem(c, i64(cu)), carried, make_body(1), "c1")
-    accs = carried[1 + p:]
+    accs = carried[na:]
     if not channel_major:
         for j in range(p):
             _vstore(b, accs[2 * j], t, kb * j)

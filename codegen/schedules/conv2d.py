@@ -12,7 +12,8 @@ Schedule (general groups, any stride/padding/dilation):
         for pixel tile t (6 consecutive flattened output pixels, any row crossing):
           x_j = &Xp[g*Cg, oh_j*sh, ow_j*sw]         (one base pointer per pixel)
           micro-kernel: 12 ymm accumulators (6 pixels x 2 <8 x float>), loop over c with
-                        the R*S taps unrolled: 2 weight vector loads + 6 broadcasts, 12 FMA
+                        the R*S taps unrolled: 2 weight vector loads + 6 broadcasts, 12 FMA;
+                        prefetches its slice of the next weight block into L2
         tiles T[6][16] -> out[n, k, oh_j, ow_j] with the fused epilogue (cache hot)
 
 Depthwise-like convs (Cg == 1) use a plain vectorised loop over output width instead, in
@@ -176,6 +177,10 @@ W_BLOCK_BYTES = 48 * 1024     # target size of one weight block (KB x CB x R x S
 ACC_BLOCK_TILES = 48          # pixel tiles (of PB pixels) per pixel block
 
 
+# The direct schedule's micro-kernel calls prefetch the weights read next (see _direct);
+# False builds the same schedule without (for A/B measurements in one process).
+PREFETCH_WEIGHTS = True
+
 SHORT_REDUCTION = 300  # taps (channels x window) a tile at most for 8-pixel tiles on AVX-512
 
 
@@ -267,6 +272,25 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
             body = IfThenElse(lt(t, ntiles), body)
         return For(tl, pblk, body)
 
+    # While a weight block (KB channels x csize input channels) runs its pblk tiles, each
+    # tile prefetches its slice of the weights that follow it in memory, which are the
+    # ones read next (the next channel block, then the next KB block): deep layers' weights
+    # are read once a run and would otherwise arrive cold, from memory.
+    taps_kb = r * s * KB
+    w_total = groups * nkb * cg * taps_kb
+
+    def prefetch_lines(csize: int) -> int:
+        """Lines a channel so that pblk calls over csize channels cover a whole block of
+        cbs channels (a tail block's calls too: the block after it is a whole one)."""
+        return ceil_div(cbs * taps_kb // 16, csize * pblk) if PREFETCH_WEIGHTS else 0
+
+    def w_next(c0, csize: int, tl):
+        """Tile tl's prefetch slice, after the block at c0; its start is clamped so that the
+        slice ends inside the packed weights (the last block's slices end at their end)."""
+        span = csize * prefetch_lines(csize) * 16
+        start = ((gg * nkb + kb2) * cg + c0 + csize) * taps_kb + tl * span
+        return addr(wpk, 0, 0, 0, 0, 0, tir_min(start, imm(w_total - span)))  # flat offset
+
     def compute(c0, csize: int, accflag, last):
         """The tiles of one input-channel block; `last` (bool or condition): the block that
         leaves the tile channel-major for store_out."""
@@ -276,8 +300,9 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
                           ohs[j] * g["sh"], ows[j] * g["sw"]) for j in range(P)]
             geo = f"{KB}_{P}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
             args = (addr(wpk, gg, kb2, c0, 0, 0, 0), addr(acc, slot, 0, 0), accflag, csize,
-                    *xptrs)
-            final, partial = (ukr_call(f"conv_{geo}_{cm}", *args) for cm in (1, 0))
+                    w_next(c0, csize, tl), *xptrs)
+            final, partial = (ukr_call(f"conv_{geo}_{cm}_{prefetch_lines(csize)}", *args)
+                              for cm in (1, 0))
             call = final if last is True else partial if last is False else \
                 IfThenElse(last, final, partial)
             return seq(call, store_out(slot, t)) if single else call
