@@ -3,6 +3,7 @@
     python benchmarks/window_layers.py                 # MobileNet-v2, ShuffleNet and UNet layers
     python benchmarks/window_layers.py dw:144,56,2     # depthwise 3x3 + bias + Relu6, C,H,stride
     python benchmarks/window_layers.py max:24,112,3,2  # 3x3 stride-2 max pool (pad 1): C,H,k,s
+    python benchmarks/window_layers.py --target "llvm -mcpu=x86-64-v3"  # AVX2 code on this host
 
 Each layer is a one-node ONNX model (a depthwise Conv with its bias and Clip(0, 6), as MobileNet
 exports it, or a MaxPool), built by relay.build at opt_level 3 and run through the graph
@@ -74,7 +75,7 @@ def _cpu_ms(fn, number: int) -> float:
     return (time.thread_time() - start) / number * 1e3
 
 
-def bench(layer: tuple, rounds: int) -> tuple[float, float]:
+def bench(layer: tuple, rounds: int, target: str = "llvm") -> tuple[float, float]:
     """(relayjit ms, onnxruntime ms) for one layer, medians of interleaved rounds."""
     import onnxruntime as ort
 
@@ -92,7 +93,7 @@ def bench(layer: tuple, rounds: int) -> tuple[float, float]:
                                 providers=["CPUExecutionProvider"])
     mod, params = relay.frontend.from_onnx(model)
     with PassContext(opt_level=3):
-        lib = relay.build(mod, target="llvm", params=params)
+        lib = relay.build(mod, target=target, params=params)
     gmod = graph_executor.GraphModule(lib["default"](runtime.cpu()))
     gmod.set_input("x", x)
     gmod.run()
@@ -118,6 +119,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("layers", nargs="*", help="dw:C,H,stride or max:C,H,k,stride")
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--target", default="llvm",
+                        help='relay.build target, e.g. "llvm -mcpu=x86-64-v3" (AVX2 code)')
     args = parser.parse_args()
     from runtime import threadpool
 
@@ -126,7 +129,7 @@ def main() -> None:
     print("| layer | relayjit (ms) | onnxruntime (ms) | relayjit / ort |")
     print("|---|---:|---:|---:|")
     for layer in layers:
-        ours, theirs = bench(layer, args.rounds)
+        ours, theirs = bench(layer, args.rounds, args.target)
         name = f"{layer[0]} {layer[1]}@{layer[2]}x{layer[2]} " + (
             f"s{layer[3]}" if layer[0] == "dw" else f"{layer[3]}x{layer[3]}/{layer[4]}")
         print(f"| {name} | {ours:.4f} | {theirs:.4f} | {ours / theirs:.2f} |", flush=True)
