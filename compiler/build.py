@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import gc
 import time
+import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Callable, Mapping
@@ -37,16 +38,27 @@ from typing import Any, Callable, Mapping
 from codegen import cache as disk_cache
 from codegen import jit
 from compiler import build_cache
-from compiler.backend.graph_codegen import function_calls
+from compiler.backend.graph_codegen import (CONCAT, NOP, GraphCodegen, function_calls,
+                                            is_byte_concat)
+from compiler.backend.lower_function import lower_primitive_function
 from compiler.build_timing import PipelineInstrument, TimingRecorder
 from compiler.errors import CompilerError
 from compiler.ir.expr import Call, Function, Tuple, Var
 from compiler.ir.module import IRModule
+from compiler.ir.structural import structural_equal, structural_hash
 from compiler.ir.traversal import post_order, rewrite_post_order
 from compiler.ir.types import TensorType, TupleType
+from compiler.passes.alter_op_layout import AlterOpLayout, PackConstantWeights
+from compiler.passes.bind_params import bind_params_by_name
+from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
+from compiler.passes.fold_constant import FoldConstant
+from compiler.passes.fold_scale_axis import FoldScaleAxis
+from compiler.passes.fuse_ops import FuseOps
 from compiler.passes.infer_type import InferType, infer_module
+from compiler.passes.simplify_inference import SimplifyInference
 from compiler.target import Target, resolve as resolve_target
 from compiler.transform import PassContext, Sequential, register_pass_config
+from runtime.factory import GraphExecutorFactoryModule
 from runtime.target import TargetInfo, building_for, missing_features, resolve_cpu_target
 
 __all__ = ["build", "optimize", "lower_module", "kernel_name_for", "build_progress"]
@@ -138,12 +150,6 @@ def optimize(mod: IRModule, timing: TimingRecorder | None = None) -> IRModule:
 
 def _pipeline() -> Sequential:
     """relay.build's passes, in order (each gated by its opt_level)."""
-    from compiler.passes.alter_op_layout import AlterOpLayout, PackConstantWeights
-    from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
-    from compiler.passes.fold_constant import FoldConstant
-    from compiler.passes.fold_scale_axis import FoldScaleAxis
-    from compiler.passes.fuse_ops import FuseOps
-    from compiler.passes.simplify_inference import SimplifyInference
     return Sequential([InferType(), SimplifyInference(), FoldScaleAxis(), AlterOpLayout(),
                        PackConstantWeights(), FoldConstant(),
                        EliminateCommonSubexpr(), FuseOps(), InferType()], name="relay.build")
@@ -155,7 +161,6 @@ def kernel_name_for(func: Function, mod_name: str = "default") -> str:
              if type(n) is Call and not isinstance(n.op, (Function, Var))]
     candidate = "fused_" + "_".join(names) if names else "fused_identity"
     if len(candidate) > MAX_NAME_LENGTH:
-        import zlib
         digest = zlib.crc32(candidate.encode())
         candidate = f"{candidate[:MAX_NAME_LENGTH]}_{digest:08x}"
     prefix = f"tvmgen_{mod_name}_" if mod_name else ""
@@ -208,8 +213,6 @@ class _KernelTable:
         return f"{name}_{k}"
 
     def add(self, func: Function) -> str:
-        from compiler.backend.graph_codegen import CONCAT, NOP, is_byte_concat
-        from compiler.ir.structural import structural_equal, structural_hash
         if id(func) in self.names:
             return self.names[id(func)]
         if is_byte_concat(func):
@@ -232,7 +235,6 @@ class _KernelTable:
 
 
 def _lower(func: Function, name: str):
-    from compiler.backend.lower_function import lower_primitive_function
     flat = _flatten_tuple_params(func)
     try:
         return lower_primitive_function(flat, name)
@@ -283,9 +285,6 @@ def _collector_paused():
 
 def _build(ir_mod: Any, target: Any, target_host: Any, params: Mapping[str, Any] | None,
            mod_name: str):
-    from compiler.backend.graph_codegen import CONCAT, NOP, GraphCodegen
-    from compiler.passes.bind_params import bind_params_by_name
-    from runtime.factory import GraphExecutorFactoryModule
     started = time.perf_counter()
     timing = TimingRecorder()
     target = resolve_target(target)
