@@ -94,8 +94,12 @@ class BuildTiming:
         """The report: one line per stage with seconds and share of the total, then counts."""
         c = self.counts
         total = self.total or 1e-12
-        head = (f"relay.build timing: {c.get('kernels', 0)} kernels from "
-                f"{c.get('fused_functions', 0)} fused functions")
+        if c.get("build_cache_hits"):
+            head = (f"relay.build timing: loaded from the build cache ({c.get('kernels', 0)} "
+                    f"kernels; no pass or compiler ran)")
+        else:
+            head = (f"relay.build timing: {c.get('kernels', 0)} kernels from "
+                    f"{c.get('fused_functions', 0)} fused functions")
         lines = [head, f"{'stage':<36} {'seconds':>9} {'share':>7}  note"]
         rows = list(self.stages) + [Stage("other (untimed)", self.other)]
         if self.frontend is not None:
@@ -104,6 +108,8 @@ class BuildTiming:
             lines.append(f"{s.name[:36]:<36} {s.seconds:>9.3f} {100 * s.seconds / total:>6.1f}%"
                          + (f"  {s.note}" if s.note else ""))
         lines.append(f"{'total':<36} {self.total:>9.3f} {100.0:>6.1f}%")
+        if c.get("build_cache_hits"):
+            return "\n".join(lines)
         lines.append(f"compile cache (kernel set): {c.get('cache_memory_hits', 0)} in memory, "
                      f"{c.get('cache_renamed_hits', 0)} renamed, "
                      f"{c.get('cache_disk_hits', 0)} from disk, {c.get('cache_misses', 0)} "

@@ -60,6 +60,8 @@ def test_a_rebuild_loads_the_stored_build(cache_dir):
     assert _hits(first) == 0 and len(_entries(cache_dir)) == 1
     again = _build(weight)
     assert _hits(again) == 1
+    assert "loaded from the build cache" in again.build_timing.table()
+    assert "build cache lookup" in again.build_timing.table()
     np.testing.assert_array_equal(_run(again, x), _run(first, x))
     assert again.memory_stats == first.memory_stats
     assert [p.name_hint for p in again.ir_mod["main"].params] == ["x"]
