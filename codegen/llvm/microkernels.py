@@ -11,9 +11,9 @@ functions are `noinline` so their register allocation stays isolated):
 
 - `relayjit.ukr.gemm_<MR>x<NR>`: C[MR, NR] (+)= A_packed[kc][MR] * B_packed[kc][NR]
   args (kc, a, b, c, ldc, accumulate, b_next); `gemm_<MR>x<NR>_rows` reads A in place
-  (row i at a + i*lda), args (kc, a, lda, b, c, ldc, accumulate, b_next). A row is two vectors of NR/2 floats (6x16 with
-  <8 x float> on AVX2: 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm; 6x32
-  with <16 x float> when the host has AVX-512). b_next is the B panel the caller reads next:
+  (row i at a + i*lda), args (kc, a, lda, b, c, ldc, accumulate, b_next). A row is two
+  vectors of NR/2 floats (6x16 with <8 x float> on AVX2: 12 accumulators + 2 B vectors + 1
+  broadcast = 15 of 16 ymm; 8x32 or 12x32 with <16 x float> when the host has AVX-512). b_next is the B panel the caller reads next:
   prefetched into L2 at the pace b is read (constant weights stream from memory).
 - `relayjit.ukr.gemv_<NR>`: c[NR] = sum_k x[k] * B_packed[k][NR] (matrix-vector, M = 1 dense
   on a pre-packed weight panel); args (k, x, b, c). Four k steps in flight, each with its own
