@@ -73,11 +73,9 @@ def test_dense_several_k_blocks_with_epilogue(m: int, n: int, k: int, width: int
 
 @pytest.mark.parametrize("m", [1, 5, 12, 13, 40])
 @pytest.mark.parametrize("k", [1, 777, 2050])
-def test_packed_dense_k_blocks(m: int, k: int, width: int, monkeypatch) -> None:
+def test_packed_dense_k_blocks(m: int, k: int, width: int) -> None:
     """Constant-weight dense through the packed panels (AlterOpLayout + FoldConstant), K in
-    one block and in several with zero padding (2050 = 3 x 684 - 2), rows 1..40. The build
-    cache is off: its key does not hold RELAYJIT_VECTOR_WIDTH."""
-    monkeypatch.setenv("RELAYJIT_CACHE_DIR", "")
+    one block and in several with zero padding (2050 = 3 x 684 - 2), rows 1..40."""
     n = 45
     x, w, b = _f32(m, k), _f32(n, k), _f32(n)
     xv = relay.var("x", shape=(m, k))
