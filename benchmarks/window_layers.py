@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from benchmarks.model_cpu_time import measure  # noqa: E402
 
 # (kind, channels, height=width, stride) for depthwise; pools add the window size
 LAYERS = [
@@ -68,43 +68,10 @@ def _model(layer: tuple):
     return model
 
 
-def _cpu_ms(fn, number: int) -> float:
-    start = time.thread_time()
-    for _ in range(number):
-        fn()
-    return (time.thread_time() - start) / number * 1e3
-
-
 def bench(layer: tuple, rounds: int, target: str = "llvm") -> tuple[float, float]:
     """(relayjit ms, onnxruntime ms) for one layer, medians of interleaved rounds."""
-    import onnxruntime as ort
-
-    import runtime
-    from compiler import relay
-    from compiler.transform import PassContext
-    from runtime import graph_executor
-
-    model = _model(layer)
     x = np.random.default_rng(1).standard_normal((1, layer[1], layer[2], layer[2]))
-    x = x.astype("float32")
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
-    mod, params = relay.frontend.from_onnx(model)
-    with PassContext(opt_level=3):
-        lib = relay.build(mod, target=target, params=params)
-    gmod = graph_executor.GraphModule(lib["default"](runtime.cpu()))
-    gmod.set_input("x", x)
-    gmod.run()
-    np.testing.assert_allclose(gmod.get_output(0).numpy(), sess.run(None, {"x": x})[0],
-                               rtol=1e-4, atol=1e-4)
-    number = max(3, int(2e6 / x.size))
-    ours, theirs = [], []
-    for _ in range(rounds):
-        ours.append(_cpu_ms(gmod.run, number))
-        theirs.append(_cpu_ms(lambda: sess.run(None, {"x": x}), number))
-    return statistics.median(ours), statistics.median(theirs)
+    return measure(_model(layer), {"x": x.astype("float32")}, rounds, target, 1e-4, 1e-4)
 
 
 def _parse(spec: str) -> tuple:
@@ -122,9 +89,6 @@ def main() -> None:
     parser.add_argument("--target", default="llvm",
                         help='relay.build target, e.g. "llvm -mcpu=x86-64-v3" (AVX2 code)')
     args = parser.parse_args()
-    from runtime import threadpool
-
-    threadpool.set_num_threads(1)
     layers = [_parse(s) for s in args.layers] or LAYERS
     print("| layer | relayjit (ms) | onnxruntime (ms) | relayjit / ort |")
     print("|---|---:|---:|---:|")
