@@ -58,7 +58,7 @@ def _cpu_ms(fn, number: int) -> float:
 def main() -> None:
     import onnxruntime as ort
 
-    from benchmarks.conv_layers import load_model
+    from benchmarks.model_cpu_time import load
     from runtime import threadpool
 
     parser = argparse.ArgumentParser(description=__doc__,
@@ -68,7 +68,7 @@ def main() -> None:
     args = parser.parse_args()
     threadpool.set_num_threads(1)
     for name in args.models:
-        model, feeds = load_model(name)
+        model, feeds = load(name)
         off, on = build(model, feeds, False), build(model, feeds, True)
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
