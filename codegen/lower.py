@@ -85,7 +85,10 @@ class _Lowering:
             if t.buffer not in outs:
                 body = Allocate(t.buffer, body)
         params = [t.buffer for t in self.inputs] + out_params
-        return PrimFunc(self.name, params, body)
+        fused = getattr(self, "fused", {})  # an extern's attrs stay with its fused epilogue
+        attrs = {k: v for t in stages for src in (t, fused.get(id(t))) if src is not None
+                 for k, v in src.kernel_attrs.items()}
+        return PrimFunc(self.name, params, body, attrs)
 
     def topo_stages(self, roots: list[Tensor]) -> list[Tensor]:
         """Materialized tensors needed by roots, producers first (explicit-stack DFS)."""

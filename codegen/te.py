@@ -37,7 +37,7 @@ class Tensor:
     """An n-d tensor expression with a static shape; index it with t[i, j, ...]."""
 
     __slots__ = ("name", "shape", "dtype", "kind", "axis", "body", "buffer", "materialized",
-                 "extern_inputs", "extern_fn", "__weakref__")
+                 "extern_inputs", "extern_fn", "kernel_attrs", "__weakref__")
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: str, kind: str) -> None:
         self.name, self.shape, self.dtype, self.kind = name, shape, dtype, kind
@@ -46,6 +46,7 @@ class Tensor:
         self.materialized = kind != "compute"
         self.extern_inputs: tuple[Tensor, ...] = ()
         self.extern_fn: Callable[[list[Buffer], list[Buffer]], Stmt] | None = None
+        self.kernel_attrs: dict = {}  # what an extern asks of the kernel it ends up in
         if kind == "placeholder":
             self.buffer: Buffer = Buffer(name, shape, dtype)
         else:
@@ -152,11 +153,15 @@ def materialize(t: Tensor) -> Tensor:
 
 def extern(shape: Sequence[int], inputs: Sequence[Tensor],
            fcompute: Callable[[list[Buffer], list[Buffer]], Stmt], dtype: str = "float32",
-           name: str = "extern") -> Tensor:
-    """A tensor written by hand-made TIR: fcompute(input buffers, [output buffer]) -> Stmt."""
+           name: str = "extern", kernel_attrs: dict | None = None) -> Tensor:
+    """A tensor written by hand-made TIR: fcompute(input buffers, [output buffer]) -> Stmt.
+
+    kernel_attrs go into the attrs of the PrimFunc that computes it (e.g.
+    "prefer_vector_width", which codegen.llvm.emit passes on to LLVM)."""
     t = Tensor(name, _shape(shape, f"extern {name}"), as_dtype(dtype), "extern")
     t.extern_inputs = tuple(materialize(x) for x in inputs)
     t.extern_fn = fcompute
+    t.kernel_attrs = dict(kernel_attrs or {})
     return t
 
 

@@ -5,7 +5,10 @@ the loop nest, and the exported `i32 @name(ptr %args)` that loads the buffer poi
 from %args (inputs then outputs), calls the body and returns its status (0 on success).
 Params get `noalias` (the runtime never passes overlapping buffers) and
 `dereferenceable(nbytes)`; `align 64` only when PrimFunc.attrs["assume_aligned"] is true,
-since callers may pass numpy arrays. Scratch buffers (Allocate) live on the stack up to
+since callers may pass numpy arrays. PrimFunc.attrs["prefer_vector_width"] (bits, from a
+schedule's te.extern kernel_attrs) becomes LLVM's "prefer-vector-width" on all of the
+kernel's functions, so its loops vectorise that wide where the target's default is narrower.
+Scratch buffers (Allocate) live on the stack up to
 STACK_LIMIT bytes per function and on the heap beyond (allocated at entry, freed at return),
 so kernels keep no mutable global state and are reentrant. Loops of kind "parallel" run on
 the runtime's thread pool (see FunctionEmitter._parallel_for).
@@ -50,6 +53,30 @@ def _constant_global(module: ir.Module, buf: ConstantBuffer) -> ir.GlobalVariabl
     return gv
 
 
+class _FunctionAttributes(ir.FunctionAttributes):
+    """llvmlite's function attributes plus LLVM's "key"="value" string attributes (which
+    llvmlite's set refuses), printed after the others."""
+
+    def __init__(self, args=()):
+        super().__init__(args)
+        self.strings: dict[str, str] = {}
+
+    def _to_list(self, ret_type):
+        return super()._to_list(ret_type) + [f'"{k}"="{v}"' for k, v in
+                                             sorted(self.strings.items())]
+
+
+def _kernel_function(module: ir.Module, ftype: ir.FunctionType, name: str,
+                     func: PrimFunc) -> ir.Function:
+    """An LLVM function of kernel `func`, carrying the attributes its PrimFunc asks for."""
+    fn = ir.Function(module, ftype, name)
+    fn.attributes = _FunctionAttributes()
+    width = func.attrs.get("prefer_vector_width")
+    if width:
+        fn.attributes.strings["prefer-vector-width"] = str(int(width))
+    return fn
+
+
 def emit_module(funcs: list[PrimFunc], name: str = "relayjit") -> ir.Module:
     """An LLVM module with one exported kernel per PrimFunc."""
     module = ir.Module(name=name)
@@ -89,8 +116,8 @@ class FunctionEmitter(ExprEmitter):
 
     def emit(self) -> None:
         f = self.func
-        body_fn = ir.Function(self.module, ir.FunctionType(I32, [PTR] * len(f.params)),
-                              f"{f.name}.body")
+        body_fn = _kernel_function(self.module, ir.FunctionType(I32, [PTR] * len(f.params)),
+                                   f"{f.name}.body", f)
         body_fn.linkage = "internal"
         body_fn.attributes.add("alwaysinline")
         body_fn.attributes.add("nounwind")
@@ -152,7 +179,7 @@ class FunctionEmitter(ExprEmitter):
 
     def _wrapper(self, body_fn: ir.Function) -> None:
         f = self.func
-        fn = ir.Function(self.module, ir.FunctionType(I32, [PTR]), f.name)
+        fn = _kernel_function(self.module, ir.FunctionType(I32, [PTR]), f.name, f)
         fn.attributes.add("nounwind")
         b = TextBuilder(TextBlock(fn, "entry"))
         args = fn.args[0]
@@ -271,12 +298,13 @@ class FunctionEmitter(ExprEmitter):
         module = self.module
         name = module.get_unique_name(f"{self.kernel}.par")
         # created first, so a parallel loop nested in the body gets a name of its own
-        task_fn = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I64]), name)
+        task_fn = _kernel_function(module, ir.FunctionType(I32, [PTR, I64, I64]), name,
+                                   self.func)
         task_fn.linkage = "internal"
         task_fn.attributes.add("nounwind")
         # the body: captured values as parameters, then the chunk's [begin, end)
         body_ty = ir.FunctionType(I32, [val.type for _, val in captured] + [I64, I64])
-        body_fn = ir.Function(module, body_ty, f"{name}.body")
+        body_fn = _kernel_function(module, body_ty, f"{name}.body", self.func)
         body_fn.linkage = "internal"
         body_fn.attributes.add("nounwind")
         inner = FunctionEmitter(module, self.func)

@@ -100,6 +100,23 @@ def test_conv_micro_kernel_is_vector_fma(monkeypatch) -> None:
     assert "@llvm.fma.v8f32(<8 x float>" in text
 
 
+def test_conv_kernels_prefer_the_micro_kernel_vector_width(width) -> None:
+    """The conv kernel's own loops (padding copies, edge tiles, epilogue) are asked to
+    vectorise at the micro-kernel's width; a plain elementwise kernel is left to LLVM."""
+    x, w = te.placeholder((1, 8, 8, 8), name="x"), te.placeholder((16, 8, 3, 3), name="w")
+    conv = conv2d_nchw(x, w, (1, 1), (1, 1, 1, 1))
+    relu = te.compute(conv.shape, lambda *i: tir.ops.max(conv[i], tir.ops.const(0.0, "float32")),
+                      name="relu")
+    func = lower("conv_width", [x, w], [relu])  # the epilogue keeps the conv's attrs
+    assert func.attrs == {"prefer_vector_width": 32 * width}
+    text = get_llvm_ir([func], optimized=False)
+    defines = [line for line in text.splitlines() if line.startswith("define")]
+    assert defines and all(f'"prefer-vector-width"="{32 * width}"' in d for d in defines)
+    y = te.placeholder((64,), name="y")
+    plain = lower("exp", [y], [te.compute((64,), lambda i: tir.ops.exp(y[i]), name="e")])
+    assert plain.attrs == {} and "prefer-vector-width" not in get_llvm_ir([plain])
+
+
 def _pack(w: np.ndarray, groups: int) -> np.ndarray:
     """w [K, Cg, R, S] -> Wp[G, ceil(Kg/KB), Cg, R, S, KB] per conv2d_pack_geometry."""
     k, cg, r, s = w.shape
