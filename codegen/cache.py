@@ -35,6 +35,7 @@ import os
 import struct
 import tempfile
 import threading
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import NamedTuple
 
@@ -270,19 +271,32 @@ def store(structural_key: str, entry: Entry) -> bool:
 def prune(max_bytes: int | None = None) -> int:
     """Remove least recently used entries until the cache fits; returns how many went."""
     root = cache_dir()
-    if root is None or not os.path.isdir(root):
+    if root is None:
         return 0
-    if max_bytes is None:
-        try:
-            max_bytes = int(float(os.environ.get("RELAYJIT_CACHE_MAX_MB", "1024")) * 2 ** 20)
-        except ValueError:
-            max_bytes = 2 ** 30
+    return prune_lru(root, _SUFFIX, max_bytes if max_bytes is not None else
+                     size_limit("RELAYJIT_CACHE_MAX_MB", 1024))
+
+
+def size_limit(variable: str, default_mb: int) -> int:
+    """Bytes from environment variable `variable` (in MB; default_mb when unset or bad)."""
+    try:
+        return int(float(os.environ.get(variable, str(default_mb))) * 2 ** 20)
+    except ValueError:
+        return default_mb * 2 ** 20
+
+
+def prune_lru(root: str, suffix: str, max_bytes: int,
+              also_remove: Callable[[str], list[str]] = lambda path: []) -> int:
+    """Remove the least recently used (by mtime) `suffix` files in root's subdirectories
+    until they total at most max_bytes, with also_remove(path)'s companions; how many went."""
+    if not os.path.isdir(root):
+        return 0
     files = []
     for sub in os.scandir(root):
         if not sub.is_dir(follow_symlinks=False):
             continue
         for e in os.scandir(sub.path):
-            if e.name.endswith(_SUFFIX) and not e.name.startswith(".tmp-"):
+            if e.name.endswith(suffix) and not e.name.startswith(".tmp-"):
                 with contextlib.suppress(OSError):
                     st = e.stat()
                     files.append((st.st_mtime, st.st_size, e.path))
@@ -291,8 +305,9 @@ def prune(max_bytes: int | None = None) -> int:
     for _, size, path in sorted(files):
         if total <= max_bytes:
             break
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-            total -= size
-            removed += 1
+        for victim in (path, *also_remove(path)):
+            with contextlib.suppress(OSError):
+                os.unlink(victim)
+        total -= size
+        removed += 1
     return removed

@@ -154,30 +154,12 @@ def store(key: str, factory: GraphExecutorFactoryModule, memory_stats: dict) -> 
 def prune(max_bytes: int | None = None) -> int:
     """Remove least recently used builds until the directory fits; how many went."""
     root = _root()
-    if root is None or not os.path.isdir(root):
+    if root is None:
         return 0
-    if max_bytes is None:
-        try:
-            max_bytes = int(float(os.environ.get("RELAYJIT_BUILD_CACHE_MAX_MB", "2048")) * 2**20)
-        except ValueError:
-            max_bytes = 2 * 2**30
-    entries = []
-    for sub in os.scandir(root):
-        if sub.is_dir(follow_symlinks=False):
-            for e in os.scandir(sub.path):
-                if e.name.endswith(_MODULE_SUFFIX) and not e.name.startswith(".tmp-"):
-                    with contextlib.suppress(OSError):
-                        st = e.stat()
-                        entries.append((st.st_mtime, st.st_size, e.path))
-    total = sum(size for _, size, _ in entries)
-    removed = 0
-    for _, size, path in sorted(entries):
-        if total <= max_bytes:
-            break
-        _remove(path, path[:-len(_MODULE_SUFFIX)] + _STATS_SUFFIX)
-        total -= size
-        removed += 1
-    return removed
+    return kernel_cache.prune_lru(
+        root, _MODULE_SUFFIX, max_bytes if max_bytes is not None else
+        kernel_cache.size_limit("RELAYJIT_BUILD_CACHE_MAX_MB", 2048),
+        lambda path: [path[:-len(_MODULE_SUFFIX)] + _STATS_SUFFIX])
 
 
 def _remove(*paths: str) -> None:

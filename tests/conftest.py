@@ -5,7 +5,9 @@
   never to the user's ~/.cache/relayjit (subprocesses the tests start inherit it);
 - the build cache (compiler.build_cache) is off, so every build runs its passes and asks the
   kernel cache as the tests expect; tests/build/test_build_cache.py turns it on.
-- keep_thread_count: a fixture restoring the kernel thread count a test changed.
+- keep_thread_count: a fixture restoring the kernel thread count a test changed;
+- width: a fixture running a test at both micro-kernel vector widths (8: AVX2 code, 16:
+  AVX-512 code, skipped where the host has no AVX-512), through RELAYJIT_VECTOR_WIDTH.
 """
 import atexit
 import faulthandler
@@ -31,3 +33,15 @@ def keep_thread_count():
     before = threadpool.get_num_threads()
     yield
     threadpool.set_num_threads(before)
+
+
+@pytest.fixture(params=["8", "16"], ids=["avx2", "avx512"])
+def width(request, monkeypatch):
+    """Both micro-kernel widths (16-wide code runs only where the host has AVX-512)."""
+    if request.param == "16":
+        from runtime.target import host_info
+
+        if "+avx512f" not in host_info().features.split(","):
+            pytest.skip("host has no AVX-512")
+    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", request.param)
+    return int(request.param)

@@ -25,17 +25,6 @@ from runtime import graph_executor
 RNG = np.random.default_rng(5)
 
 
-@pytest.fixture(params=["8", "16"], ids=["avx2", "avx512"])
-def width(request, monkeypatch):
-    if request.param == "16":
-        from runtime.target import host_info
-
-        if "+avx512f" not in host_info().features.split(","):
-            pytest.skip("host has no AVX-512")
-    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", request.param)
-    return int(request.param)
-
-
 def reference(x, w, bias, strides, padding, dilation, groups):
     """relu(conv2d(x, w) + bias) in float64, padding (top, left, bottom, right)."""
     n, c, h, wd = x.shape

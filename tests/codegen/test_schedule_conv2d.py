@@ -35,17 +35,6 @@ def ref_conv(x, w, st, pad, dil, groups):
     return out
 
 
-@pytest.fixture(params=["8", "16"], ids=["avx2", "avx512"])
-def width(request, monkeypatch):
-    if request.param == "16":
-        from runtime.target import host_info
-
-        if "+avx512f" not in host_info().features.split(","):
-            pytest.skip("host has no AVX-512")
-    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", request.param)
-    return int(request.param)
-
-
 CASES = [
     # x shape, w shape, strides, padding (t, l, b, r), dilation, groups
     ((1, 3, 9, 9), (5, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),

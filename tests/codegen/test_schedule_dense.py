@@ -17,18 +17,6 @@ def _f32(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape).astype("float32")
 
 
-@pytest.fixture(params=["8", "16"], ids=["avx2", "avx512"])
-def width(request, monkeypatch):
-    """Both micro-kernel widths (16-wide code runs only where the host has AVX-512)."""
-    if request.param == "16":
-        from runtime.target import host_info
-
-        if "+avx512f" not in host_info().features.split(","):
-            pytest.skip("host has no AVX-512")
-    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", request.param)
-    return int(request.param)
-
-
 @pytest.mark.parametrize("m", SIZES)
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("k", [1, 3, 17, 33])

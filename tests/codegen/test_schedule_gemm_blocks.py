@@ -25,18 +25,6 @@ def _f32(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape).astype("float32")
 
 
-@pytest.fixture(params=["8", "16"], ids=["avx2", "avx512"])
-def width(request, monkeypatch):
-    """Both micro-kernel widths (16-wide code runs only where the host has AVX-512)."""
-    if request.param == "16":
-        from runtime.target import host_info
-
-        if "+avx512f" not in host_info().features.split(","):
-            pytest.skip("host has no AVX-512")
-    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", request.param)
-    return int(request.param)
-
-
 @pytest.mark.parametrize("vw", [8, 16])
 @pytest.mark.parametrize("k", [1, 2, 255, 256, 257, 768, 1023, 1024, 1025, 3072, 5000])
 def test_k_blocks_cover_k_with_little_padding(vw: int, k: int) -> None:
