@@ -20,7 +20,7 @@ from codegen.schedules import conv2d, conv2d_nchw_packed, conv2d_pack_geometry
 from codegen.tir.expr import BinaryOp, Call, Cast, IntImm, Load, Var
 from codegen.tir.stmt import Allocate, Evaluate, For, IfThenElse, LetStmt, SeqStmt
 
-from .test_schedule_conv2d import _f32, _pack, ref_conv, width  # noqa: F401 - fixture
+from .test_schedule_conv2d import _f32, _pack, ref_conv
 
 _BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
            "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b, "min": min,
