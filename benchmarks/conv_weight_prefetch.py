@@ -1,9 +1,11 @@
 """Whole models with and without the direct conv schedule's weight prefetch, beside onnxruntime.
 
     python benchmarks/conv_weight_prefetch.py resnet50 [vgg19 ...] [--rounds 15]
+                                              [--switch winograd.U_IN_PLACE]
 
-Each model is built twice in this process (codegen.schedules.conv2d.PREFETCH_WEIGHTS off,
-then on; the build cache off so both really compile), then the two builds and onnxruntime
+Each model is built twice in this process (a schedule's switch, by default
+codegen.schedules.conv2d.PREFETCH_WEIGHTS, off then on; the build cache off so both really
+compile), then the two builds and onnxruntime
 (intra_op_num_threads=1) run in interleaved rounds at one thread. Times are CPU time of the
 calling thread (time.thread_time), medians over the rounds: robust to the other load on a
 shared machine. In a whole run the deep layers' weights are read once and arrive cold; the
@@ -27,22 +29,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
-def build(model, feeds: dict, prefetch: bool):
-    """A graph module of the model built with PREFETCH_WEIGHTS = prefetch, inputs set."""
+def build(model, feeds: dict, switch: str, value: bool):
+    """A graph module of the model built with codegen.schedules.<switch> = value, inputs set."""
+    import importlib
+
     import runtime
-    from codegen.schedules import conv2d
     from compiler import relay
     from compiler.transform import PassContext
     from runtime import graph_executor
 
-    saved = conv2d.PREFETCH_WEIGHTS
-    conv2d.PREFETCH_WEIGHTS = prefetch
+    module_name, attr = switch.rsplit(".", 1)
+    module = importlib.import_module(f"codegen.schedules.{module_name}")
+    saved = getattr(module, attr)
+    setattr(module, attr, value)
     try:
         mod, params = relay.frontend.from_onnx(model)
         with PassContext(opt_level=3):
             factory = relay.build(mod, target="llvm", params=params)
     finally:
-        conv2d.PREFETCH_WEIGHTS = saved
+        setattr(module, attr, saved)
     gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
     gmod.set_input(**feeds)
     return gmod
@@ -65,11 +70,13 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="+")
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--switch", default="conv2d.PREFETCH_WEIGHTS",
+                        help="module.NAME of a bool in codegen.schedules")
     args = parser.parse_args()
     threadpool.set_num_threads(1)
     for name in args.models:
         model, feeds = load(name)
-        off, on = build(model, feeds, False), build(model, feeds, True)
+        off, on = (build(model, feeds, args.switch, v) for v in (False, True))
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
@@ -78,8 +85,8 @@ def main() -> None:
         expected = sess.run(None, feeds)
         for g in (off, on):
             g.run()
-        same = all(np.array_equal(off.get_output(i).numpy(), on.get_output(i).numpy())
-                   for i in range(off.get_num_outputs()))
+        same = all(np.allclose(off.get_output(i).numpy(), on.get_output(i).numpy(),
+                               rtol=1e-5, atol=1e-5) for i in range(off.get_num_outputs()))
         ok = all(np.allclose(on.get_output(i).numpy(), e, rtol=1e-3, atol=1e-4)
                  for i, e in enumerate(expected))
         runs = {"off": off.run, "on": on.run, "ort": lambda: sess.run(None, feeds)}
@@ -88,11 +95,12 @@ def main() -> None:
             for key, fn in runs.items():
                 times[key].append(_cpu_ms(fn, 2))
         med = {k: float(np.median(v)) for k, v in times.items()}
-        print(f"== {name}: prefetch off {med['off']:.2f} ms ({med['off'] / med['ort']:.3f}x), "
+        print(f"== {name}: {args.switch} off {med['off']:.2f} ms "
+              f"({med['off'] / med['ort']:.3f}x), "
               f"on {med['on']:.2f} ms ({med['on'] / med['ort']:.3f}x), onnxruntime "
               f"{med['ort']:.2f} ms; one thread, CPU time, median of {args.rounds} rounds; "
               f"on/off {med['on'] / med['off']:.3f}; outputs "
-              f"{'identical' if same else 'DIFFER'} off vs on, "
+              f"{'agree' if same else 'DIFFER'} off vs on, "
               f"{'agree' if ok else 'DIFFER'} with onnxruntime")
 
 

@@ -6,7 +6,8 @@ Y = A^T [ (G g G^T) . (B^T d B) ] A, so the 9 m^2 multiplies of a direct tile be
 
     U[xi, k, c]  = (G w[k, c] G^T)[xi]          weights, transformed at compile time
     V[xi, c, t]  = (B^T d[c, t] B)[xi]           per input channel and output tile t
-    M[xi, k, t]  = sum_c U[xi, k, c] V[xi, c, t] the packed GEMM schedule, batch = xi
+    M[xi, k, t]  = sum_c U[xi, k, c] V[xi, c, t] the GEMM schedule, batch = xi, U's rows
+                                                 read in place (U_IN_PLACE)
     out[k, tile] = A^T M[:, k, t] A              with the fused epilogue
 
 F(4x4, 3x3) does 2.25 multiplies an output instead of 9; its rounding error is about 16x
@@ -25,9 +26,13 @@ from ..parallel import MIN_PARALLEL_WORK
 from ..tir.expr import Expr, Load, Var
 from ..tir.ops import const, floordiv, floormod, ge, if_then_else, logical_and, lt
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
-from .common import F32, ceil_div, imm, mark_epilogue, var, zero
+from .common import F32, addr, ceil_div, imm, mark_epilogue, var, zero
 from .gemm import gemm_stmt
 
+# The GEMMs read U's rows in place (gemm_stmt's a_rows: its `_rows` micro-kernel, each row tile
+# streaming its rows while it computes) rather than packing each block of U first; False packs
+# (for A/B measurements in one process).
+U_IN_PLACE = True
 _F = Fraction
 # (G, B^T, A^T) with exact rational entries (points 0, 1, -1 for m = 2; 0, +-1, +-2 for m = 4)
 MATRICES = {
@@ -144,7 +149,9 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
                          lambda b, i, j: Load(ub, (floordiv(b[0], a), floormod(b[0], a), i, j),
                                               F32),
                          lambda b, i, j: Load(vbuf, (b[0], j, i), F32), mbuf, "mk", "kn",
-                         None, f"{name}_gemm")
+                         None, f"{name}_gemm",
+                         a_rows=(lambda b, i, j: addr(ub, floordiv(b[0], a), floormod(b[0], a),
+                                                      i, j), c) if U_IN_PLACE else None)
         # 4. output transform + epilogue: out tile = A^T M A
         ko, uy, ux = var(f"{name}_ok"), var(f"{name}_oy"), var(f"{name}_ox")
         tt = uy * tw + ux
