@@ -16,8 +16,13 @@ everything the build reads:
 Entries live under <cache dir>/builds/ (codegen.cache.cache_dir: RELAYJIT_CACHE_DIR) and are
 read back through runtime.factory.load_module, which checks them as untrusted files; an entry
 that fails the checks is deleted and the build runs. Builds quicker than MIN_BUILD_SECONDS
-are not stored (reading them back would save nothing), nor are builds under a PassContext
-with instruments or tracing (their caller wants to see the passes run).
+are not stored (reading them back would save nothing), nor builds whose params exceed
+MAX_STORED_PARAMS (VGG-19's 550 MB took 8 s to write and would take longer to hash and read
+back than FoldConstant takes), nor builds under a PassContext with instruments or tracing
+(their caller wants to see the passes run). An entry is written by a background thread from
+a copy of the params, so relay.build does not wait for the disk (ResNet-50's 100 MB took
+0.5 s to serialise and write, a fifth of its cold build); flush() waits for the writes, and
+a lookup waits for them first.
 RELAYJIT_BUILD_CACHE=0 turns it off; the directory is kept under RELAYJIT_BUILD_CACHE_MAX_MB
 (default 2048), least recently used first.
 """
@@ -29,6 +34,10 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
+from typing import NamedTuple
+
+import numpy as np
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -39,13 +48,16 @@ from compiler.ir.expr import Constant
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order
 from compiler.transform import PassContext
+from runtime.export import write_module
 from runtime.factory import GraphExecutorFactoryModule, load_module
+from runtime.library import KernelLibrary
 from runtime.target import TargetInfo
 
-__all__ = ["build_key", "lookup", "store", "MIN_BUILD_SECONDS"]
+__all__ = ["build_key", "lookup", "store", "flush", "MIN_BUILD_SECONDS", "MAX_STORED_PARAMS"]
 
 FORMAT = "relayjit-build-1"
 MIN_BUILD_SECONDS = 0.3
+MAX_STORED_PARAMS = 256 * 2**20  # bytes
 _MODULE_SUFFIX = ".rjbuild"
 _STATS_SUFFIX = ".json"
 _PACKAGES = ("compiler", "codegen", "runtime")
@@ -116,6 +128,7 @@ def _paths(key: str) -> tuple[str, str]:
 
 def lookup(key: str) -> tuple[GraphExecutorFactoryModule, dict] | None:
     """(factory, memory stats) stored under `key`, or None; a damaged entry is removed."""
+    flush()
     module_path, stats_path = _paths(key)
     if not os.path.exists(module_path):
         return None
@@ -133,9 +146,56 @@ def lookup(key: str) -> tuple[GraphExecutorFactoryModule, dict] | None:
     return factory, stats
 
 
+class _Snapshot(NamedTuple):
+    """What runtime.export.write_module reads of a factory, with the params copied (the
+    caller may write into the factory's params while the entry is being written)."""
+
+    graph_json: str
+    lib: KernelLibrary
+    params: dict[str, np.ndarray]
+    libmod_name: str
+
+    def get_graph_json(self) -> str:
+        return self.graph_json
+
+    def get_lib(self) -> KernelLibrary:
+        return self.lib
+
+    def get_params(self) -> dict[str, np.ndarray]:
+        return self.params
+
+
+_writers: list[threading.Thread] = []
+_writers_lock = threading.Lock()
+
+
 def store(key: str, factory: GraphExecutorFactoryModule, memory_stats: dict) -> bool:
-    """Write the entry (stats first, then the module atomically); False on any I/O problem."""
-    module_path, stats_path = _paths(key)
+    """Start writing the entry on a background thread; False when the build is too big to
+    store (MAX_STORED_PARAMS)."""
+    if sum(v.nbytes for v in factory.params.values()) > MAX_STORED_PARAMS:
+        return False
+    snapshot = _Snapshot(factory.graph_json, factory.lib,
+                         {name: v.numpy() for name, v in factory.params.items()},
+                         factory.libmod_name)
+    writer = threading.Thread(target=_write, args=(_paths(key), snapshot, dict(memory_stats)),
+                              name="relayjit-build-cache", daemon=False)
+    with _writers_lock:
+        _writers.append(writer)
+    writer.start()
+    return True
+
+
+def flush() -> None:
+    """Wait until the entries being written are on disk."""
+    with _writers_lock:
+        pending, _writers[:] = list(_writers), []
+    for writer in pending:
+        writer.join()
+
+
+def _write(paths: tuple[str, str], snapshot: _Snapshot, memory_stats: dict) -> None:
+    """The entry: stats first, then the module atomically; nothing left on an I/O error."""
+    module_path, stats_path = paths
     directory = os.path.dirname(module_path)
     try:
         os.makedirs(directory, exist_ok=True)
@@ -143,12 +203,11 @@ def store(key: str, factory: GraphExecutorFactoryModule, memory_stats: dict) -> 
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(memory_stats, f)
         os.replace(tmp, stats_path)
-        factory.export_library(module_path)  # atomic itself
+        write_module(module_path, snapshot)  # atomic itself
     except OSError:
         _remove(module_path, stats_path)
-        return False
+        return
     prune()
-    return True
 
 
 def prune(max_bytes: int | None = None) -> int:

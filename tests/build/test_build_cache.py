@@ -14,6 +14,9 @@ from runtime import cpu
 from runtime.graph_executor import GraphModule
 
 
+RNG_WEIGHT = np.random.default_rng(11)
+
+
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
     """An empty cache directory; every build is stored, however quick."""
@@ -49,6 +52,7 @@ def _hits(factory) -> int:
 
 
 def _entries(root) -> list[str]:
+    build_cache.flush()  # entries are written in the background
     return glob.glob(os.path.join(str(root), "builds", "*", "*.rjbuild"))
 
 
@@ -146,3 +150,25 @@ def test_prune_keeps_the_most_recent_builds(cache_dir):
     size = os.path.getsize(entries[-1])
     assert build_cache.prune(max_bytes=size) == 2
     assert _entries(cache_dir) == [entries[-1]]
+
+
+def test_builds_with_big_params_are_not_stored(cache_dir, monkeypatch):
+    monkeypatch.setattr(build_cache, "MAX_STORED_PARAMS", 8 * 4 * 9 * 4 - 1)  # the weight: 1152 B
+    _build(np.ones((8, 4, 3, 3), "float32"))
+    assert _entries(cache_dir) == []
+    monkeypatch.setattr(build_cache, "MAX_STORED_PARAMS", 8 * 4 * 9 * 4 * 4)
+    _build(np.ones((8, 4, 3, 3), "float32"))
+    assert len(_entries(cache_dir)) == 1
+
+
+def test_the_stored_params_are_a_copy(cache_dir):
+    """Writing into the factory's params after the build does not reach the entry."""
+    weight = RNG_WEIGHT.standard_normal((8, 4, 3, 3)).astype("float32")
+    x = RNG_WEIGHT.standard_normal((1, 4, 8, 8)).astype("float32")
+    first = _build(weight)
+    want = _run(first, x)
+    for value in first.get_params().values():
+        value.copyfrom(np.zeros(value.shape, value.dtype))
+    again = _build(weight)
+    assert _hits(again) == 1
+    np.testing.assert_array_equal(_run(again, x), want)
