@@ -21,7 +21,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ["RELAYJIT_BUILD_CACHE"] = "0"
 
 import argparse  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -53,17 +52,10 @@ def build(model, feeds: dict, switch: str, value: bool):
     return gmod
 
 
-def _cpu_ms(fn, number: int) -> float:
-    start = time.thread_time()
-    for _ in range(number):
-        fn()
-    return (time.thread_time() - start) / number * 1e3
-
-
 def main() -> None:
     import onnxruntime as ort
 
-    from benchmarks.model_cpu_time import load
+    from benchmarks.model_cpu_time import cpu_ms, load
     from runtime import threadpool
 
     parser = argparse.ArgumentParser(description=__doc__,
@@ -93,7 +85,7 @@ def main() -> None:
         times: dict[str, list[float]] = {k: [] for k in runs}
         for _ in range(args.rounds):
             for key, fn in runs.items():
-                times[key].append(_cpu_ms(fn, 2))
+                times[key].append(cpu_ms(fn, 2))
         med = {k: float(np.median(v)) for k, v in times.items()}
         print(f"== {name}: {args.switch} off {med['off']:.2f} ms "
               f"({med['off'] / med['ort']:.3f}x), "

@@ -66,17 +66,19 @@ def measure(model: onnx.ModelProto, feeds: dict, rounds: int, target: str = "llv
     gm.run()
     number = max(1, int(2e-3 / max(time.thread_time() - start, 1e-6)))
 
-    def per_run(fn) -> float:
-        t = time.thread_time()
-        for _ in range(number):
-            fn()
-        return (time.thread_time() - t) / number
-
     ours, theirs = [], []
     for _ in range(rounds):
-        ours.append(per_run(gm.run))
-        theirs.append(per_run(lambda: sess.run(None, feeds)))
-    return float(np.median(ours)) * 1e3, float(np.median(theirs)) * 1e3
+        ours.append(cpu_ms(gm.run, number))
+        theirs.append(cpu_ms(lambda: sess.run(None, feeds), number))
+    return float(np.median(ours)), float(np.median(theirs))
+
+
+def cpu_ms(fn, number: int) -> float:
+    """Milliseconds of this thread's CPU time per call of fn, over `number` calls."""
+    start = time.thread_time()
+    for _ in range(number):
+        fn()
+    return (time.thread_time() - start) / number * 1e3
 
 
 def main() -> None:
