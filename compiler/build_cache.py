@@ -61,8 +61,6 @@ MAX_STORED_PARAMS = 256 * 2**20  # bytes
 _MODULE_SUFFIX = ".rjbuild"
 _STATS_SUFFIX = ".json"
 _PACKAGES = ("compiler", "codegen", "runtime")
-
-
 SWITCH = "RELAYJIT_BUILD_CACHE"
 
 
