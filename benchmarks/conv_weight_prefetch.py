@@ -2,9 +2,11 @@
 
     python benchmarks/conv_weight_prefetch.py resnet50 [vgg19 ...] [--rounds 15]
                                               [--switch winograd.U_IN_PLACE]
+                                              [--switch window.PHASES_MAX_BYTES --values 0,73728]
 
 Each model is built twice in this process (a schedule's switch, by default
-codegen.schedules.conv2d.PREFETCH_WEIGHTS, off then on; the build cache off so both really
+codegen.schedules.conv2d.PREFETCH_WEIGHTS, off then on, or set to the two --values; the build
+cache off so both really
 compile), then the two builds and onnxruntime
 (intra_op_num_threads=1) run in interleaved rounds at one thread. Times are CPU time of the
 calling thread (time.thread_time), medians over the rounds: robust to the other load on a
@@ -21,6 +23,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ["RELAYJIT_BUILD_CACHE"] = "0"
 
 import argparse  # noqa: E402
+import ast  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -28,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
-def build(model, feeds: dict, switch: str, value: bool):
+def build(model, feeds: dict, switch: str, value):
     """A graph module of the model built with codegen.schedules.<switch> = value, inputs set."""
     import importlib
 
@@ -63,12 +66,15 @@ def main() -> None:
     parser.add_argument("models", nargs="+")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--switch", default="conv2d.PREFETCH_WEIGHTS",
-                        help="module.NAME of a bool in codegen.schedules")
+                        help="module.NAME of a setting in codegen.schedules")
+    parser.add_argument("--values", default="False,True",
+                        help="the setting's off and on values (Python literals), e.g. 0,73728")
     args = parser.parse_args()
     threadpool.set_num_threads(1)
     for name in args.models:
         model, feeds = load(name)
-        off, on = (build(model, feeds, args.switch, v) for v in (False, True))
+        off, on = (build(model, feeds, args.switch, ast.literal_eval(v))
+                   for v in args.values.split(","))
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1

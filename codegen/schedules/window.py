@@ -7,16 +7,20 @@ the generic pooling rule tests every tap, and an Inception 3x3 average pool with
 slower than onnxruntime's; no short strided rows: a 14-wide stride-2 row was mostly scalar). The
 windows then reduce straight into the output rows, four rows per loop so that their overlapping
 windows load each input row once, each row in whole vectors and one remainder vector. A plane
-that needs no padding skips the copy and reads its taps in place. A depthwise window's sum of
-products goes through accumulators, which codegen contracts into FMAs.
+that needs no padding skips the copy and reads its taps in place, unless its columns are
+strided and the plane small (see PHASES_MAX_BYTES). A depthwise window's sum of products goes
+through accumulators, which codegen contracts into FMAs.
 
 A max is reduced as a balanced tree of plain maxima (vmaxps) beside a tree of NaN tests, so a
 window's taps are not one serial chain of compare-and-select steps; a NaN anywhere in the
-window still gives NaN, as numpy.maximum does.
+window still gives NaN, as numpy.maximum does. Each window row is reduced first, so the rows
+that neighbouring output rows share are reduced once.
 """
 from __future__ import annotations
 
 from typing import Callable
+
+import numpy as np
 
 from .. import te
 from ..parallel import MIN_PARALLEL_WORK
@@ -38,12 +42,28 @@ ROW_BLOCK = 4
 # with AVX-512 (its own remainder loop is scalar): depthwise 192@28x28 0.079 -> 0.053-0.059 ms,
 # 272@14x14 0.033 -> 0.022, 384@14x14 0.044-0.049 -> 0.028.
 ROW_VECTOR = 8
+# An unpadded window whose columns are strided still goes through the phase split when the
+# plane and its phases take at most this many bytes: LLVM vectorises the in-place taps of a
+# strided row as gathers (vgatherqps on AVX-512), the phases' taps are plain vector loads (3x3
+# stride-2 max pool, one thread: 128@55x55 0.105 -> 0.063 ms, 64@75x75 0.083 -> 0.059,
+# 32@91x91 (67 KB) 0.054 -> 0.045). A larger plane's copy and phases outgrow the cache close
+# to the core and it reads in place (64@101x101 (82 KB) 0.150 in place, 0.169 through phases;
+# SqueezeNet's 64@111x111 0.178 and 0.194).
+PHASES_MAX_BYTES = 72 * 1024
 
 
-def _max_with_nan(taps: list[Expr], dtype: str) -> Expr:
-    """max of taps, NaN when any tap is NaN."""
-    top = tree_reduce(taps, lambda a, b: select(gt(a, b), a, b))
-    nan = tree_reduce([ne(t, t) for t in taps], logical_or)
+def _max_with_nan(taps: list[Expr], dtype: str, row: int) -> Expr:
+    """max of taps (window rows of `row` taps each), NaN when any tap is NaN. Each window row is
+    reduced on its own first: the same loads reduced the same way, which LLVM's GVN then
+    computes once for the output rows that share an input row (3x3 stride-2 max pools
+    0.181 -> 0.175 ms at 64@111x111, 0.105 -> 0.101 at 128@55x55)."""
+    rows = [taps[i:i + row] for i in range(0, len(taps), row)]
+
+    def larger(a: Expr, b: Expr) -> Expr:
+        return select(gt(a, b), a, b)
+    top = tree_reduce([tree_reduce(r, larger) for r in rows], larger)
+    nan = tree_reduce([tree_reduce([ne(t, t) for t in r], logical_or) for r in rows],
+                      logical_or)
     return select(nan, const(float("nan"), dtype), top)
 
 
@@ -194,10 +214,10 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
             rows.append(along_row(str(b), lambda oj: store(value_at(imm(b), oj), imm(b), oj)))
         return seq(*rows)
 
-    if not padded:
-        # the taps straight from the input, as strided (or, at stride 1, plain) vector loads;
-        # the phase copy would be one more pass (SqueezeNet's 111x111 stride-2 max pool: 0.105
-        # ms this way, 0.196 through phases)
+    plane_bytes = (geo["h"] * geo["w"] + sh * sw * hq * wq) * np.dtype(xb.dtype).itemsize
+    if not padded and (sw == 1 or plane_bytes > PHASES_MAX_BYTES):
+        # the taps straight from the input, as plain (or strided) vector loads; the phase copy
+        # would be one more pass
         cin = channel_of(ki)
 
         def in_place(oi: Expr, oj: Expr) -> Expr:
@@ -231,7 +251,7 @@ def pool2d_nchw(x: te.Tensor, kind: str, pool_size, strides, dilation, padding, 
 
     def reduce_taps(taps, _k):
         if kind == "max":
-            return _max_with_nan(taps, dtype)
+            return _max_with_nan(taps, dtype, kw)
         return tree_reduce(taps, lambda a, b: a + b)
 
     def fcompute(ins, outs, epilogue: Epilogue | None = None) -> Stmt:
