@@ -7,8 +7,10 @@ the generic pooling rule tests every tap, and an Inception 3x3 average pool with
 slower than onnxruntime's; no short strided rows: a 14-wide stride-2 row was mostly scalar). The
 windows then reduce straight into the output rows, four rows per loop so that their overlapping
 windows load each input row once, each row in whole vectors and one remainder vector. A plane
-that needs no padding skips the copy and reads its taps in place, unless its columns are
-strided and the plane small (see PHASES_MAX_BYTES). A depthwise window's sum of products goes
+that needs no padding skips the copy and reads its taps in place when its columns are not
+strided; strided columns go through the phases when the plane is small (PHASES_MAX_BYTES),
+else each block of output rows first copies the column phases of just the input rows it reads
+into a small strip. A depthwise window's sum of products goes
 through accumulators, which codegen contracts into FMAs.
 
 A max is reduced as a balanced tree of plain maxima (vmaxps) beside a tree of NaN tests, so a
@@ -47,8 +49,10 @@ ROW_VECTOR = 8
 # strided row as gathers (vgatherqps on AVX-512), the phases' taps are plain vector loads (3x3
 # stride-2 max pool, one thread: 128@55x55 0.105 -> 0.063 ms, 64@75x75 0.083 -> 0.059,
 # 32@91x91 (67 KB) 0.054 -> 0.045). A larger plane's copy and phases outgrow the cache close
-# to the core and it reads in place (64@101x101 (82 KB) 0.150 in place, 0.169 through phases;
-# SqueezeNet's 64@111x111 0.178 and 0.194).
+# to the core (64@101x101 (82 KB) 0.150 in place, 0.169 through phases; SqueezeNet's 64@111x111
+# 0.178 and 0.194): each block of ROW_BLOCK output rows copies the column phases of its input
+# rows into a strip instead (0.146 and 0.165-0.169 ms). Smaller planes prefer the whole phases,
+# which copy no row twice (256@27x27: 0.036 ms, 0.041 through strips).
 PHASES_MAX_BYTES = 72 * 1024
 
 
@@ -129,6 +133,27 @@ def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr
     return seq(*body)
 
 
+def _column_phases(xb: Buffer, strip: Buffer, ni, ci, row0: Expr, rows: int, width: int,
+                   name: str) -> Stmt:
+    """strip[px][i][j] = x[ni, ci, row0 + i, j*sw + px] for i < rows and the strip's wq
+    columns of each phase (an unpadded plane, so all inside x): the columns every phase has
+    in one loop storing all sw phases (an interleaved load group, plain vector loads and
+    shuffles), then each phase's own last columns."""
+    sw, _, wq = strip.shape
+    count = [min(wq, -(-(width - px) // sw)) for px in range(sw)]
+    common = min(count)
+    ii = var(f"{name}_i")
+
+    def copies(pxs, j0: int, j1: int, tag: str) -> Stmt | None:
+        def body(j: Expr) -> Stmt:
+            return seq(*(Store(strip, (imm(px), ii, j + j0), Load(
+                xb, (ni, ci, row0 + ii, (j + j0) * sw + px), xb.dtype)) for px in pxs))
+        return _vector_loop(f"{name}_{tag}", j1 - j0, body)
+    row = [copies(range(sw), 0, common, "c")] + \
+        [copies([px], common, count[px], f"{px}e") for px in range(sw)]
+    return For(ii, rows, seq(*row))
+
+
 def _products(value: Expr) -> list[tuple[Expr, Expr]] | None:
     """[(a0, b0), (a1, b1), ...] when value is a0*b0 + a1*b1 + ... (a chain of adds of float
     products, as a depthwise window's weighted sum is), else None."""
@@ -203,33 +228,57 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
     def along_row(tag: str, body: Callable[[Expr], Stmt]) -> Stmt | None:
         return _vector_loop(f"{name}_w{tag}", ow, body)
 
-    def output_rows(value_at: Callable[[Expr, Expr], Expr]) -> Stmt:
-        """The output plane of channel ki, ROW_BLOCK rows per loop, then the rows left over."""
+    def output_rows(value_at: Callable[[Expr, Expr, int], Expr],
+                    prepare: Callable[[Expr, int], Stmt] | None = None) -> Stmt:
+        """The output plane of channel ki, ROW_BLOCK rows per loop, then the rows left over.
+        value_at(output row, column, the row's place in its block); prepare(first output
+        row, rows), when given, runs before each block and before the rows left over."""
         ob = var(f"{name}_h")
         full = oh // ROW_BLOCK
-        rows = [For(ob, full, along_row("", lambda oj: seq(*(
-            store(value_at(ob * ROW_BLOCK + b, oj), ob * ROW_BLOCK + b, oj)
-            for b in range(ROW_BLOCK))))) if full else None]
+
+        def before(first: Expr, count: int) -> Stmt | None:
+            return prepare(first, count) if prepare is not None else None
+        rows = [For(ob, full, seq(before(ob * ROW_BLOCK, ROW_BLOCK), along_row(
+            "", lambda oj: seq(*(store(value_at(ob * ROW_BLOCK + b, oj, b), ob * ROW_BLOCK + b,
+                                       oj) for b in range(ROW_BLOCK)))))) if full else None]
+        if oh > full * ROW_BLOCK:
+            rows.append(before(imm(full * ROW_BLOCK), oh - full * ROW_BLOCK))
         for b in range(full * ROW_BLOCK, oh):
-            rows.append(along_row(str(b), lambda oj: store(value_at(imm(b), oj), imm(b), oj)))
+            rows.append(along_row(str(b), lambda oj: store(
+                value_at(imm(b), oj, b - full * ROW_BLOCK), imm(b), oj)))
         return seq(*rows)
 
     plane_bytes = (geo["h"] * geo["w"] + sh * sw * hq * wq) * np.dtype(xb.dtype).itemsize
-    if not padded and (sw == 1 or plane_bytes > PHASES_MAX_BYTES):
-        # the taps straight from the input, as plain (or strided) vector loads; the phase copy
-        # would be one more pass
+    if not padded and sw == 1:
+        # the taps straight from the input, as plain vector loads; the phase copy would be one
+        # more pass
         cin = channel_of(ki)
 
-        def in_place(oi: Expr, oj: Expr) -> Expr:
+        def in_place(oi: Expr, oj: Expr, _b: int) -> Expr:
             return reduce_taps([Load(xb, (ni, cin, oi * sh + r * dh, oj * sw + s * dw), xb.dtype)
                                 for r in range(kh) for s in range(kw)], ki)
         return For(ni, geo["n"], For(ki, geo["k"], output_rows(in_place), kind))
+    if not padded and plane_bytes > PHASES_MAX_BYTES:
+        # the column phases of each block's input rows only, in a strip that stays in cache
+        span = (ROW_BLOCK - 1) * sh + (kh - 1) * dh + 1  # input rows a block reads
+        strip = Buffer(f"{name}_strip", (sw, span, wq), xb.dtype)
+
+        def fill_strip(first: Expr, count: int) -> Stmt:
+            return _column_phases(xb, strip, ni, channel_of(ki), first * sh,
+                                  (count - 1) * sh + (kh - 1) * dh + 1, geo["w"], f"{name}_s")
+
+        def from_strip(_oi: Expr, oj: Expr, b: int) -> Expr:
+            return reduce_taps([Load(strip, (imm(s * dw % sw), imm(b * sh + r * dh),
+                                             oj + s * dw // sw), xb.dtype)
+                                for r in range(kh) for s in range(kw)], ki)
+        plane = Allocate(strip, output_rows(from_strip, fill_strip))
+        return For(ni, geo["n"], For(ki, geo["k"], plane, kind))
 
     phases = Buffer(f"{name}_phases", (sh, sw, hq * wq), xb.dtype)
     split = seq(*(_phase_rows(xb, phases, ni, channel_of(ki), py, g, fill, f"{name}_{py}")
                   for py in range(sh)))
 
-    def from_phases(oi: Expr, oj: Expr) -> Expr:
+    def from_phases(oi: Expr, oj: Expr, _b: int) -> Expr:
         q = oi * wq + oj
         return reduce_taps([Load(phases, (imm(r * dh % sh), imm(s * dw % sw),
                                           q + (r * dh // sh * wq + s * dw // sw)), xb.dtype)

@@ -1,6 +1,6 @@
 """Unpadded windows with strided columns (codegen.schedules.window): a plane of at most
-PHASES_MAX_BYTES (with its phases) goes through the phase split, a larger one reads its taps
-in place; both against numpy, with NaNs on even and odd columns and rows (a max's NaN must
+PHASES_MAX_BYTES (with its phases) goes through the phase split, a larger one through a strip
+of column phases per block of output rows (the rows left over included); both against numpy, with NaNs on even and odd columns and rows (a max's NaN must
 survive the row-by-row reduction), odd and even widths, and windows that end one column short
 of the plane. Each shape runs with the threshold forced both ways, so both paths are tested
 on the same input."""
@@ -40,7 +40,7 @@ SHAPES = [
     # x shape, pool, strides
     ((1, 3, 27, 27), (3, 3), (2, 2)),  # SqueezeNet's last pool (13x13 out)
     ((1, 2, 55, 55), (3, 3), (2, 2)),  # SqueezeNet's second pool
-    ((1, 2, 111, 111), (3, 3), (2, 2)),  # SqueezeNet's first pool (in place by default)
+    ((1, 2, 111, 111), (3, 3), (2, 2)),  # SqueezeNet's first pool (strips by default)
     ((2, 3, 20, 21), (3, 3), (2, 2)),  # even rows, batch 2; the last column unread
     ((1, 2, 17, 30), (2, 2), (2, 2)),  # 2x2/2 on an odd number of rows
     ((1, 2, 19, 25), (3, 3), (1, 2)),  # strided columns only
@@ -48,9 +48,9 @@ SHAPES = [
 ]
 
 
-@pytest.fixture(params=["phases", "in place"])
+@pytest.fixture(params=["phases", "strips"])
 def path(request, monkeypatch):
-    """The phase split forced on (any plane size) or off (PHASES_MAX_BYTES 0)."""
+    """The phase split forced on (any plane size) or off (PHASES_MAX_BYTES 0: strips)."""
     monkeypatch.setattr(window, "PHASES_MAX_BYTES", 1 << 40 if request.param == "phases" else 0)
     return request.param
 
@@ -89,21 +89,19 @@ def test_strided_unpadded_depthwise(xs, stride, path):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-def _uses_phases(c: int, h: int) -> bool:
-    """Whether the 3x3/2 max pool of a c@hxh plane lowers through the phase split."""
+def _scratch(c: int, h: int, stride: int) -> set[str]:
+    """The scratch buffers ("phases", "strip") the 3x3 max pool of a c@hxh plane lowers to."""
     x = te.placeholder((1, c, h, h), name="x")
-    o = (h - 3) // 2 + 1
-    y = window.pool2d_nchw(x, "max", (3, 3), (2, 2), (1, 1), (0, 0, 0, 0), (o, o),
+    o = (h - 3) // stride + 1
+    y = window.pool2d_nchw(x, "max", (3, 3), (stride, stride), (1, 1), (0, 0, 0, 0), (o, o),
                            lambda v, i, j: v, "pool")
-    return "pool_phases" in str(lower("pool", [x], [y]))
+    text = str(lower("pool", [x], [y]))
+    return {kind for kind in ("phases", "strip") if f"pool_{kind}" in text}
 
 
 def test_squeezenet_planes_pick_their_path():
-    """By default SqueezeNet's 55x55 and 27x27 pools split into phases, 111x111 reads in place,
-    and a stride-1 window always reads in place."""
-    assert _uses_phases(128, 55) and _uses_phases(256, 27)
-    assert not _uses_phases(64, 111)
-    x = te.placeholder((1, 4, 20, 20), name="x")
-    y = window.pool2d_nchw(x, "max", (3, 3), (1, 1), (1, 1), (0, 0, 0, 0), (18, 18),
-                           lambda v, i, j: v, "pool")
-    assert "pool_phases" not in str(lower("pool", [x], [y]))
+    """By default SqueezeNet's 55x55 and 27x27 pools split into phases, 111x111 into strips,
+    and a stride-1 window reads in place."""
+    assert _scratch(128, 55, 2) == {"phases"} and _scratch(256, 27, 2) == {"phases"}
+    assert _scratch(64, 111, 2) == {"strip"}
+    assert _scratch(4, 20, 1) == set()
