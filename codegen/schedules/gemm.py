@@ -28,7 +28,7 @@ from __future__ import annotations
 from .. import te
 from ..parallel import MIN_PARALLEL_WORK, fused_parallel
 from ..tir.expr import Expr, Load
-from ..tir.ops import cast, eq, gt, if_then_else, logical_and, lt, select
+from ..tir.ops import cast, eq, floordiv, floormod, gt, if_then_else, logical_and, lt, select
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
 from .common import (
     F32, I64, Epilogue, addr, ceil_div, imm, loop, mark_epilogue, ukr_call, var,
@@ -221,16 +221,16 @@ def rows_per_tile(m: int | None = None, a_in_place: bool = False) -> int:
 def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
               a_layout: str, b_layout: str, epilogue: Epilogue | None, name: str,
               out_index=None, b_packed: Buffer | None = None, a_rows=None,
-              prefetch_a: bool = False) -> Stmt:
+              prefetch_a: int = 0) -> Stmt:
     """The TIR of C[*b, m, n] = sum_k a(b, m, k) * b(b, n, k) with an optional epilogue.
 
     a_rows = (address(b, i, kk), lda) says A's rows lie lda floats apart with k contiguous:
     whole row tiles then read A in place (the `_rows` micro-kernel) and only the last,
     partial row tile is packed (once per K block, zero padded). Packing A cost 4-9% of a
-    128 x 768 (3072) @ 768 (3072) x 768 product. prefetch_a (with a_rows): each row tile
-    also prefetches the one read next into L2 (`_rows_pf`, next_row_tile), for an A that
-    arrives cold (constant weights read once a run); on a BERT-style encoder's activations,
-    already in cache, it cost 3%."""
+    128 x 768 (3072) @ 768 (3072) x 768 product. prefetch_a > 0 (with a_rows): each row
+    tile also prefetches into L2 the one read prefetch_a tiles later (`_rows_pf`,
+    next_row_tile), for an A that arrives cold (constant weights read once a run); on a
+    BERT-style encoder's activations, already in cache, it cost 3%."""
     if m == 0 or n == 0:
         return seq()
     vw = vector_width()
@@ -322,7 +322,7 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         row_addr, lda = a_rows
         depth = imm(kc) if kp == k else select(lt(pc, nb - 1), imm(kc), imm(k - (nb - 1) * kc))
         kern_rows = f"{kern}_rows" + ("_pf" if prefetch_a else "")
-        a_next = (next_row_tile(row_addr, bidx, batch, m0, pc * kc, m, MR, nb),) \
+        a_next = (next_row_tile(row_addr, bidx, batch, m0, pc * kc, m, MR, nb, prefetch_a),) \
             if prefetch_a else ()
         full = ukr_call(kern_rows, depth, row_addr(bidx, m0, pc * kc), lda, b_ptr, c_ptr, n,
                         accumulate, b_next, *a_next)
@@ -403,18 +403,17 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
 
 
 def next_row_tile(row_addr, bidx: tuple, batch: tuple, m0: Expr, k0: Expr, m: int, mr: int,
-                  nb: int) -> Load:
-    """Where the row tile read after rows m0..m0+mr-1 (columns from k0) starts: the next whole
-    tile of this product; after the last one the first tile of the next batch (one batch dim,
-    one K block), else the same tile. Every address stays inside A's rows and read columns."""
-    more = lt(m0 + (2 * mr - 1), m)
+                  nb: int, ahead: int = 1) -> Load:
+    """Where the row tile `ahead` whole tiles after rows m0..m0+mr-1 (columns from k0) starts,
+    counting on into the next batches (one batch dim, one K block) and stopping at the last
+    whole tile. Every address stays inside A's rows and read columns."""
+    tiles = m // mr  # whole row tiles a product (the partial one is packed, never read here)
+    t = floordiv(m0, imm(mr)) + ahead
     if len(batch) != 1 or batch[0] < 2 or nb != 1:
-        return row_addr(bidx, select(more, m0 + mr, m0), k0)
-    b0 = bidx[0]
-    later = lt(b0, batch[0] - 1)
-    nxt_b = select(more, b0, select(later, b0 + 1, b0))
-    nxt_row = select(more, m0 + mr, select(later, imm(0), m0))
-    return row_addr((nxt_b,), nxt_row, k0)
+        return row_addr(bidx, select(lt(t, tiles), t, imm(tiles - 1)) * mr, k0)
+    t = bidx[0] * tiles + t
+    t = select(lt(t, batch[0] * tiles), t, imm(batch[0] * tiles - 1))
+    return row_addr((floordiv(t, imm(tiles)),), floormod(t, imm(tiles)) * mr, k0)
 
 
 PARALLEL_BATCHES = 4  # batch_matmul: at least this many products run one per task

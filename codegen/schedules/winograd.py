@@ -33,11 +33,11 @@ from .gemm import gemm_stmt
 # streaming its rows while it computes) rather than packing each block of U first; False packs
 # (for A/B measurements in one process).
 U_IN_PLACE = True
-# Read in place, each row tile of U also prefetches the next one into L2 (gemm_stmt's
-# prefetch_a): U is read once a run and came cold (one thread, CPU time, same-process A/B:
-# ResNet-50 0.94-0.97x, Inception-v2 0.90x, VGG-19 0.96x, two runs); False leaves U to the
-# hardware.
-PREFETCH_U = True
+# Read in place, each row tile of U also prefetches into L2 the one PREFETCH_U tiles later
+# (gemm_stmt's prefetch_a; 0: none): U is read once a run and came cold. One thread, CPU time,
+# same-process A/B, 1 tile ahead vs none: ResNet-50 0.94-0.97x, Inception-v2 0.90-0.92x,
+# VGG-19 0.96-0.97x; 2 vs 1: 0.998x, 0.978x, 0.985x; 4 vs 2: 1.011x, 0.972x, 0.991x.
+PREFETCH_U = 2
 _F = Fraction
 # (G, B^T, A^T) with exact rational entries (points 0, 1, -1 for m = 2; 0, +-1, +-2 for m = 4)
 MATRICES = {

@@ -81,22 +81,30 @@ def _row_tile_calls(func) -> list:
     return [(name, args) for name, args in calls if name.endswith("_rows_pf")]
 
 
-def _check_row_tiles(calls: list) -> None:
-    """a_next's mr rows of `depth` floats lie inside A, and each call's a_next is the row
-    tile of the next call that reads other rows, or its own when that one starts A over (the
-    last call's; a batch's next image) or reads another K block (the schedule prefetches
-    across batches with one K block only)."""
+def _check_row_tiles(calls: list, ahead: int) -> None:
+    """a_next's mr rows of `depth` floats lie inside U [a, a, K, C], and name the whole row
+    tile `ahead` tiles later: counted on into the next batches (xi) when C is one K block,
+    within the batch when it is several; the last whole tile at the end. Some call reads it."""
     assert calls, "no call reads A in place with the prefetch"
+    read = {args[1][1] for _, args in calls}
+    one_block = all(args[0] == args[1][0].shape[3] for _, args in calls)
     for i, (name, (depth, (abuf, a), lda, *_rest, (nbuf, a_next))) in enumerate(calls):
         mr = int(name.split("_")[1].split("x")[0])
         total = math.prod(abuf.shape)
         assert nbuf is abuf, "a_next points into another buffer than A"
         assert 0 <= a_next and a_next + (mr - 1) * lda + depth <= total, \
             f"a_next rows [{a_next}, {a_next + (mr - 1) * lda + depth}) outside A [0, {total})"
-        later = [args[1][1] for _, args in calls[i + 1:] if args[1][1] != a]
-        follows = later and later[0] > a and later[0] % lda == a % lda  # same K block
-        assert a_next == (later[0] if follows else a), \
-            f"call {i} at {a} prefetches {a_next}, the next tile is at {later[:1]}"
+        k, c = abuf.shape[2:]
+        assert lda == c
+        per, tiles, batches = k * c, k // mr, abuf.shape[0] * abuf.shape[1]
+        xi, row, col = a // per, a % per // c, a % c
+        if one_block:
+            t = min(xi * tiles + row // mr + ahead, batches * tiles - 1)
+            want = t // tiles * per + t % tiles * mr * c
+        else:
+            want = xi * per + min(row // mr + ahead, tiles - 1) * mr * c + col
+        assert a_next == want, f"call {i} at {a} prefetches {a_next}, not {want}"
+        assert a_next in read, f"call {i} prefetches {a_next}, a tile no call reads"
 
 
 WINOGRAD_CASES = [  # (x shape, K, tile m): 8- or 6-row tiles with a tail, one and several
@@ -114,15 +122,18 @@ def _winograd(xs, k, m):
 
 
 @pytest.mark.parametrize("xs,k,m", WINOGRAD_CASES)
-def test_winograd_prefetches_the_next_row_tile_of_u_inside_u(xs, k, m, width) -> None:
+@pytest.mark.parametrize("ahead", [1, 2, 5])
+def test_winograd_prefetches_a_later_row_tile_of_u_inside_u(monkeypatch, xs, k, m, ahead,
+                                                             width) -> None:
+    monkeypatch.setattr(winograd, "PREFETCH_U", ahead)
     inputs, conv = _winograd(xs, k, m)
-    _check_row_tiles(_row_tile_calls(lower("wino_pf", inputs, [conv])))
+    _check_row_tiles(_row_tile_calls(lower("wino_pf", inputs, [conv])), winograd.PREFETCH_U)
 
 
 def test_prefetch_off_or_dense_calls_the_plain_rows_kernel(monkeypatch, width) -> None:
     """Dense's A (activations, in cache) is read in place without the prefetch."""
     x, w = te.placeholder((16, 70), name="x"), te.placeholder((45, 70), name="w")
-    monkeypatch.setattr(winograd, "PREFETCH_U", False)
+    monkeypatch.setattr(winograd, "PREFETCH_U", 0)
     for inputs, out in ((x, w), dense(x, w)), _winograd(*WINOGRAD_CASES[0]):
         calls: list = []
         _calls(lower("rows_nopf", list(inputs), [out]).body, {}, "relayjit.ukr.gemm_", calls)
@@ -130,7 +141,7 @@ def test_prefetch_off_or_dense_calls_the_plain_rows_kernel(monkeypatch, width) -
         assert any(name.endswith("_rows") for name, _ in calls)
 
 
-@pytest.mark.parametrize("prefetch", [False, True])
+@pytest.mark.parametrize("prefetch", [0, 2])
 @pytest.mark.parametrize("xs,k,m", WINOGRAD_CASES[::3])
 def test_prefetching_winograd_equals_convolution(monkeypatch, xs, k, m, prefetch,
                                                  width) -> None:
