@@ -54,6 +54,9 @@ ROW_VECTOR = 8
 # rows into a strip instead (0.146 and 0.165-0.169 ms). Smaller planes prefer the whole phases,
 # which copy no row twice (256@27x27: 0.036 ms, 0.041 through strips).
 PHASES_MAX_BYTES = 72 * 1024
+# Output rows per strip: more rows copy fewer input rows twice (64@111x111: 4 rows 0.148 ms,
+# 6 rows 0.141, 8 rows 0.142)
+STRIP_ROW_BLOCK = 6
 
 
 def _max_with_nan(taps: list[Expr], dtype: str, row: int) -> Expr:
@@ -229,23 +232,24 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
         return _vector_loop(f"{name}_w{tag}", ow, body)
 
     def output_rows(value_at: Callable[[Expr, Expr, int], Expr],
-                    prepare: Callable[[Expr, int], Stmt] | None = None) -> Stmt:
-        """The output plane of channel ki, ROW_BLOCK rows per loop, then the rows left over.
+                    prepare: Callable[[Expr, int], Stmt] | None = None,
+                    block: int = ROW_BLOCK) -> Stmt:
+        """The output plane of channel ki, `block` rows per loop, then the rows left over.
         value_at(output row, column, the row's place in its block); prepare(first output
         row, rows), when given, runs before each block and before the rows left over."""
         ob = var(f"{name}_h")
-        full = oh // ROW_BLOCK
+        full = oh // block
 
         def before(first: Expr, count: int) -> Stmt | None:
             return prepare(first, count) if prepare is not None else None
-        rows = [For(ob, full, seq(before(ob * ROW_BLOCK, ROW_BLOCK), along_row(
-            "", lambda oj: seq(*(store(value_at(ob * ROW_BLOCK + b, oj, b), ob * ROW_BLOCK + b,
-                                       oj) for b in range(ROW_BLOCK)))))) if full else None]
-        if oh > full * ROW_BLOCK:
-            rows.append(before(imm(full * ROW_BLOCK), oh - full * ROW_BLOCK))
-        for b in range(full * ROW_BLOCK, oh):
+        rows = [For(ob, full, seq(before(ob * block, block), along_row(
+            "", lambda oj: seq(*(store(value_at(ob * block + b, oj, b), ob * block + b, oj)
+                                 for b in range(block)))))) if full else None]
+        if oh > full * block:
+            rows.append(before(imm(full * block), oh - full * block))
+        for b in range(full * block, oh):
             rows.append(along_row(str(b), lambda oj: store(
-                value_at(imm(b), oj, b - full * ROW_BLOCK), imm(b), oj)))
+                value_at(imm(b), oj, b - full * block), imm(b), oj)))
         return seq(*rows)
 
     plane_bytes = (geo["h"] * geo["w"] + sh * sw * hq * wq) * np.dtype(xb.dtype).itemsize
@@ -260,7 +264,7 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
         return For(ni, geo["n"], For(ki, geo["k"], output_rows(in_place), kind))
     if not padded and plane_bytes > PHASES_MAX_BYTES:
         # the column phases of each block's input rows only, in a strip that stays in cache
-        span = (ROW_BLOCK - 1) * sh + (kh - 1) * dh + 1  # input rows a block reads
+        span = (STRIP_ROW_BLOCK - 1) * sh + (kh - 1) * dh + 1  # input rows a block reads
         strip = Buffer(f"{name}_strip", (sw, span, wq), xb.dtype)
 
         def fill_strip(first: Expr, count: int) -> Stmt:
@@ -271,7 +275,7 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
             return reduce_taps([Load(strip, (imm(s * dw % sw), imm(b * sh + r * dh),
                                              oj + s * dw // sw), xb.dtype)
                                 for r in range(kh) for s in range(kw)], ki)
-        plane = Allocate(strip, output_rows(from_strip, fill_strip))
+        plane = Allocate(strip, output_rows(from_strip, fill_strip, STRIP_ROW_BLOCK))
         return For(ni, geo["n"], For(ki, geo["k"], plane, kind))
 
     phases = Buffer(f"{name}_phases", (sh, sw, hq * wq), xb.dtype)

@@ -42,6 +42,7 @@ SHAPES = [
     ((1, 2, 55, 55), (3, 3), (2, 2)),  # SqueezeNet's second pool
     ((1, 2, 111, 111), (3, 3), (2, 2)),  # SqueezeNet's first pool (strips by default)
     ((2, 3, 20, 21), (3, 3), (2, 2)),  # even rows, batch 2; the last column unread
+    ((1, 2, 25, 25), (3, 3), (2, 2)),  # 12 output rows: whole strips, no rows left over
     ((1, 2, 17, 30), (2, 2), (2, 2)),  # 2x2/2 on an odd number of rows
     ((1, 2, 19, 25), (3, 3), (1, 2)),  # strided columns only
     ((1, 2, 23, 23), (3, 3), (3, 3)),  # stride 3
