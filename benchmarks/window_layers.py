@@ -3,6 +3,7 @@
     python benchmarks/window_layers.py                 # MobileNet-v2, ShuffleNet and UNet layers
     python benchmarks/window_layers.py dw:144,56,2     # depthwise 3x3 + bias + Relu6, C,H,stride
     python benchmarks/window_layers.py max:24,112,3,2  # 3x3 stride-2 max pool (pad 1): C,H,k,s
+    python benchmarks/window_layers.py max:64,111,3,2,0  # unpadded (SqueezeNet's): C,H,k,s,pad
     python benchmarks/window_layers.py --target "llvm -mcpu=x86-64-v3"  # AVX2 code on this host
 
 Each layer is a one-node ONNX model (a depthwise Conv with its bias and Clip(0, 6), as MobileNet
@@ -55,7 +56,7 @@ def _model(layer: tuple):
         oh = (h + 2 - 3) // stride + 1
     else:
         k, stride = layer[3], layer[4]
-        pad = (k - 1) // 2
+        pad = layer[5] if len(layer) > 5 else (k - 1) // 2
         nodes = [helper.make_node("MaxPool", ["x"], ["z"], kernel_shape=[k, k],
                                   strides=[stride] * 2, pads=[pad] * 4)]
         oh = (h + 2 * pad - k) // stride + 1
@@ -77,14 +78,14 @@ def bench(layer: tuple, rounds: int, target: str = "llvm") -> tuple[float, float
 def _parse(spec: str) -> tuple:
     kind, _, dims = spec.partition(":")
     values = tuple(int(v) for v in dims.split(","))
-    if kind not in ("dw", "max") or len(values) != (3 if kind == "dw" else 4):
-        raise SystemExit(f"layer {spec!r}: expected dw:C,H,stride or max:C,H,k,stride")
+    if kind not in ("dw", "max") or len(values) not in ((3,) if kind == "dw" else (4, 5)):
+        raise SystemExit(f"layer {spec!r}: expected dw:C,H,stride or max:C,H,k,stride[,pad]")
     return (kind, *values)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("layers", nargs="*", help="dw:C,H,stride or max:C,H,k,stride")
+    parser.add_argument("layers", nargs="*", help="dw:C,H,stride or max:C,H,k,stride[,pad]")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--target", default="llvm",
                         help='relay.build target, e.g. "llvm -mcpu=x86-64-v3" (AVX2 code)')
@@ -95,7 +96,8 @@ def main() -> None:
     for layer in layers:
         ours, theirs = bench(layer, args.rounds, args.target)
         name = f"{layer[0]} {layer[1]}@{layer[2]}x{layer[2]} " + (
-            f"s{layer[3]}" if layer[0] == "dw" else f"{layer[3]}x{layer[3]}/{layer[4]}")
+            f"s{layer[3]}" if layer[0] == "dw" else f"{layer[3]}x{layer[3]}/{layer[4]}"
+            + (f" pad {layer[5]}" if len(layer) > 5 else ""))
         print(f"| {name} | {ours:.4f} | {theirs:.4f} | {ours / theirs:.2f} |", flush=True)
 
 
