@@ -17,33 +17,11 @@ from codegen import te
 from codegen.jit import build_te
 from codegen.lower import lower
 from codegen.schedules import conv2d, conv2d_nchw_packed, conv2d_pack_geometry
-from codegen.tir.expr import BinaryOp, Call, Cast, IntImm, Load, Var
+from codegen.tir.expr import Call
 from codegen.tir.stmt import Allocate, Evaluate, For, IfThenElse, LetStmt, SeqStmt
 
+from ._tir_eval import flat_index, index_value
 from .test_schedule_conv2d import _f32, _pack, ref_conv
-
-_BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-           "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b, "min": min,
-           "max": max, "lt": lambda a, b: a < b, "gt": lambda a, b: a > b,
-           "le": lambda a, b: a <= b, "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b,
-           "and": lambda a, b: a and b}
-
-
-def _value(e, env: dict) -> int:
-    if isinstance(e, IntImm):
-        return e.value
-    if isinstance(e, Var):
-        return env[e]
-    if isinstance(e, Cast):
-        return int(_value(e.value, env))
-    if isinstance(e, BinaryOp):
-        return _BINARY[e.kind](_value(e.a, env), _value(e.b, env))
-    raise TypeError(f"unexpected index expression {type(e).__name__}")
-
-
-def _flat(load: Load, env: dict) -> int:
-    return sum(_value(i, env) * st for i, st in zip(load.indices, load.buffer.elem_strides()))
-
 
 def _conv_calls(stmt, env: dict, out: list, loops: tuple = ()) -> None:
     """(w offset, channels, w_next offset, prefetch lines, loop indices but the pixel
@@ -58,19 +36,19 @@ def _conv_calls(stmt, env: dict, out: list, loops: tuple = ()) -> None:
                 _conv_calls(stmt.body, {**env, stmt.var: i}, out,
                             loops if tile else loops + ((stmt.var.name, i),))
     elif isinstance(stmt, LetStmt):
-        _conv_calls(stmt.body, {**env, stmt.var: _value(stmt.value, env)}
+        _conv_calls(stmt.body, {**env, stmt.var: index_value(stmt.value, env)}
                     if stmt.value.dtype == "int64" else env, out, loops)
     elif isinstance(stmt, Allocate):
         _conv_calls(stmt.body, env, out, loops)
     elif isinstance(stmt, IfThenElse):
         if "relayjit.ukr.conv_" in str(stmt):
-            branch = stmt.then_body if _value(stmt.cond, env) else stmt.else_body
+            branch = stmt.then_body if index_value(stmt.cond, env) else stmt.else_body
             if branch is not None:
                 _conv_calls(branch, env, out, loops)
     elif isinstance(stmt, Evaluate) and isinstance(stmt.value, Call) \
             and stmt.value.name.startswith("relayjit.ukr.conv_"):
         w, _, _, c, w_next = stmt.value.args[:5]
-        out.append((_flat(w, env), _value(c, env), _flat(w_next, env),
+        out.append((flat_index(w, env), index_value(c, env), flat_index(w_next, env),
                     int(stmt.value.name.rsplit("_", 1)[1]), loops))
 
 

@@ -18,35 +18,11 @@ from codegen.jit import build_te
 from codegen.lower import lower
 from codegen.schedules import winograd
 from codegen.schedules.gemm import dense
-from codegen.tir.expr import BinaryOp, Call, Cast, IntImm, Load, Select, Var
+from codegen.tir.expr import Call, Load
 from codegen.tir.stmt import Allocate, Evaluate, For, IfThenElse, LetStmt, SeqStmt
 
+from ._tir_eval import flat_index, index_value
 from .test_schedule_conv2d import _f32, ref_conv
-
-_BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-           "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b, "min": min,
-           "max": max, "lt": lambda a, b: a < b, "gt": lambda a, b: a > b,
-           "le": lambda a, b: a <= b, "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b,
-           "and": lambda a, b: a and b}
-
-
-def _value(e, env: dict) -> int:
-    if isinstance(e, IntImm):
-        return e.value
-    if isinstance(e, Var):
-        return env[e]
-    if isinstance(e, Cast):
-        return int(_value(e.value, env))
-    if isinstance(e, Select):
-        return _value(e.a, env) if _value(e.cond, env) else _value(e.b, env)
-    if isinstance(e, BinaryOp):
-        return _BINARY[e.kind](_value(e.a, env), _value(e.b, env))
-    raise TypeError(f"unexpected index expression {type(e).__name__}")
-
-
-def _flat(load: Load, env: dict) -> int:
-    return sum(_value(i, env) * st for i, st in zip(load.indices, load.buffer.elem_strides()))
-
 
 def _calls(stmt, env: dict, prefix: str, out: list) -> None:
     """(kernel name, args evaluated: (buffer, flat offset) for addresses, ints else) per
@@ -60,17 +36,17 @@ def _calls(stmt, env: dict, prefix: str, out: list) -> None:
         for i in range(stmt.extent):
             _calls(stmt.body, {**env, stmt.var: i}, prefix, out)
     elif isinstance(stmt, LetStmt):
-        _calls(stmt.body, {**env, stmt.var: _value(stmt.value, env)}
+        _calls(stmt.body, {**env, stmt.var: index_value(stmt.value, env)}
                if stmt.value.dtype == "int64" else env, prefix, out)
     elif isinstance(stmt, Allocate):
         _calls(stmt.body, env, prefix, out)
     elif isinstance(stmt, IfThenElse):
-        branch = stmt.then_body if _value(stmt.cond, env) else stmt.else_body
+        branch = stmt.then_body if index_value(stmt.cond, env) else stmt.else_body
         if branch is not None:
             _calls(branch, env, prefix, out)
     elif isinstance(stmt, Evaluate) and isinstance(stmt.value, Call) \
             and stmt.value.name.startswith(prefix):
-        args = tuple((a.buffer, _flat(a, env)) if isinstance(a, Load) else _value(a, env)
+        args = tuple((a.buffer, flat_index(a, env)) if isinstance(a, Load) else index_value(a, env)
                      for a in stmt.value.args)
         out.append((stmt.value.name, args))
 

@@ -1,7 +1,7 @@
 """Unpadded windows with strided columns (codegen.schedules.window): a plane of at most
 PHASES_MAX_BYTES (with its phases) goes through the phase split, a larger one through a strip
-of column phases per block of output rows (the rows left over included); both against numpy, with NaNs on even and odd columns and rows (a max's NaN must
-survive the row-by-row reduction), odd and even widths, and windows that end one column short
+of column phases per block of output rows (the rows left over included); both against numpy,
+with NaNs on even and odd columns and rows (a max's NaN must survive the row-by-row reduction), odd and even widths, and windows that end one column short
 of the plane. Each shape runs with the threshold forced both ways, so both paths are tested
 on the same input."""
 from __future__ import annotations
@@ -9,22 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import runtime
 from codegen import te
 from codegen.lower import lower
 from codegen.schedules import window
 from compiler import relay
-from runtime import graph_executor
+
+from .test_op_window_rows import _run
 
 RNG = np.random.default_rng(11)
-
-
-def _run(expr, inputs: dict) -> np.ndarray:
-    func = relay.Function(relay.analysis.free_vars(expr), expr)
-    factory = relay.build(func, target="llvm")
-    gm = graph_executor.GraphModule(factory["default"](runtime.cpu()))
-    gm.run(**inputs)
-    return gm.get_output(0).numpy()
 
 
 def _windows(x: np.ndarray, pool, strides) -> np.ndarray:
