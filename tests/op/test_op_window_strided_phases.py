@@ -1,9 +1,9 @@
 """Unpadded windows with strided columns (codegen.schedules.window): a plane of at most
 PHASES_MAX_BYTES (with its phases) goes through the phase split, a larger one through a strip
 of column phases per block of output rows (the rows left over included); both against numpy,
-with NaNs on even and odd columns and rows (a max's NaN must survive the row-by-row reduction), odd and even widths, and windows that end one column short
-of the plane. Each shape runs with the threshold forced both ways, so both paths are tested
-on the same input."""
+with NaNs on even and odd columns and rows (a max's NaN must survive the row-by-row
+reduction), odd and even widths, and windows that end one column short of the plane. Each
+shape runs with the threshold forced both ways, so both paths are tested on the same input."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +14,7 @@ from codegen.lower import lower
 from codegen.schedules import window
 from compiler import relay
 
-from .test_op_window_rows import _run
+from tests.op.test_op_window_rows import _run
 
 RNG = np.random.default_rng(11)
 
