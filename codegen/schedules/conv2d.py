@@ -481,8 +481,8 @@ def _rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> 
 def _pointwise_rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> Stmt:
     """A 1x1 stride-1 unpadded conv through the rows micro-kernel over the flattened pixels:
     its input planes are read in place (no phase copy, no GEMM packing of the activations);
-    only the last, partial tile's pixels are copied into zero-padded scratch, so no vector
-    load passes the end of the input."""
+    only the last, partial tile's pixels are copied into zero-padded scratch, once per image
+    before the channel blocks read it, so no vector load passes the end of the input."""
     vw = vector_width()
     c, k, kb, npix = g["c"], g["k"], wb.shape[-1], g["oh"] * g["ow"]
     # ROWS_KC channels a tile: 16 (rows_channels) measured worse here (16->96 at 112x112:
@@ -507,13 +507,14 @@ def _pointwise_rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name
                                k0, k, width, epilogue, f"{name}_{tag}"))
 
     full = tile_at(addr(xb, ni, 0, *pixel(ch * span)), npix, span, "f")
+    copy = None
     if last < span:
         cc, jj = var(f"{name}_tc"), var(f"{name}_tj")
-        p = ch * span + jj
+        p = (chunks - 1) * span + jj
         copy = For(cc, c, For(jj, span, Store(tail, (cc, jj), if_then_else(
             lt(p, npix), Load(xb, (ni, cc, *pixel(p)), F32), zero())), "vectorized"))
-        partial = Allocate(tail, seq(copy, tile_at(addr(tail, 0, 0), span, last, "l")))
-        body: Stmt = IfThenElse(lt(ch, chunks - 1), full, partial)
+        body: Stmt = IfThenElse(lt(ch, chunks - 1), full,
+                                tile_at(addr(tail, 0, 0), span, last, "l"))
     else:
         body = full
     body = Allocate(tile, body)
@@ -525,7 +526,8 @@ def _pointwise_rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name
     flops = k * npix * c
     par = fused_parallel(loops, extents, body, name) if flops >= MIN_PARALLEL_WORK \
         else For(loops[0], extents[0], For(loops[1], extents[1], body))
-    return For(ni, g["n"], par)
+    stmt = For(ni, g["n"], seq(copy, par))
+    return Allocate(tail, stmt) if copy is not None else stmt
 
 
 def _depthwise(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> Stmt:
