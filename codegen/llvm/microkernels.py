@@ -120,8 +120,17 @@ def _prefetch_l2_decl(module: ir.Module) -> ir.Function:
     return fn
 
 
+def gemm_kernel_name(mr: int, nr: int, vw: int, a_rows: bool = False,
+                     a_next: bool = False) -> str:
+    """`gemm_<MR>x<NR>` for rows of two vectors (vw = NR/2), else `gemm_<MR>x<NR>x<VW>`; then
+    the `_rows` / `_rows_pf` suffixes (without PREFIX)."""
+    shape = f"{mr}x{nr}" if nr == 2 * vw else f"{mr}x{nr}x{vw}"
+    return f"gemm_{shape}" + ("_rows" if a_rows else "") + ("_pf" if a_next else "")
+
+
 def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4,
-                a_rows: bool = False, a_next: bool = False) -> ir.Function:
+                a_rows: bool = False, a_next: bool = False, vw: int | None = None
+                ) -> ir.Function:
     """void gemm(i64 kc, ptr a, ptr b, ptr c, i64 ldc, i64 accumulate, ptr b_next), or with
     a_rows (`gemm_<MR>x<NR>_rows`) void gemm(i64 kc, ptr a, i64 lda, ptr b, ptr c, i64 ldc,
     i64 accumulate, ptr b_next): A read in place, row i at a + i*lda, instead of packed.
@@ -135,13 +144,13 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4,
     a's) the kernel also prefetches the row tile read next, at the pace it reads its own:
     Winograd's U is read once per run in place, and each row tile's rows arrived cold."""
     assert a_rows or not a_next, "a_next prefetches rows read in place"
-    name = f"{PREFIX}gemm_{mr}x{nr}" + ("_rows" if a_rows else "") + ("_pf" if a_next else "")
+    vw = nr // 2 if vw is None else vw
+    name = PREFIX + gemm_kernel_name(mr, nr, vw, a_rows, a_next)
     fn = module.globals.get(name)
     if fn is not None:
         return fn
-    nv = 2  # two vectors per row: 6x16 with <8 x float>, 6x32 with <16 x float> (AVX-512)
-    vw = nr // nv
-    assert vw in (4, 8, 16) and nv * vw == nr
+    nv = nr // vw  # vectors per row: 6x16 = 6 x 2 <8 x float>; 8x32, 12x32, 8x48 <16 x float>
+    assert vw in (4, 8, 16) and nv * vw == nr and nv >= 1
     fma = _fma_decl(module, vw)
     prefetch = _prefetch_l2_decl(module)
     if a_rows:
@@ -247,17 +256,24 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4,
 
 
 # ---------------------------------------------------------------------- GEMV
-def gemv_kernel(module: ir.Module, nr: int, unroll: int = 4) -> ir.Function:
+def gemv_kernel_name(nr: int, vw: int) -> str:
+    """`gemv_<NR>` for panels of two vectors (vw = NR/2), else `gemv_<NR>x<VW>`."""
+    return f"gemv_{nr}" if nr == 2 * vw else f"gemv_{nr}x{vw}"
+
+
+def gemv_kernel(module: ir.Module, nr: int, unroll: int = 4, vw: int | None = None
+                ) -> ir.Function:
     """void gemv(i64 k, ptr x, ptr b, ptr c): c[0:nr] = sum_kk x[kk] * b[kk*nr : kk*nr + nr].
 
     No prefetch of the next panel: the panels are one contiguous stream the hardware already
     prefetches (prefetching the next panel into L2: ResNet-50 0.998x, VGG-19 1.06x)."""
-    name = f"{PREFIX}gemv_{nr}"
+    vw = nr // 2 if vw is None else vw
+    name = PREFIX + gemv_kernel_name(nr, vw)
     fn = module.globals.get(name)
     if fn is not None:
         return fn
-    nv = 2
-    vw = nr // nv
+    nv = nr // vw
+    assert vw in (4, 8, 16) and nv * vw == nr
     fma = _fma_decl(module, vw)
     fn = _new_function(module, name, [I64, PTR, PTR, PTR])
     kk, x, bp, c = fn.args
@@ -555,12 +571,14 @@ def define(module: ir.Module, name: str) -> ir.Function | None:
     no micro-kernel has that name."""
     kind, *params = name[len(PREFIX):].split("_")
     if kind == "gemm":
-        mr, nr = (int(x) for x in params[0].split("x"))
-        if params[1:] not in ([], ["rows"], ["rows", "pf"]):
+        mr, nr, *vw = (int(x) for x in params[0].split("x"))
+        if params[1:] not in ([], ["rows"], ["rows", "pf"]) or len(vw) > 1:
             return None
-        return gemm_kernel(module, mr, nr, a_rows="rows" in params, a_next="pf" in params)
+        return gemm_kernel(module, mr, nr, a_rows="rows" in params, a_next="pf" in params,
+                           vw=vw[0] if vw else None)
     if kind == "gemv":
-        return gemv_kernel(module, int(params[0]))
+        nr, *vw = (int(x) for x in params[0].split("x"))
+        return gemv_kernel(module, nr, vw=vw[0] if vw else None) if len(vw) <= 1 else None
     if kind == "conv":
         return conv_kernel(module, *(int(x) for x in params))
     if kind == "convrows":

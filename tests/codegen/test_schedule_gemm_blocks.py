@@ -12,7 +12,10 @@ import runtime
 from codegen import te, tir
 from codegen.jit import build_te
 from codegen.schedules import dense, dense_pack_geometry
-from codegen.schedules.gemm import A_BLOCK_BYTES, MC_ROWS, block_rows, k_blocks, rows_per_tile
+from codegen.llvm.microkernels import gemm_kernel_name
+from codegen.schedules.gemm import (
+    A_BLOCK_BYTES, MC_ROWS, block_rows, dense_tile, k_blocks, rows_per_tile,
+)
 from compiler import relay
 from compiler.ir.module import IRModule
 from compiler.transform import PassContext
@@ -99,11 +102,11 @@ def test_micro_kernels_prefetch_next_panel_without_spilling(m: int, n: int, widt
 
     x, w = te.placeholder((m, 64), name="x"), te.placeholder((n, 64), name="w")
     asm = get_assembly([lower("dense_prefetch", [x, w], [dense(x, w)])])
-    mr = rows_per_tile(m, a_in_place=True)
+    mr, nr = dense_tile(m, n, a_in_place=True)
     for suffix, stack_args in (("", 1), ("_rows", 2)):
-        body = asm[asm.index(f"relayjit.ukr.gemm_{mr}x{2 * width}{suffix}:"):]
+        body = asm[asm.index(f"relayjit.ukr.{gemm_kernel_name(mr, nr, width)}{suffix}:"):]
         body = body[:body.index(".Lfunc_end")]
-        assert body.count("prefetcht1") == 4 * 2 * width * 4 // 64  # 4 unrolled k steps
+        assert body.count("prefetcht1") == 4 * nr * 4 // 64  # 4 unrolled k steps
         stack = [ln.strip() for ln in body.splitlines() if "%rsp" in ln]
         assert all(re.fullmatch(r"movq\s+\d+\(%rsp\), %r\w+", ln) for ln in stack), \
             f"the micro-kernel spills: {stack}"

@@ -1,0 +1,125 @@
+"""The dense family's micro tile width (codegen.schedules.gemm.tile_columns): rows of three
+vectors (8 x 48) on AVX-512 where they pad N no more than two do, through every path that
+reaches them (dense, batch_matmul, matmul, pre-packed dense and its matrix-vector kernel),
+against numpy over edge shapes: m, n, k not multiples of the tile, k = 1, several K blocks,
+batches, transposed operands and an epilogue reading C back (bias + residual)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import runtime
+from codegen import te, tir
+from codegen.jit import build_te, get_assembly
+from codegen.llvm.microkernels import gemm_kernel_name, gemv_kernel_name
+from codegen.lower import lower
+from codegen.schedules import batch_matmul, dense, dense_packed, matmul
+from codegen.schedules.gemm import dense_pack_geometry, dense_tile, tile_columns
+from compiler import relay
+from compiler.ir.module import IRModule
+from compiler.transform import PassContext
+from runtime import graph_executor
+
+RNG = np.random.default_rng(23)
+
+
+def _f32(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype("float32")
+
+
+@pytest.mark.parametrize("n", [1, 16, 32, 40, 48, 64, 96, 100, 128, 512, 768, 1024, 3072])
+def test_tile_columns_pad_least(n: int) -> None:
+    pad = lambda nr: -(-n // nr) * nr  # noqa: E731
+    assert tile_columns(n, 8) == 16
+    nr = tile_columns(n, 16)
+    assert nr in (32, 48) and pad(nr) <= pad(32) and (nr == 48) == (pad(48) <= pad(32))
+    assert dense_pack_geometry(n, 64, 16)[2] == nr
+    assert dense_tile(13, n, True, 16) == ((8, 48) if nr == 48 else (8, 32))
+
+
+@pytest.mark.parametrize("m,n,k", [(8, 48, 64), (9, 50, 1), (17, 96, 70), (3, 100, 33),
+                                   (40, 145, 1025), (128, 144, 2050)])
+def test_dense_wide_tile_residual_epilogue(m: int, n: int, k: int, width: int) -> None:
+    """dense + bias + a residual input, fused into the tile's store (the epilogue reads C)."""
+    x, w = te.placeholder((m, k), name="x"), te.placeholder((n, k), name="w")
+    bias, res = te.placeholder((n,), name="bias"), te.placeholder((m, n), name="res")
+    d = dense(x, w)
+    y = te.compute((m, n), lambda i, j: d[i, j] + bias[j] + res[i, j], name="epi")
+    run = build_te([x, w, bias, res], [y], "dense_wide")
+    mr, nr = dense_tile(m, n, a_in_place=True)
+    assert gemm_kernel_name(mr, nr, width) in str(run.primfunc)
+    a, b, c, r = _f32(m, k), _f32(n, k), _f32(n), _f32(m, n)
+    want = a.astype("f8") @ b.T.astype("f8") + c + r
+    np.testing.assert_allclose(run(a, b, c, r)[0], want, rtol=1e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, True), (False, False), (True, True), (True, False)])
+@pytest.mark.parametrize("bx,by", [(3, 3), (1, 4), (5, 1)])
+@pytest.mark.parametrize("m,n,k", [(13, 96, 1), (24, 100, 70)])
+def test_batch_matmul_wide_tile(ta: bool, tb: bool, bx: int, by: int, m: int, n: int, k: int,
+                                width: int) -> None:
+    xs = (bx, k, m) if ta else (bx, m, k)
+    ys = (by, n, k) if tb else (by, k, n)
+    x, y = te.placeholder(xs, name="x"), te.placeholder(ys, name="y")
+    mm = batch_matmul(x, y, ta, tb)
+    out = te.compute(mm.shape, lambda b, i, j: tir.max(mm[b, i, j], tir.const(0.0)),
+                     name="relu")
+    run = build_te([x, y], [out], "bmm_wide")
+    assert f"x{tile_columns(n, width)}" in str(run.primfunc)
+    a, b = _f32(*xs), _f32(*ys)
+    want = np.matmul(a.transpose(0, 2, 1) if ta else a, b.transpose(0, 2, 1) if tb else b,
+                     dtype="f8")
+    np.testing.assert_allclose(run(a, b)[0], np.maximum(want, 0), rtol=1e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, True)])
+def test_matmul_wide_tile(ta: bool, tb: bool, width: int) -> None:
+    m, n, k = 19, 97, 45
+    x = te.placeholder((k, m) if ta else (m, k), name="a")
+    y = te.placeholder((n, k) if tb else (k, n), name="b")
+    run = build_te([x, y], [matmul(x, y, ta, tb)], "matmul_wide")
+    a, b = _f32(*x.shape), _f32(*y.shape)
+    want = (a.T if ta else a).astype("f8") @ (b.T if tb else b).astype("f8")
+    np.testing.assert_allclose(run(a, b)[0], want, rtol=1e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("m", [1, 3, 4, 5, 13])
+@pytest.mark.parametrize("n,k", [(100, 1), (96, 777), (150, 2050)])
+def test_packed_dense_wide_panels(m: int, n: int, k: int, width: int) -> None:
+    """Constant weights packed in 48-wide panels: the GEMM tile (m > 4) and the matrix-vector
+    kernel (m <= 4) read them, K in one block and in several with zero padding."""
+    x, w, b = _f32(m, k), _f32(n, k), _f32(n)
+    xv = relay.var("x", shape=(m, k))
+    y = relay.nn.bias_add(relay.nn.dense(xv, relay.const(w)), relay.const(b), axis=-1)
+    with PassContext(opt_level=3):
+        lib = relay.build(IRModule.from_expr(relay.Function([xv], y)), target="llvm")
+    assert "nn.contrib_dense_pack" in lib.get_graph_json(), "the weight was not pre-packed"
+    gm = graph_executor.GraphModule(lib["default"](runtime.cpu(0)))
+    gm.run(x=x)
+    want = x.astype("f8") @ w.T.astype("f8") + b
+    np.testing.assert_allclose(gm.get_output(0).numpy(), want, rtol=1e-4, atol=2e-4)
+
+
+def test_wide_kernels_do_not_spill(monkeypatch) -> None:
+    """8 x 48 (24 zmm accumulators + 3 B vectors + a broadcast of 32) packed and in place, and
+    the 48-wide matrix-vector kernel: no vector register goes to the stack; the only stack
+    accesses load the arguments SysV passes there."""
+    from runtime.target import host_info
+
+    if "+avx512f" not in host_info().features.split(","):
+        pytest.skip("host has no AVX-512")
+    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", "16")
+    x, w = te.placeholder((13, 64), name="x"), te.placeholder((96, 64), name="w")
+    v, wp = te.placeholder((1, 64), name="v"), te.placeholder((2, 64, 48), name="wp")
+    asm = get_assembly([lower("dense_wide_asm", [x, w], [dense(x, w)]),
+                        lower("gemv_wide_asm", [v, wp], [dense_packed(v, wp, 96)])])
+    for name in (gemm_kernel_name(8, 48, 16), gemm_kernel_name(8, 48, 16, a_rows=True),
+                 gemv_kernel_name(48, 16)):
+        body = asm[asm.index(f"relayjit.ukr.{name}:"):]
+        body = body[:body.index(".Lfunc_end")]
+        assert "zmm" in body
+        stack = [ln.strip() for ln in body.splitlines() if "%rsp" in ln]
+        assert all(re.fullmatch(r"movq\s+\d+\(%rsp\), %r\w+", ln) for ln in stack), \
+            f"{name} spills: {stack}"
