@@ -6,6 +6,11 @@ The generic rule makes four stages over the whole tensor (max, exp into a scratc
 large as the input, sum, divide), and its maximum is a serial chain of NaN-aware selects that
 does not vectorise: attention's 12x128x128 softmax ran at 4.5x onnxruntime's time. Here the
 maximum and the sum are kept in one accumulator per vector lane, combined once per row.
+
+The kernel asks LLVM for loops of the schedule's vector width (kernel_attrs): at its default
+256 bits on AVX-512 each 16-lane loop became two 8-lane halves indexing the lane accumulators,
+which then lived on the stack (a store and reload per vector of exponentials); one thread,
+CPU time: attention's 12x128x128 softmax 0.205 -> 0.145 ms.
 """
 from __future__ import annotations
 
@@ -98,4 +103,5 @@ def softmax_rows(x: te.Tensor, log_softmax: bool, name: str) -> te.Tensor:
         kind = "parallel" if rows * n * 8 >= MIN_PARALLEL_WORK and rows > 1 else "serial"
         return For(row, rows, body, kind)
 
-    return te.extern(x.shape, [x], mark_epilogue(fcompute), dtype=F32, name=name)
+    return te.extern(x.shape, [x], mark_epilogue(fcompute), dtype=F32, name=name,
+                     kernel_attrs={"prefer_vector_width": 32 * vw})
