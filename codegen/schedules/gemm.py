@@ -219,13 +219,19 @@ def matmul(a: te.Tensor, b: te.Tensor, transpose_a: bool = False, transpose_b: b
 
 
 def _unflatten(i: Expr, lead: list[int]) -> tuple:
-    """Indices of the leading dims from a flat row index."""
-    if len(lead) <= 1:
-        return (i,) if lead else ()
-    out = []
-    for d in reversed(lead):
-        out.append(i % d)
-        i = i // d
+    """Indices of the leading dims from a flat row index (0 <= i < prod(lead)): dims of 1 are
+    index 0 and the outermost other dim takes the quotient unreduced, so a [1, M] lead costs
+    no division (in a fused epilogue it is evaluated per element)."""
+    out: list = []
+    outer = next((d for d, ext in enumerate(lead) if ext != 1), len(lead))
+    for d in range(len(lead) - 1, -1, -1):
+        if lead[d] == 1:
+            out.append(imm(0))
+        elif d == outer:
+            out.append(i)
+        else:
+            out.append(i % lead[d])
+            i = i // lead[d]
     return tuple(reversed(out))
 
 

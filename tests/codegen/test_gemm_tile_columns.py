@@ -123,3 +123,18 @@ def test_wide_kernels_do_not_spill(monkeypatch) -> None:
         stack = [ln.strip() for ln in body.splitlines() if "%rsp" in ln]
         assert all(re.fullmatch(r"movq\s+\d+\(%rsp\), %r\w+", ln) for ln in stack), \
             f"{name} spills: {stack}"
+
+
+@pytest.mark.parametrize("lead", [(1, 13), (3, 1, 5), (2, 3, 4), (1, 1, 9), (17, 1)])
+def test_dense_leading_dims_epilogue(lead: tuple, width: int) -> None:
+    """x[..., K] with leading dims of 1 and several non-1 dims: the fused epilogue indexes
+    the output and a residual input by the unflattened row (dims of 1 at index 0)."""
+    k, n = 37, 100
+    x, w = te.placeholder((*lead, k), name="x"), te.placeholder((n, k), name="w")
+    res = te.placeholder((*lead, n), name="res")
+    d = dense(x, w)
+    y = te.compute(d.shape, lambda *i: d[i] * 2.0 + res[i], name="epi")
+    run = build_te([x, w, res], [y], "dense_lead")
+    a, b, r = _f32(*lead, k), _f32(n, k), _f32(*lead, n)
+    want = np.matmul(a.astype("f8"), b.T.astype("f8")) * 2 + r
+    np.testing.assert_allclose(run(a, b, r)[0], want, rtol=1e-4, atol=2e-4)
