@@ -357,6 +357,8 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
 # accumulators
 ROWS_KC = 8
 ROWS_MAX_ACC = 24
+# _pointwise_rows: an output of at most this many bytes stays in a core's L2
+POINTWISE_HOT_OUTPUT_BYTES = 1 << 20
 
 
 def rows_channels(k: int, kb: int) -> int:
@@ -518,11 +520,14 @@ def _pointwise_rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name
     else:
         body = full
     body = Allocate(tile, body)
-    # the larger of a pixel chunk's input (c planes) and output (k planes) stays cache hot
-    # across the inner loop: pixel chunks outer when reading more channels than writing
-    # (144->24 at 56x56: 0.29 -> 0.23 ms, 128->16 at 55x55 0.134 -> 0.131), channel blocks
-    # outer otherwise (16->96 at 112x112: 0.43 -> 0.39)
-    loops, extents = ([ch, kc], [chunks, nkc]) if c > k else ([kc, ch], [nkc, chunks])
+    # pixel chunks outer when reading more channels than writing (144->24 at 56x56: 0.29 ->
+    # 0.23 ms, 128->16 at 55x55 0.134 -> 0.131), or when the whole output stays in L2 (then
+    # the input is read once: AVX-512, 16->64 at 55x55 0.053 -> 0.049 ms, 32->128 at 27x27
+    # 0.045 -> 0.042, 32->192 at 28x28 0.064 -> 0.062); channel blocks outer otherwise, so
+    # that fewer output planes are written at a time (16->96 at 112x112: 0.38 -> 0.32,
+    # 24->144 at 56x56 0.156 -> 0.150)
+    chunks_outer = c > k or k * npix * 4 <= POINTWISE_HOT_OUTPUT_BYTES
+    loops, extents = ([ch, kc], [chunks, nkc]) if chunks_outer else ([kc, ch], [nkc, chunks])
     flops = k * npix * c
     par = fused_parallel(loops, extents, body, name) if flops >= MIN_PARALLEL_WORK \
         else For(loops[0], extents[0], For(loops[1], extents[1], body))

@@ -2,7 +2,7 @@
 numpy, over the shapes where the schedule choice changes (codegen.schedules.conv2d):
 1x1 convs onto few output channels run the rows micro-kernel (_pointwise_rows) whatever
 their input channels, with the pixel chunks as the outer loop when they read more channels
-than they write; their neighbours (grouped, strided, padded, output size 1, 32+ output
+than they write or their output stays in L2 (POINTWISE_HOT_OUTPUT_BYTES); their neighbours (grouped, strided, padded, output size 1, 32+ output
 channels) keep the other schedules. The _rows tiles of short reductions hold 16 output
 channels on AVX-512 where 16 divide the channels (8 otherwise); the direct tiles over at
 most SHORT_REDUCTION taps hold 8 pixels on AVX-512 (12 otherwise), and tiles of at most half
@@ -54,6 +54,7 @@ CASES = [
     ((1, 40, 16, 16), (16, 40, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # no tail tile
     ((1, 20, 7, 9), (24, 20, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # writes more than reads
     ((2, 24, 9, 11), (40, 24, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # tail per image
+    ((1, 16, 64, 72), (64, 16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # output > L2 budget
     ((1, 64, 1, 1), (16, 64, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # output size 1
     ((1, 64, 3, 5), (16, 64, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # fewer pixels than a vector
     ((1, 64, 12, 12), (16, 16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 4),  # grouped
@@ -108,6 +109,20 @@ def test_pointwise_onto_few_channels_runs_rows(xs, ws, rows, width):
     y = conv2d_nchw_packed(x, wp, channels=ws[0])
     run = build_te([x, wp], [y], "conv_pointwise")
     assert ("convrows" in str(run.primfunc)) == (rows and xs[2] * xs[3] >= width)
+
+
+@pytest.mark.parametrize("xs,ws,chunks_outer", [
+    ((1, 96, 9, 11), (24, 96, 1, 1), True),  # reads more channels than it writes
+    ((1, 16, 55, 55), (64, 16, 1, 1), True),  # writes more, but its output stays in L2
+    ((1, 16, 64, 72), (64, 16, 1, 1), False),  # an output over POINTWISE_HOT_OUTPUT_BYTES
+])
+def test_pointwise_rows_loop_order(xs, ws, chunks_outer, width):
+    x = te.placeholder(xs, name="x")
+    wp = te.placeholder(conv2d_pack_geometry(*ws), name="wp")
+    y = conv2d_nchw_packed(x, wp, channels=ws[0])
+    text = str(build_te([x, wp], [y], "conv_pointwise").primfunc)
+    outer = "ch" if chunks_outer else "kc"
+    assert f"T_conv2d_{outer}: int64 = floordiv(T_conv2d_par" in text
 
 
 @pytest.mark.parametrize("k,wide", [(32, True), (48, True), (24, False)])
