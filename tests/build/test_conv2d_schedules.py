@@ -1,14 +1,13 @@
 """conv2d through relay.build (AlterOpLayout packs the constant weight, bias + relu fused) vs
-numpy, over the shapes where the schedule choice changes (codegen.schedules.conv2d):
-1x1 convs onto few output channels run the rows micro-kernel (_pointwise_rows) whatever
-their input channels, with the pixel chunks as the outer loop when they read more channels
-than they write or their output stays in L2 (POINTWISE_HOT_OUTPUT_BYTES); their neighbours
-(grouped, strided, padded, output size 1, 32+ output channels) keep the other schedules.
-The _rows tiles of short reductions hold 16 output channels on AVX-512 where 16 divide the
-channels (8 otherwise); the direct tiles over at
-most SHORT_REDUCTION taps hold 8 pixels on AVX-512 (12 otherwise), and tiles of at most half
-a vector of pixels transpose two channels a vector (conv micro-kernel). Padded copies of
-the input copy each row's inside columns as one plain loop (common.padded_row)."""
+numpy, over the shapes where the schedule choice changes (codegen.schedules.conv2d): 1x1 convs
+onto few output channels run the rows micro-kernel (_pointwise_rows) whatever their input
+channels, with the pixel chunks as the outer loop when they read more channels than they write
+or their output stays in L2 (POINTWISE_HOT_OUTPUT_BYTES); their neighbours (grouped, strided,
+padded, output size 1, 32+ output channels) keep the other schedules. The _rows tiles of short
+reductions hold 16 output channels on AVX-512 where 16 divide the channels (8 otherwise); the
+direct tiles over at most SHORT_REDUCTION taps hold 8 pixels on AVX-512 (12 otherwise), and
+tiles of at most half a vector of pixels transpose two channels a vector (conv micro-kernel).
+Padded copies of the input copy each row's inside columns as one plain loop (common.padded_row)."""
 from __future__ import annotations
 
 import numpy as np
