@@ -15,11 +15,13 @@ functions are `noinline` so their register allocation stays isolated):
   `gemm_<MR>x<NR>_rows_pf` also prefetches the row tile read next, args (..., b_next,
   a_next). A row is two vectors of NR/2 floats (6x16 with <8 x float> on AVX2: 12
   accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm; 8x32 or 12x32 with <16 x float>
-  when the host has AVX-512). b_next is the B panel the caller reads next: prefetched into
-  L2 at the pace b is read (constant weights stream from memory).
-- `relayjit.ukr.gemv_<NR>`: c[NR] = sum_k x[k] * B_packed[k][NR] (matrix-vector, M = 1 dense
-  on a pre-packed weight panel); args (k, x, b, c). Four k steps in flight, each with its own
-  two accumulators, so FMA latency is hidden while the panel streams from memory.
+  when the host has AVX-512), or NR/VW vectors of VW floats in `gemm_<MR>x<NR>x<VW>` (8x48x16:
+  24 zmm accumulators + 3 B vectors + 1 broadcast). b_next is the B panel the caller reads
+  next: prefetched into L2 at the pace b is read (constant weights stream from memory).
+- `relayjit.ukr.gemv_<NR>` (`gemv_<NR>x<VW>`): c[NR] = sum_k x[k] * B_packed[k][NR]
+  (matrix-vector, M = 1 dense on a pre-packed weight panel); args (k, x, b, c). Four k steps
+  in flight, each with its own accumulators, so FMA latency is hidden while the panel streams
+  from memory.
 - `relayjit.ukr.conv_<KB>_<P>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>_<CM>_<PF>`: direct
   convolution, KB output channels (two vectors) x P pixels: T[p][v] = sum_{c,r,s}
   x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][v]; args (w, t, acc, C, w_next, x_0,
