@@ -44,6 +44,8 @@ ROW_BLOCK = 4
 # with AVX-512 (its own remainder loop is scalar): depthwise 192@28x28 0.079 -> 0.053-0.059 ms,
 # 272@14x14 0.033 -> 0.022, 384@14x14 0.044-0.049 -> 0.028.
 ROW_VECTOR = 8
+# _phase_rows copies the columns all phases share in whole vectors (False: exactly, for A/B)
+PHASE_ROWS_ROUNDED = True
 # An unpadded window whose columns are strided still goes through the phase split when the
 # plane and its phases take at most this many bytes: LLVM vectorises the in-place taps of a
 # strided row as gathers (vgatherqps on AVX-512), the phases' taps are plain vector loads (3x3
@@ -100,16 +102,14 @@ def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr
     x, one loop stores all sw phases from the same stretch of the input row (an interleaved
     load group: one pass over the row, where a loop per phase re-read it sw times in short
     strided loops: MobileNet's 144@56x56 stride-2 depthwise), in whole vectors and a remainder
-    (192@28x28 stride 2: 0.046 -> 0.033 ms); the phases' own edge columns and the padding are
-    short copies and plain fills."""
-    wq, size, sw = g["wq"], g["size"], g["sw"]
+    (192@28x28 stride 2: 0.046 -> 0.033 ms), or rounded up to whole vectors on every row but
+    the last (PHASE_ROWS_ROUNDED); the phases' own edge columns and the padding are short
+    copies and plain fills."""
+    wq, size, sw, w = g["wq"], g["size"], g["sw"], g["w"]
     i0, i1 = _span(py - g["pt"], g["sh"], 0, g["h"], g["hq"])
-    cols = [_span(px - g["pl"], sw, 0, g["w"], wq) for px in range(sw)]
+    cols = [_span(px - g["pl"], sw, 0, w, wq) for px in range(sw)]
     c0 = max(a for a, _ in cols)
     c1 = max(c0, min(b for _, b in cols))  # the columns inside x in every phase
-    ii = var(f"{name}_i")
-    i = ii + i0
-    row_in = i * g["sh"] + py - g["pt"]
 
     def at(px: int, start, v) -> tuple:
         return (imm(py), imm(px), start + v)
@@ -119,17 +119,43 @@ def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr
         return For(v, extent, Store(phases, at(px, start, v), fill), "vectorized") \
             if extent > 0 else None
 
-    def copies(pxs, j0: int, j1: int, tag: str) -> Stmt | None:
-        def body(j: Expr) -> Stmt:
-            return seq(*(Store(phases, at(px, i * wq + j0, j), Load(
-                xb, (ni, ci, row_in, (j0 + j) * sw + px - g["pl"]), xb.dtype)) for px in pxs))
-        return _vector_loop(f"{name}_{tag}", j1 - j0, body)
+    def row_copy(ii: Expr, common: int, tag: str) -> Stmt:
+        """Phase row i0 + ii: `common` columns from c0 on in one loop for all phases, then
+        each phase's own columns and fills, which overwrite whatever lies past c1."""
+        i = ii + i0
+        row_in = i * g["sh"] + py - g["pt"]
 
-    row = [copies(range(sw), c0, c1, "c")]
-    for px, (j0, j1) in enumerate(cols):
-        row += [fills(px, i * wq, j0, "l"), copies([px], j0, min(c0, j1), f"{px}a"),
-                copies([px], max(c1, j0), j1, f"{px}b"), fills(px, i * wq + j1, wq - j1, "r")]
-    body = [For(ii, i1 - i0, seq(*row)) if i1 > i0 else None]
+        def copies(pxs, j0: int, j1: int, part: str) -> Stmt | None:
+            def body(j: Expr) -> Stmt:
+                return seq(*(Store(phases, at(px, i * wq + j0, j), Load(
+                    xb, (ni, ci, row_in, (j0 + j) * sw + px - g["pl"]), xb.dtype))
+                    for px in pxs))
+            return _vector_loop(f"{name}_{tag}{part}", j1 - j0, body)
+
+        row = [copies(range(sw), c0, c0 + common, "c")]
+        for px, (j0, j1) in enumerate(cols):
+            row += [fills(px, i * wq, j0, f"{tag}l"),
+                    copies([px], j0, min(c0, j1), f"{px}a"),
+                    copies([px], max(c1, j0), j1, f"{px}b"),
+                    fills(px, i * wq + j1, wq - j1, f"{tag}r")]
+        return seq(*row)
+
+    # The common columns in whole vectors, no remainder loop (an interleaved group's remainder
+    # became gathers or scalar copies): the extra columns read the next input row and land
+    # where this row's own copies and fills, or the next row, write after them; not on the
+    # last row, whose extra columns would pass the plane or its phase. Only rows of at least
+    # a vector: shorter ones lost (one thread: 3x3/2 max pool 256@27x27 0.038 -> 0.033 ms;
+    # depthwise 3x3/2 192@28x28 0.032 -> 0.027, 144@56x56 0.090 -> 0.085; 576@14x14 0.027
+    # -> 0.029 when rounded, so left exact)
+    rounded = -(-(c1 - c0) // ROW_VECTOR) * ROW_VECTOR
+    safe = PHASE_ROWS_ROUNDED and rounded > c1 - c0 >= ROW_VECTOR and c0 + rounded <= 2 * wq \
+        and (c0 + rounded) * sw - 1 - g["pl"] < 2 * w and i1 - i0 > 1
+    ii = var(f"{name}_i")
+    if safe:
+        body = [For(ii, i1 - i0 - 1, row_copy(ii, rounded, "")),
+                row_copy(imm(i1 - i0 - 1), c1 - c0, "e")]
+    else:
+        body = [For(ii, i1 - i0, row_copy(ii, c1 - c0, "")) if i1 > i0 else None]
     for px in range(sw):
         body = [fills(px, imm(0), i0 * wq, "t")] + body + \
             [fills(px, imm(i1 * wq), size - i1 * wq, "b")]
