@@ -288,7 +288,8 @@ def size_limit(variable: str, default_mb: int) -> int:
 def prune_lru(root: str, suffix: str, max_bytes: int,
               also_remove: Callable[[str], list[str]] = lambda path: []) -> int:
     """Remove the least recently used (by mtime) `suffix` files in root's subdirectories
-    until they total at most max_bytes, with also_remove(path)'s companions; how many went."""
+    until they total at most max_bytes, with also_remove(path)'s companions (whose sizes
+    count with their file's); how many went."""
     if not os.path.isdir(root):
         return 0
     files = []
@@ -299,7 +300,8 @@ def prune_lru(root: str, suffix: str, max_bytes: int,
             if e.name.endswith(suffix) and not e.name.startswith(".tmp-"):
                 with contextlib.suppress(OSError):
                     st = e.stat()
-                    files.append((st.st_mtime, st.st_size, e.path))
+                    files.append((st.st_mtime, st.st_size + _sizes(also_remove(e.path)),
+                                  e.path))
     total = sum(size for _, size, _ in files)
     removed = 0
     for _, size, path in sorted(files):
@@ -311,3 +313,12 @@ def prune_lru(root: str, suffix: str, max_bytes: int,
         total -= size
         removed += 1
     return removed
+
+
+def _sizes(paths: list[str]) -> int:
+    """Total size of the files in `paths` that exist."""
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            total += os.path.getsize(path)
+    return total

@@ -328,7 +328,7 @@ def _build(ir_mod: Any, target: Any, target_host: Any, params: Mapping[str, Any]
     factory = GraphExecutorFactoryModule(result.graph_json, lib, result.params,
                                          libmod_name=mod_name)
     if key is not None and time.perf_counter() - started >= build_cache.MIN_BUILD_SECONDS:
-        with timing.stage("build cache: params copied for the writer"):
+        with timing.stage("build cache: params file written"):
             build_cache.store(key, factory, result.memory_stats)
     return _finish(factory, input_mod, target, result.memory_stats, timing,
                    fused_functions=len(names), reshape_only=nops,

@@ -2,27 +2,30 @@
 
 The kernel cache (codegen.cache) spares LLVM on a rebuild, but the passes still run: folding
 BatchNorm into ResNet-50's weights and packing them, lowering 200 fused functions and
-digesting their kernels took 0.5-0.8 s on every warm build. Here the whole result (graph
-JSON, folded params, object code: runtime.export's module file) is stored under a digest of
-everything the build reads:
+digesting their kernels took 0.5-0.8 s on every warm build. Here the whole result is stored
+under a digest of everything the build reads:
 
 - the program: the module's text after params are bound, and every constant's dtype, shape
-  and bytes (SHA-256, so a different weight is a different build);
+  and bytes (runtime.digest: SHA-256 pieces hashed on every core, so a different weight is a
+  different build);
 - how it is built: opt_level, required and disabled passes, the PassContext config, the
   target CPU and the vector width the schedules use, the module name;
 - what builds it: the source of the compiler, codegen and runtime packages, and the
   llvmlite and LLVM versions.
 
-Entries live under <cache dir>/builds/ (codegen.cache.cache_dir: RELAYJIT_CACHE_DIR) and are
-read back through runtime.factory.load_module, which checks them as untrusted files; an entry
-that fails the checks is deleted and the build runs. Builds quicker than MIN_BUILD_SECONDS
-are not stored (reading them back would save nothing), nor builds whose params exceed
-MAX_STORED_PARAMS (VGG-19's 550 MB took 8 s to write and would take longer to hash and read
-back than FoldConstant takes), nor builds under a PassContext with instruments or tracing
-(their caller wants to see the passes run). An entry is written by a background thread from
-a copy of the params, so relay.build does not wait for the disk (ResNet-50's 100 MB took
-0.5 s to serialise and write, a fifth of its cold build); flush() waits for the writes, and
-a lookup waits for them first.
+An entry under <cache dir>/builds/ (codegen.cache.cache_dir: RELAYJIT_CACHE_DIR) is three
+files: the module (runtime.export's format with no params: graph JSON and object code), the
+params (runtime.params_file: aligned arrays, memory-mapped on a hit instead of read and
+copied) and a JSON of the memory stats and the params' digest. All are read back as
+untrusted files: the module through runtime.factory.load_module, the params checked against
+their own digest and the one the JSON names; an entry that fails a check is deleted and the
+build runs. Builds quicker than MIN_BUILD_SECONDS are not stored (reading them back would
+save nothing), nor builds whose params exceed MAX_STORED_PARAMS, nor builds under a
+PassContext with instruments or tracing (their caller wants to see the passes run).
+relay.build writes the params file itself (the file is the snapshot: the caller may write
+into the factory's params afterwards; copying them in memory first cost AlexNet 0.5 s of
+page faults), and a background thread digests it and writes the rest; flush() waits for the
+writes, and a lookup waits for them first.
 RELAYJIT_BUILD_CACHE=0 turns it off; the directory is kept under RELAYJIT_BUILD_CACHE_MAX_MB
 (default 2048), least recently used first.
 """
@@ -48,17 +51,21 @@ from compiler.ir.expr import Constant
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order
 from compiler.transform import PassContext
+from runtime.digest import content_digest
 from runtime.export import write_module
 from runtime.factory import GraphExecutorFactoryModule, load_module
 from runtime.library import KernelLibrary
+from runtime.ndarray import NDArray
+from runtime.params_file import map_params, seal, write_unsealed
 from runtime.target import TargetInfo
 
 __all__ = ["build_key", "lookup", "store", "flush", "MIN_BUILD_SECONDS", "MAX_STORED_PARAMS"]
 
-FORMAT = "relayjit-build-1"
+FORMAT = "relayjit-build-2"
 MIN_BUILD_SECONDS = 0.3
-MAX_STORED_PARAMS = 256 * 2**20  # bytes
+MAX_STORED_PARAMS = 1024 * 2**20  # bytes: VGG-19 stores 730 MB of packed and transformed weights
 _MODULE_SUFFIX = ".rjbuild"
+_PARAMS_SUFFIX = ".params"
 _STATS_SUFFIX = ".json"
 _PACKAGES = ("compiler", "codegen", "runtime")
 SWITCH = "RELAYJIT_BUILD_CACHE"
@@ -101,56 +108,59 @@ def build_key(mod: IRModule, cpu: TargetInfo, mod_name: str) -> str | None:
     ctx = PassContext.current()
     if _root() is None or not kernel_cache.enabled() or ctx.instruments or ctx.trace:
         return None
-    h = hashlib.sha256(_source_digest().encode())
     settings = {"opt_level": ctx.opt_level, "required": sorted(ctx.required_pass),
                 "disabled": sorted(ctx.disabled_pass),
                 "config": sorted((str(k), repr(v)) for k, v in ctx.config.items()),
                 "cpu": [cpu.triple, cpu.cpu, cpu.features], "mod_name": mod_name,
                 "vector_width": vector_width()}  # RELAYJIT_VECTOR_WIDTH can force another
-    h.update(json.dumps(settings, sort_keys=True).encode())
-    h.update(mod.astext(show_meta_data=False).encode())
+    kinds, contents = [], []
     for _, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
         for node in post_order(func):
             if type(node) is Constant:
                 data = node.data._view()
-                h.update(f"\0{data.dtype.str}{data.shape}".encode())
-                h.update(memoryview(data).cast("B") if data.flags.c_contiguous
-                         else data.tobytes())
-    return h.hexdigest()
+                kinds.append(f"{data.dtype.str}{data.shape}")
+                contents.append(data if data.flags.c_contiguous else data.tobytes())
+    header = "\0".join([_source_digest(), json.dumps(settings, sort_keys=True),
+                        mod.astext(show_meta_data=False), *kinds])
+    return content_digest(contents, header.encode())
 
 
-def _paths(key: str) -> tuple[str, str]:
+def _paths(key: str) -> tuple[str, str, str]:
+    """The entry's module, params and stats files."""
     base = os.path.join(_root(), key[:2], key)
-    return base + _MODULE_SUFFIX, base + _STATS_SUFFIX
+    return base + _MODULE_SUFFIX, base + _PARAMS_SUFFIX, base + _STATS_SUFFIX
 
 
 def lookup(key: str) -> tuple[GraphExecutorFactoryModule, dict] | None:
     """(factory, memory stats) stored under `key`, or None; a damaged entry is removed."""
     flush()
-    module_path, stats_path = _paths(key)
+    paths = _paths(key)
+    module_path, params_path, stats_path = paths
     if not os.path.exists(module_path):
         return None
     try:
         with open(stats_path, encoding="utf-8") as f:
             stats = json.load(f)
-        if not isinstance(stats, dict):
-            raise ValueError("memory stats are not a JSON object")
+        if not (isinstance(stats, dict) and isinstance(stats.get("memory_stats"), dict)
+                and isinstance(stats.get("params_digest"), str)):
+            raise ValueError("the stats file is not {memory_stats, params_digest}")
         factory = load_module(module_path)
+        factory.params = {name: NDArray(value) for name, value in
+                          map_params(params_path, stats["params_digest"]).items()}
     except (OSError, ValueError):  # damaged or half-removed: build again
-        _remove(module_path, stats_path)
+        _remove(*paths)
         return None
     with contextlib.suppress(OSError):
         os.utime(module_path)  # last use, for pruning
-    return factory, stats
+    return factory, stats["memory_stats"]
 
 
 class _Snapshot(NamedTuple):
-    """What runtime.export.write_module reads of a factory, with the params copied (the
-    caller may write into the factory's params while the entry is being written)."""
+    """What runtime.export.write_module reads of a factory: everything but the params, which
+    go to their own file."""
 
     graph_json: str
     lib: KernelLibrary
-    params: dict[str, np.ndarray]
     libmod_name: str
 
     def get_graph_json(self) -> str:
@@ -160,7 +170,7 @@ class _Snapshot(NamedTuple):
         return self.lib
 
     def get_params(self) -> dict[str, np.ndarray]:
-        return self.params
+        return {}
 
 
 _writers: list[threading.Thread] = []
@@ -168,14 +178,20 @@ _writers_lock = threading.Lock()
 
 
 def store(key: str, factory: GraphExecutorFactoryModule, memory_stats: dict) -> bool:
-    """Start writing the entry on a background thread; False when the build is too big to
-    store (MAX_STORED_PARAMS)."""
+    """Write the params file now and the rest of the entry on a background thread; False when
+    the build is too big to store (MAX_STORED_PARAMS) or the disk refuses."""
     if sum(v.nbytes for v in factory.params.values()) > MAX_STORED_PARAMS:
         return False
-    snapshot = _Snapshot(factory.graph_json, factory.lib,
-                         {name: v.numpy() for name, v in factory.params.items()},
-                         factory.libmod_name)
-    writer = threading.Thread(target=_write, args=(_paths(key), snapshot, dict(memory_stats)),
+    paths = _paths(key)
+    try:
+        os.makedirs(os.path.dirname(paths[0]), exist_ok=True)
+        unsealed = write_unsealed(os.path.dirname(paths[0]),
+                                  {name: v._view() for name, v in factory.params.items()})
+    except OSError:
+        return False
+    snapshot = _Snapshot(factory.graph_json, factory.lib, factory.libmod_name)
+    writer = threading.Thread(target=_write, args=(paths, unsealed, snapshot,
+                                                   dict(memory_stats)),
                               name="relayjit-build-cache", daemon=False)
     with _writers_lock:
         _writers.append(writer)
@@ -191,19 +207,21 @@ def flush() -> None:
         writer.join()
 
 
-def _write(paths: tuple[str, str], snapshot: _Snapshot, memory_stats: dict) -> None:
-    """The entry: stats first, then the module atomically; nothing left on an I/O error."""
-    module_path, stats_path = paths
-    directory = os.path.dirname(module_path)
+def _write(paths: tuple[str, str, str], unsealed: str, snapshot: _Snapshot,
+           memory_stats: dict) -> None:
+    """The entry: params sealed, then the stats, then the module (atomically, last: a lookup
+    looks for it first); nothing left on an I/O error."""
+    module_path, params_path, stats_path = paths
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_STATS_SUFFIX, dir=directory)
+        digest = seal(unsealed, params_path)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_STATS_SUFFIX,
+                                   dir=os.path.dirname(module_path))
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(memory_stats, f)
+            json.dump({"memory_stats": memory_stats, "params_digest": digest}, f)
         os.replace(tmp, stats_path)
         write_module(module_path, snapshot)  # atomic itself
     except OSError:
-        _remove(module_path, stats_path)
+        _remove(unsealed, *paths)
         return
     prune()
 
@@ -216,7 +234,8 @@ def prune(max_bytes: int | None = None) -> int:
     return kernel_cache.prune_lru(
         root, _MODULE_SUFFIX, max_bytes if max_bytes is not None else
         kernel_cache.size_limit("RELAYJIT_BUILD_CACHE_MAX_MB", 2048),
-        lambda path: [path[:-len(_MODULE_SUFFIX)] + _STATS_SUFFIX])
+        lambda path: [path[:-len(_MODULE_SUFFIX)] + suffix
+                      for suffix in (_PARAMS_SUFFIX, _STATS_SUFFIX)])
 
 
 def _remove(*paths: str) -> None:

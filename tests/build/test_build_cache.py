@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import glob
+import mmap
 import os
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from codegen.schedules.common import vector_width
 from compiler import build_cache, relay
 from compiler.transform import PassContext, PassInstrument, pass_instrument
-from runtime import cpu
+from runtime import cpu, digest
 from runtime.graph_executor import GraphModule
 
 
@@ -147,9 +148,12 @@ def test_prune_keeps_the_most_recent_builds(cache_dir):
         _build(np.full((8, 4, 3, 3), float(k), "float32"))
     entries = sorted(_entries(cache_dir), key=os.path.getmtime)
     assert len(entries) == 3
-    size = os.path.getsize(entries[-1])
+    size = sum(os.path.getsize(entries[-1][:-len(".rjbuild")] + suffix)
+               for suffix in (".rjbuild", ".params", ".json"))  # the entry's three files
     assert build_cache.prune(max_bytes=size) == 2
     assert _entries(cache_dir) == [entries[-1]]
+    assert build_cache.prune(max_bytes=size - 1) == 1
+    assert _entries(cache_dir) == [] and os.listdir(os.path.dirname(entries[-1])) == []
 
 
 def test_builds_with_big_params_are_not_stored(cache_dir, monkeypatch):
@@ -172,3 +176,68 @@ def test_the_stored_params_are_a_copy(cache_dir):
     again = _build(weight)
     assert _hits(again) == 1
     np.testing.assert_array_equal(_run(again, x), want)
+
+
+def _entry_file(root, suffix: str) -> str:
+    (entry,) = _entries(root)
+    return entry[:-len(".rjbuild")] + suffix
+
+
+def _base(array: np.ndarray):
+    while isinstance(array, np.ndarray) and array.base is not None:
+        array = array.base
+    return array.obj if isinstance(array, memoryview) else array
+
+
+def test_a_hit_maps_the_params_instead_of_copying(cache_dir):
+    weight = RNG_WEIGHT.standard_normal((8, 4, 3, 3)).astype("float32")
+    _build(weight)
+    again = _build(weight)
+    assert _hits(again) == 1
+    assert all(isinstance(_base(v._view()), mmap.mmap) for v in again.params.values())
+
+
+@pytest.mark.parametrize("damage", ["flip a weight byte", "truncate", "another build's"])
+def test_damaged_params_are_a_clean_miss(cache_dir, damage):
+    weight = RNG_WEIGHT.standard_normal((8, 4, 3, 3)).astype("float32")
+    x = RNG_WEIGHT.standard_normal((1, 4, 8, 8)).astype("float32")
+    want = _run(_build(weight), x)
+    params = _entry_file(cache_dir, ".params")
+    if damage == "another build's":  # a consistent params file, but not this entry's
+        other = _build(weight * 2)
+        assert _hits(other) == 0
+        build_cache.flush()
+        other_params = [p for p in glob.glob(os.path.join(str(cache_dir), "builds", "*",
+                                                           "*.params")) if p != params]
+        os.replace(other_params[0], params)
+    else:
+        data = bytearray(open(params, "rb").read())
+        if damage == "truncate":
+            del data[-100:]
+        else:
+            data[-50] ^= 0x10  # inside the last array
+        open(params, "wb").write(bytes(data))
+    rebuilt = _build(weight)
+    assert _hits(rebuilt) == 0
+    np.testing.assert_array_equal(_run(rebuilt, x), want)
+    again = _build(weight)  # stored again, readable
+    assert _hits(again) == 1
+    np.testing.assert_array_equal(_run(again, x), want)
+
+
+def test_one_byte_of_a_large_weight_is_another_build(cache_dir, monkeypatch):
+    """The key digests every byte: a weight spread over many digest pieces (CHUNK made
+    small) changed in one byte of a late piece misses, and the rebuild computes with it."""
+    monkeypatch.setattr(digest, "CHUNK", 256)
+    weight = RNG_WEIGHT.standard_normal((8, 4, 3, 3)).astype("float32")  # 1152 B: 5 pieces
+    x = RNG_WEIGHT.standard_normal((1, 4, 8, 8)).astype("float32")
+    first = _build(weight)
+    changed = weight.copy()
+    changed.view(np.uint8).reshape(-1)[1100] ^= 0x01  # one bit of one byte, in piece 5
+    other = _build(changed)
+    assert _hits(other) == 0 and _hits(_build(weight)) == 1
+    assert not np.array_equal(_run(other, x), _run(first, x))
+    with PassContext(opt_level=3, config={"relayjit.disable_disk_cache": True}):
+        func, params = _program(changed)
+        reference = relay.build(func, target="llvm", params=params)
+    np.testing.assert_array_equal(_run(other, x), _run(reference, x))
