@@ -167,20 +167,27 @@ def _column_phases(xb: Buffer, strip: Buffer, ni, ci, row0: Expr, rows: int, wid
     """strip[px][i][j] = x[ni, ci, row0 + i, j*sw + px] for i < rows and the strip's wq
     columns of each phase (an unpadded plane, so all inside x): the columns every phase has
     in one loop storing all sw phases (an interleaved load group, plain vector loads and
-    shuffles), then each phase's own last columns."""
+    shuffles), then each phase's own last columns; the shared columns rounded up to whole
+    vectors on every row but the last, as _phase_rows does (PHASE_ROWS_ROUNDED)."""
     sw, _, wq = strip.shape
     count = [min(wq, -(-(width - px) // sw)) for px in range(sw)]
     common = min(count)
-    ii = var(f"{name}_i")
 
-    def copies(pxs, j0: int, j1: int, tag: str) -> Stmt | None:
-        def body(j: Expr) -> Stmt:
-            return seq(*(Store(strip, (imm(px), ii, j + j0), Load(
-                xb, (ni, ci, row0 + ii, (j + j0) * sw + px), xb.dtype)) for px in pxs))
-        return _vector_loop(f"{name}_{tag}", j1 - j0, body)
-    row = [copies(range(sw), 0, common, "c")] + \
-        [copies([px], common, count[px], f"{px}e") for px in range(sw)]
-    return For(ii, rows, seq(*row))
+    def row(ii: Expr, shared: int, tag: str) -> Stmt:
+        def copies(pxs, j0: int, j1: int, part: str) -> Stmt | None:
+            def body(j: Expr) -> Stmt:
+                return seq(*(Store(strip, (imm(px), ii, j + j0), Load(
+                    xb, (ni, ci, row0 + ii, (j + j0) * sw + px), xb.dtype)) for px in pxs))
+            return _vector_loop(f"{name}_{tag}{part}", j1 - j0, body)
+        return seq(copies(range(sw), 0, shared, "c"),
+                   *(copies([px], common, count[px], f"{px}e") for px in range(sw)))
+
+    rounded = -(-common // ROW_VECTOR) * ROW_VECTOR
+    ii = var(f"{name}_i")
+    if PHASE_ROWS_ROUNDED and rounded > common >= ROW_VECTOR and rounded <= 2 * wq \
+            and rounded * sw - 1 < 2 * width and rows > 1:
+        return seq(For(ii, rows - 1, row(ii, rounded, "")), row(imm(rows - 1), common, "l"))
+    return For(ii, rows, row(ii, common, ""))
 
 
 def _products(value: Expr) -> list[tuple[Expr, Expr]] | None:

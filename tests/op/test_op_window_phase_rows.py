@@ -1,7 +1,8 @@
-"""The phase split of strided windows (codegen.schedules.window._phase_rows) copies the columns
-every phase has in whole vectors (PHASE_ROWS_ROUNDED): the extra columns read the next input
-row and are overwritten by the row's own copies and fills or by the next row; the last phase
-row copies exactly, so nothing reads past the plane or writes past its phase. Against numpy,
+"""The phase split of strided windows (codegen.schedules.window._phase_rows, and the strips of
+_column_phases) copies the columns every phase has in whole vectors (PHASE_ROWS_ROUNDED): the
+extra columns read the next input row and are overwritten by the row's own copies and fills
+or by the next row; the last row copies exactly, so nothing reads past the plane or writes
+past its phase. Against numpy,
 with the switch on and off on the same input: max pools with NaNs on the copied columns, a
 padded stride-2 depthwise conv with its bias and clip fused, batch 2, odd channels and widths,
 phases of two rows; and rows shorter than a vector keep the exact copy."""
@@ -40,8 +41,10 @@ def _max_pool_ref(x: np.ndarray, pool, strides) -> np.ndarray:
     ((1, 2, 5, 41), (3, 3), (2, 2)),  # phase rows of two and three: one rounded row each
     ((1, 2, 19, 52), (2, 3), (1, 3)),  # stride 3 columns, stride 1 rows
 ])
-def test_max_pool_phases(xs, pool, strides, rounded, monkeypatch):
-    monkeypatch.setattr(window, "PHASES_MAX_BYTES", 1 << 40)  # the phase split, any size
+@pytest.mark.parametrize("phases", [True, False], ids=["phases", "strips"])
+def test_max_pool_phases(xs, pool, strides, phases, rounded, monkeypatch):
+    # the phase split at any size, or strips of column phases (_column_phases) at any size
+    monkeypatch.setattr(window, "PHASES_MAX_BYTES", 1 << 40 if phases else 0)
     x = RNG.standard_normal(xs).astype("float32")
     x[0, 0, 2, 18] = np.nan  # a copied column of the first rounded row
     x[-1, -1, 3, 1] = np.nan
