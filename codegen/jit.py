@@ -442,7 +442,8 @@ def _signature_table(funcs: list[PrimFunc], tm: llvm.TargetMachine) -> llvm.Modu
     table). It travels inside the object code, so a module file's graph is checked against
     what its machine code was built for, not against another editable section."""
     mod = llvm.parse_assembly(signature_table_ir(
-        tuple((b.shape, b.dtype) for b in f.params) for f in funcs))
+        (tuple((b.shape, b.dtype) for b in f.params) for f in funcs),
+        (dict(f.attrs.get("in_place", ())) for f in funcs)))
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
     return mod

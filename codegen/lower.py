@@ -88,7 +88,42 @@ class _Lowering:
         fused = getattr(self, "fused", {})  # an extern's attrs stay with its fused epilogue
         attrs = {k: v for t in stages for src in (t, fused.get(id(t))) if src is not None
                  for k, v in src.kernel_attrs.items()}
+        in_place = self.in_place_pairs(stages, out_params)
+        if in_place:
+            attrs["in_place"] = in_place
         return PrimFunc(self.name, params, body, attrs)
+
+    def in_place_pairs(self, stages: list[Tensor], out_params: list[Buffer]
+                       ) -> tuple[tuple[int, int], ...]:
+        """(output param, input param) pairs that may share storage (runtime.library's
+        InPlace): the output is a fused epilogue of an extern that writes each element once
+        (mark_epilogue in_place), and the input, of its shape and dtype, is read nowhere but
+        in that epilogue, at the output's own index."""
+        readers: dict[Buffer, int] = {}
+        for t in stages:
+            e = self.fused.get(id(t))
+            read = [x.buffer for x in t.extern_inputs] if t.kind == "extern" else \
+                [n.buffer for n in post_order(t.body) if type(n) is Load] \
+                + ([x.buffer for x in e.extern_inputs] if e is not None else [])
+            for b in set(read):
+                readers[b] = readers.get(b, 0) + 1
+        pairs = []
+        for t in stages:
+            e = self.fused.get(id(t))
+            if e is None or not getattr(e.extern_fn, "epilogue_in_place", False) \
+                    or t.buffer not in out_params:
+                continue
+            loads = [n for n in post_order(t.body) if type(n) is Load]
+            for q, x in enumerate(self.inputs):
+                mine = [n for n in loads if n.buffer is x.buffer]
+                if mine and x.shape == t.shape and x.dtype == t.dtype \
+                        and readers.get(x.buffer) == 1 \
+                        and all(len(n.indices) == len(t.axis)
+                                and all(i is a for i, a in zip(n.indices, t.axis))
+                                for n in mine):
+                    pairs.append((len(self.inputs) + out_params.index(t.buffer), q))
+                    break
+        return tuple(pairs)
 
     def topo_stages(self, roots: list[Tensor]) -> list[Tensor]:
         """Materialized tensors needed by roots, producers first (explicit-stack DFS)."""

@@ -324,7 +324,7 @@ def _build(ir_mod: Any, target: Any, target_host: Any, params: Mapping[str, Any]
         timing.add_compile_stats(compiled)
     _report("planning memory")
     with timing.stage("graph codegen + memory planning"):
-        result = GraphCodegen(main, names).run()
+        result = GraphCodegen(main, names, lib.in_place).run()
     factory = GraphExecutorFactoryModule(result.graph_json, lib, result.params,
                                          libmod_name=mod_name)
     if key is not None and time.perf_counter() - started >= build_cache.MIN_BUILD_SECONDS:

@@ -1,7 +1,7 @@
 """GraphExecutor: storage pools, input bookkeeping and the kernel loop behind GraphModule.
 
-Setup resolves everything once: one 64-byte-aligned pool per storage_id, each entry a view
-into its pool (at its storage_offset), and per graph node a step: a native function and a ctypes array of buffer
+Setup resolves everything once: one 64-byte-aligned pool per storage_id (all in one arena),
+each entry a view into its pool (at its storage_offset), and per graph node a step: a native function and a ctypes array of buffer
 addresses. `run` is one ctypes call into the runtime's native run loop (native.ll), which
 calls every step's function in order with the GIL released; `run_stepwise` does the same
 from Python, one call per node (for profiling and debugging).
@@ -21,7 +21,7 @@ from .dtypes import numpy_dtype
 from .errors import KernelError
 from .graph_json import CONCAT, NOP, GraphPlan, OpNode, parse_graph
 from .library import KERNEL_FUNCTYPE, KernelLibrary, status_message
-from .memory import aligned_bytes, check_memory, view_as
+from .memory import ALIGNMENT, aligned_bytes, check_memory, view_as
 from .native import native_support
 from .ndarray import NDArray
 
@@ -41,7 +41,8 @@ class GraphExecutor:
         self.lib = lib
         self.device = device
         self.plan: GraphPlan = parse_graph(graph_json)
-        _check_storage_plan(self.plan)
+        self.in_place = _in_place_pairs(self.plan, lib)
+        _check_storage_plan(self.plan, self.in_place)
         self.entries: list[np.ndarray] = self._allocate(self.plan)
         self.input_index = {name: i for i, name in enumerate(self.plan.input_names)}
         self.input_set = [False] * len(self.plan.input_names)
@@ -63,7 +64,14 @@ class GraphExecutor:
             pool_bytes[sid] = max(pool_bytes.get(sid, 0), offset + size)
         check_memory(sum(pool_bytes.values()),
                      f"the graph's storage ({len(pool_bytes)} pools for {len(sizes)} tensors)")
-        pools = {sid: aligned_bytes(n) for sid, n in pool_bytes.items()}
+        # one arena for all pools (aligned_bytes backs a large one with huge pages: a conv
+        # reads a line from each of hundreds of channel planes, a 4 KB page apiece)
+        starts, total = {}, 0
+        for sid, n in pool_bytes.items():
+            starts[sid] = total
+            total += -(-n // ALIGNMENT) * ALIGNMENT
+        arena = aligned_bytes(total)
+        pools = {sid: arena[at:at + pool_bytes[sid]] for sid, at in starts.items()}
         return [
             view_as(pools[sid][offset:], shape, numpy_dtype(dt))
             for sid, offset, shape, dt in zip(plan.storage_ids, plan.storage_offsets,
@@ -106,12 +114,14 @@ class GraphExecutor:
                     f"graph node {op.name!r}: argument {i} of kernel {op.func_name!r} is "
                     f"{shape} {dtype}, the graph gives entry {e} as {tuple(got_shape)} "
                     f"{got_dtype}")
-        spans = [_byte_span(self.plan, e) for e in op.inputs]
+        spans = [(e, _byte_span(self.plan, e)) for e in op.inputs]
         for out in op.outputs:
             sid, lo, hi = _byte_span(self.plan, out)
-            if any(s == sid and a < hi and lo < b for s, a, b in spans):
+            if any(s == sid and a < hi and lo < b and (e, out) not in self.in_place
+                   for e, (s, a, b) in spans):
                 raise ValueError(f"graph node {op.name!r}: an output overlaps an input in "
-                                 f"storage {sid}; kernels never run in place")
+                                 f"storage {sid}, and its kernel does not run in place on "
+                                 f"that input")
 
     def _nop_steps(self, op: OpNode) -> list[Step]:
         """A reshape-only node: shares its input's storage, or copies when the plan split them."""
@@ -275,13 +285,41 @@ def _byte_span(plan: GraphPlan, e: int) -> tuple[int, int, int]:
         numpy_dtype(plan.dtypes[e]).itemsize
 
 
-def _check_storage_plan(plan: GraphPlan) -> None:
+def _in_place_pairs(plan: GraphPlan, lib: KernelLibrary) -> set[tuple[int, int]]:
+    """(input entry, output entry) pairs the plan puts in the same bytes where the node's
+    kernel may run in place on them (KernelLibrary.in_place). The input must be an
+    intermediate that no later node reads: graph inputs and params keep their values between
+    runs, and a later reader would see the output instead."""
+    last_read: dict[int, int] = {}
+    for i, op in enumerate(plan.ops):
+        for e in op.inputs:
+            last_read[e] = i
+    kept = set(plan.input_entries) | set(plan.outputs)
+    pairs = set()
+    for i, op in enumerate(plan.ops):
+        for o, q in lib.in_place.get(op.func_name, {}).items():
+            if not len(op.inputs) <= o < len(op.inputs) + len(op.outputs) or q >= len(op.inputs):
+                continue  # not this node's input and output: _check_signature says so
+            src, dst = op.inputs[q], op.outputs[o - len(op.inputs)]
+            if _byte_span(plan, src) != _byte_span(plan, dst):
+                continue
+            if src in kept or last_read[src] != i:
+                raise ValueError(
+                    f"graph node {op.name!r} writes its output over its input entry {src}, "
+                    f"which " + ("keeps its value between runs" if src in kept else
+                                 f"graph node {plan.ops[last_read[src]].name!r} reads later"))
+            pairs.add((src, dst))
+    return pairs
+
+
+def _check_storage_plan(plan: GraphPlan, in_place: set[tuple[int, int]] = frozenset()) -> None:
     """No two tensors alive at the same time share bytes (a graph file could say anything).
 
     A tensor lives from the node that writes it to the last node that reads it; graph inputs
     and params live through the whole run (they keep their values between runs), outputs to
     its end. A reshape (__nop) whose output has its input's bytes makes them one tensor; so
-    does a __concat with each input laid out in place inside its output.
+    does a __concat with each input laid out in place inside its output, and a kernel's
+    output written over its last input (in_place, from _in_place_pairs).
     """
     n_ops, forever = len(plan.ops), len(plan.ops) + 1
     alias = list(range(len(plan.shapes)))  # entry -> the tensor it is (part of)
@@ -291,6 +329,8 @@ def _check_storage_plan(plan: GraphPlan) -> None:
             e = alias[e]
         return e
 
+    for src, dst in in_place:
+        alias[root(dst)] = root(src)
     for op in plan.ops:
         if op.func_name == NOP and _byte_span(plan, op.inputs[0])[:2] == \
                 _byte_span(plan, op.outputs[0])[:2]:  # same start (_nop_steps checks the size)

@@ -23,8 +23,8 @@ from .target import TargetInfo, current_target, host_target_machine, new_target_
 
 __all__ = [
     "KernelLibrary", "Kernel", "KERNEL_FUNCTYPE", "SIGNATURE_SYMBOL", "Signature",
-    "check_signatures", "signature_table_ir", "status_message", "STATUS_OUT_OF_MEMORY",
-    "STATUS_INDEX_OUT_OF_RANGE",
+    "check_signatures", "check_in_place", "InPlace", "signature_table_ir", "status_message",
+    "STATUS_OUT_OF_MEMORY", "STATUS_INDEX_OUT_OF_RANGE",
     "host_target_machine", "new_target_machine"
 ]
 
@@ -51,14 +51,26 @@ def status_message(status: int) -> str:
 
 # What a kernel takes: (shape, dtype name) per buffer argument, inputs then outputs.
 Signature = tuple[tuple[tuple[int, ...], str], ...]
+# Which arguments a kernel may be given in one buffer: {output argument: input argument}.
+# Such a kernel reads that input element by element, each just before it writes the output
+# element at the same index and never after, so the two can share storage (a fused residual
+# add then writes its result over the residual, as onnxruntime's Conv+Sum does).
+InPlace = dict[int, int]
 # The object code's table of signatures (codegen.jit writes it): a NUL-terminated JSON list,
-# one [[shape, dtype], ...] per kernel in the order of the library's function names.
+# one [[shape, dtype], ...] per kernel in the order of the library's function names; an
+# output argument the kernel may write over one of its inputs is [shape, dtype, input index].
 SIGNATURE_SYMBOL = "relayjit_signatures"
 
 
-def signature_table_ir(signatures: Iterable[Signature]) -> str:
-    """LLVM IR defining SIGNATURE_SYMBOL for kernels taking these buffers, in order."""
-    table = json.dumps([[[list(shape), dtype] for shape, dtype in sig] for sig in signatures],
+def signature_table_ir(signatures: Iterable[Signature],
+                       in_place: Iterable[InPlace] | None = None) -> str:
+    """LLVM IR defining SIGNATURE_SYMBOL for kernels taking these buffers, in order (with
+    each kernel's InPlace pairs, when given)."""
+    signatures = list(signatures)
+    in_place = list(in_place) if in_place is not None else [{}] * len(signatures)
+    table = json.dumps([[[list(shape), dtype] + ([pairs[i]] if i in pairs else [])
+                         for i, (shape, dtype) in enumerate(sig)]
+                        for sig, pairs in zip(signatures, in_place)],
                        separators=(",", ":")).encode() + b"\0"
     text = "".join(chr(c) if 32 <= c < 127 and c not in (34, 92) else f"\\{c:02X}"
                    for c in table)
@@ -79,15 +91,37 @@ def check_signatures(value: object, names: Iterable[str]) -> dict[str, Signature
             raise ValueError(f"signature of kernel {name!r} must be a list, got {sig!r:.60}")
         args = []
         for i, arg in enumerate(sig):
-            ok = isinstance(arg, (list, tuple)) and len(arg) == 2 \
+            ok = isinstance(arg, (list, tuple)) and len(arg) in (2, 3) \
                 and isinstance(arg[0], (list, tuple)) and isinstance(arg[1], str) \
                 and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                         for d in arg[0])
             if not ok:
                 raise ValueError(f"signature of kernel {name!r}, argument {i}: expected "
-                                 f"[shape, dtype], got {arg!r:.60}")
+                                 f"[shape, dtype] or [shape, dtype, input index], got "
+                                 f"{arg!r:.60}")
             args.append((tuple(arg[0]), arg[1]))
         out[name] = tuple(args)
+    return out
+
+
+def check_in_place(value: dict, signatures: dict[str, Signature]) -> dict[str, InPlace]:
+    """The InPlace pairs of the table `value` (check_signatures passed it): each names an
+    earlier argument of the same shape and dtype; ValueError otherwise."""
+    out: dict[str, InPlace] = {}
+    for name, sig in signatures.items():
+        pairs = {}
+        for i, arg in enumerate(value[name]):
+            if len(arg) < 3:
+                continue
+            j = arg[2]
+            if not isinstance(j, int) or isinstance(j, bool) or not 0 <= j < i \
+                    or sig[j] != sig[i]:
+                raise ValueError(f"signature of kernel {name!r}, argument {i}: the input it "
+                                 f"may share storage with must be an earlier argument of "
+                                 f"its shape and dtype {sig[i]}, got {j!r:.20}")
+            pairs[i] = j
+        if pairs:
+            out[name] = pairs
     return out
 
 
@@ -167,6 +201,8 @@ class KernelLibrary:
         # hand-made libraries, whose buffers cannot be checked
         table = self._signature_table()
         self.signatures = None if table is None else check_signatures(table, names)
+        # {kernel: InPlace} for the kernels that may run in place
+        self.in_place = {} if table is None else check_in_place(table, self.signatures)
         self._kernels: dict[str, Kernel] = {}
         missing = []
         for name in names:

@@ -52,9 +52,14 @@ def zero() -> Expr:
     return const(0.0, F32)
 
 
-def mark_epilogue(fn):
-    """Mark an extern fcompute as accepting `epilogue=` (codegen.lower fuses consumers)."""
+def mark_epilogue(fn, in_place: bool = False):
+    """Mark an extern fcompute as accepting `epilogue=` (codegen.lower fuses consumers).
+
+    in_place: the statement it returns writes each output element once, through the
+    epilogue, and never reads the output; an epilogue input read at the output's own index
+    may then share the output's storage (codegen.lower records which)."""
     fn.supports_epilogue = True
+    fn.epilogue_in_place = in_place
     return fn
 
 

@@ -21,6 +21,8 @@ parallel over channels: the 16-channel tile would be mostly padding there.
 """
 from __future__ import annotations
 
+import functools
+
 from .. import te
 from ..parallel import MIN_PARALLEL_WORK, fused_parallel
 from ..tir.expr import Load, Var
@@ -30,7 +32,7 @@ from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, 
 from .common import (
     F32, addr, ceil_div, imm, mark_epilogue, padded_row, ukr_call, var, vector_width, zero,
 )
-from .gemm import gemm_stmt, rows_per_tile
+from .gemm import gemm_stmt, in_place_applicable, rows_per_tile
 from .window import window_stmt
 
 PB = 6  # pixels per tile; output channels per block KB = two vectors (16 or 32)
@@ -88,20 +90,30 @@ def _conv(x: te.Tensor, w: te.Tensor, wshape, strides, padding, dilation, groups
     geo = dict(n=n, c=c, h=h, w=wd, k=k, cg=cg, r=r, s=s, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt,
                pl=pl, hp=hp, wp=wp, oh=oh, ow=ow, g=groups, kg=kg)
 
-    def fcompute(ins, outs, epilogue=None):
-        if cg == 1 and not packed:
-            return _depthwise(ins[0], ins[1], outs[0], geo, epilogue, name)
-        if packed and _pointwise_rows_pay(geo, ins[1].shape[-1]):
-            return _pointwise_rows(ins[0], ins[1], outs[0], geo, epilogue, name)
-        if _is_gemm(geo):
-            return _pointwise(ins[0], ins[1], outs[0], geo, epilogue, name, packed)
-        if packed and _rows_pay(geo, ins[1].shape[-1]):
-            return _rows(ins[0], ins[1], outs[0], geo, epilogue, name)
-        return _direct(ins[0], ins[1], outs[0], geo, epilogue, name, packed)
+    kb = w.shape[-1] if packed else None
+    if cg == 1 and not packed:
+        schedule = _depthwise
+    elif packed and _pointwise_rows_pay(geo, kb):
+        schedule = _pointwise_rows
+    elif _is_gemm(geo):
+        schedule = functools.partial(_pointwise, packed=packed,
+                                     in_place=in_place_applicable(cg))
+    elif packed and _rows_pay(geo, kb):
+        schedule = _rows
+    else:
+        schedule = functools.partial(_direct, packed=packed)
 
+    def fcompute(ins, outs, epilogue=None):
+        return schedule(ins[0], ins[1], outs[0], geo, epilogue, name)
+
+    # The tile schedules store each output element once, from their tile through the
+    # epilogue, so a residual the epilogue adds may share the output's storage; so does the
+    # GEMM over one K block (over more it accumulates in the output; depthwise: not checked).
+    in_place = getattr(schedule, "func", schedule) in (_pointwise_rows, _rows, _direct) \
+        or getattr(schedule, "keywords", {}).get("in_place", False)
     # its padded copies, edge tiles and epilogue vectorise at the micro-kernel's width: LLVM
     # prefers 256-bit loops on AVX-512 CPUs, and 512 made MobileNet-v2 8-11% faster
-    return te.extern((n, k, oh, ow), [x, w], mark_epilogue(fcompute), name=name,
+    return te.extern((n, k, oh, ow), [x, w], mark_epilogue(fcompute, in_place), name=name,
                      kernel_attrs={"prefer_vector_width": 32 * vector_width()})
 
 
@@ -126,7 +138,7 @@ def _is_gemm(g: dict) -> bool:
 
 
 def _pointwise(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
-               packed: bool) -> Stmt:
+               packed: bool, in_place: bool) -> Stmt:
     """_is_gemm convs through the GEMM schedule, one product per (image, group):
     C[Kg, pixels] = W[g][Kg, Cg] . x[n][g][Cg, pixels], whose rows are NCHW's channel planes,
     so tiles and their fused epilogue store whole vectors along the pixels (the direct
@@ -145,7 +157,7 @@ def _pointwise(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str
     out_index = lambda b, i, j: (  # noqa: E731
         b[0], b[1] * kg + i, floordiv(j, ow), floormod(j, ow))
     return gemm_stmt(kg, npix, cg, (g["n"], g["g"]), a_load, b_load, out, "mk", "kn",
-                     epilogue, name, out_index=out_index)
+                     epilogue, name, out_index=out_index, in_place=in_place)
 
 
 def _pad(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer | None, Stmt]:

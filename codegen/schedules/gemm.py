@@ -254,7 +254,8 @@ def rows_per_tile(m: int | None = None, a_in_place: bool = False) -> int:
 def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
               a_layout: str, b_layout: str, epilogue: Epilogue | None, name: str,
               out_index=None, b_packed: Buffer | None = None, a_rows=None,
-              prefetch_a: int = 0, tile: tuple[int, int] | None = None) -> Stmt:
+              prefetch_a: int = 0, tile: tuple[int, int] | None = None,
+              in_place: bool = False) -> Stmt:
     """The TIR of C[*b, m, n] = sum_k a(b, m, k) * b(b, n, k) with an optional epilogue.
 
     a_rows = (address(b, i, kk), lda) says A's rows lie lda floats apart with k contiguous:
@@ -263,7 +264,12 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     128 x 768 (3072) @ 768 (3072) x 768 product. prefetch_a > 0 (with a_rows): each row
     tile also prefetches into L2 the one read prefetch_a tiles later (`_rows_pf`,
     next_row_tile), for an A that arrives cold (constant weights read once a run); on a
-    BERT-style encoder's activations, already in cache, it cost 3%."""
+    BERT-style encoder's activations, already in cache, it cost 3%.
+
+    in_place (one K block only: in_place_applicable): every tile goes through the scratch
+    tile and the epilogue writes each element of C once, never reading C, so an epilogue
+    input may share C's storage (mark_epilogue's in_place); otherwise whole tiles land in
+    C and the epilogue rereads them there."""
     if m == 0 or n == 0:
         return seq()
     vw = vector_width()
@@ -369,7 +375,17 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         c_t = conds_t[0] if len(conds_t) == 1 else logical_and(*conds_t)
         pack_partial = seq() if m == m_full else For(rt, MR, For(kt, kc, Store(
             ap, (imm(0), kt, rt), if_then_else(c_t, a_load(bidx, m_full + rt, kg_t), zero()))))
-    if epilogue is not None:
+    if in_place:
+        if nb > 1:
+            raise ValueError(f"gemm {name}: in place needs one K block, k={k} takes {nb}")
+        to_tile = ukr_call(kern, kc, a_ptr, b_ptr, addr(tile, 0, 0), NR, 0, b_next) \
+            if a_rows is None else ukr_call(kern_rows, depth, row_addr(bidx, m0, pc * kc),
+                                            lda, b_ptr, addr(tile, 0, 0), NR, 0, b_next,
+                                            *a_next)
+        value = Load(tile, (ti, tj), F32)
+        full = seq(to_tile, For(ti, MR, For(tj, NR, Store(
+            out, cidx, value if epilogue is None else epilogue(value, cidx)), "vectorized")))
+    elif epilogue is not None:
         cur = Load(out, cidx, F32)
         epi = For(ti, MR, For(tj, NR, Store(out, cidx, epilogue(cur, cidx)), "vectorized"))
         full = seq(full, epi if last is None else IfThenElse(last, epi))
@@ -435,6 +451,11 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     for buf in scratch:
         stmt = Allocate(buf, stmt)
     return stmt
+
+
+def in_place_applicable(k: int) -> bool:
+    """Whether gemm_stmt can run in place over a reduction of k (one K block)."""
+    return k_blocks(k, vector_width())[0] == 1
 
 
 def next_row_tile(row_addr, bidx: tuple, batch: tuple, m0: Expr, k0: Expr, m: int, mr: int,

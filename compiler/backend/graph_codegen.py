@@ -20,6 +20,11 @@ the node, each input's token drops one reference and returns to the free list at
 "__nop" output takes its input's token. Heads are pinned. The token index is the
 storage_id, so two intermediates whose lifetimes do not overlap share one storage.
 
+Outputs written in place (relayjit's addition): where the kernel's library says an output
+may share an input's storage (runtime.library.InPlace: a residual added in a conv's
+epilogue) and this node is that input's last reader, the output takes the input's token,
+as onnxruntime's Conv+Sum writes over the residual: one stream of memory instead of two.
+
 Concatenations without copies (relayjit's addition): a primitive function that only
 concatenates whole byte runs (is_byte_concat) compiles no kernel and becomes a "__concat"
 node. Where it can, the plan lays its inputs out inside its output (_concat_layout: nested
@@ -143,9 +148,10 @@ class GraphCodegenResult:
 class GraphCodegen:
     """Builds nodes/entries from main; see the module docstring."""
 
-    def __init__(self, main: Function, kernel_names: dict):
+    def __init__(self, main: Function, kernel_names: dict, in_place: dict | None = None):
         self.main = main
         self.kernel_names = kernel_names  # id(primitive Function) -> name or NOP
+        self.in_place = in_place or {}  # kernel name -> runtime.library.InPlace
         self.nodes: list[dict] = []
         self.entry_types: list[TensorType] = []  # per entry id
         self.node_entries: list[list[int]] = []  # node id -> its entry ids
@@ -302,8 +308,15 @@ class GraphCodegen:
                 tok.pinned = tok.pinned or outs[0] in head_set
                 entry_token[outs[0]] = tok
             else:
+                for o, q in self.in_place.get(func, {}).items():
+                    src, dst = ins[q], outs[o - len(ins)]
+                    tok = entry_token[src]
+                    if tok.refs == 1 and not tok.pinned and sizes[src] == sizes[dst] \
+                            and src not in root and dst not in root and dst not in head_set:
+                        tok.refs += uses[dst]  # the output takes over its last input's bytes
+                        entry_token[dst] = tok
                 for e in outs:
-                    if entry_token[e] is not None:  # part of a concatenation already placed
+                    if entry_token[e] is not None:  # in place, or in a placed concatenation
                         continue
                     whole = root.get(e, e)
                     group = members.get(whole, [e])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from runtime import KernelError, KernelLibrary, host_target_machine, nd
-from runtime.library import signature_table_ir
+from runtime.library import check_in_place, check_signatures, signature_table_ir
 
 from tests.runtime import _runtime_kernels as K
 
@@ -160,3 +160,16 @@ def test_a_symbol_two_objects_define_is_refused():
         KernelLibrary([add, add], ["add"])
     with pytest.raises(ValueError, match="object code is not ELF"):
         KernelLibrary([add, b"garbage" * 10], ["add"])
+
+
+def test_in_place_pairs_name_an_earlier_argument_of_the_same_type():
+    ok = {"k": [[[4], "float32"], [[4], "float32"], [[4], "float32", 1]]}
+    assert check_in_place(ok, check_signatures(ok, ["k"])) == {"k": {2: 1}}
+    for bad in ([[[4], "float32"], [[4], "float32", 1]],        # itself
+                [[[4], "float32"], [[5], "float32", 0]],        # another shape
+                [[[4], "int32"], [[4], "float32", 0]],          # another dtype
+                [[[4], "float32"], [[4], "float32", True]],     # not an index
+                [[[4], "float32"], [[4], "float32", -1]]):
+        table = {"k": bad}
+        with pytest.raises(ValueError, match="share storage"):
+            check_in_place(table, check_signatures(table, ["k"]))

@@ -1,0 +1,150 @@
+"""Outputs written over a residual: a conv whose fused epilogue adds an intermediate that no
+later node reads writes its result into that intermediate's storage (the kernel library
+says which of its kernels may; the plan takes the input's token; the runtime checks both),
+for every conv schedule that declares it, checked against the interpreter; and the runtime
+refuses a graph that puts an output over an input any other way."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from compiler import interpreter, relay
+from compiler.ir.module import IRModule
+from compiler.transform import PassContext
+from runtime import cpu
+from runtime.graph_executor import GraphModule
+from runtime.graph_runtime import create_executor
+
+RNG = np.random.default_rng(11)
+
+
+def _weight(c_out, c_in, k):
+    return relay.const(RNG.standard_normal((c_out, c_in, k, k)).astype("float32")
+                       * (1.0 / np.sqrt(c_in * k * k)))
+
+
+def _conv(x, c_in, c_out, k=1, relu=True):
+    y = relay.nn.conv2d(x, _weight(c_out, c_in, k), padding=(k // 2, k // 2),
+                        channels=c_out, kernel_size=(k, k))
+    y = relay.nn.bias_add(y, relay.const(RNG.standard_normal(c_out).astype("float32")))
+    return relay.nn.relu(y) if relu else y
+
+
+def _build(func, shape):
+    mod = IRModule.from_expr(func)
+    with PassContext(opt_level=3):
+        factory = relay.build(mod, target="llvm")
+    x = RNG.standard_normal(shape).astype("float32")
+    m = GraphModule(factory["default"](cpu()))
+    m.set_input("x", x)
+    m.run()
+    want = interpreter.evaluate(mod, [x])
+    np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
+    return factory, m, x, want
+
+
+def _bottleneck(channels, inner, k, size, tail=None):
+    """r = conv(x); z = relu(conv_k(conv(r)) + r); out = conv(z) (+ tail(r))."""
+    x = relay.var("x", shape=(1, 8, size, size))
+    r = _conv(x, 8, channels)
+    y = _conv(r, channels, inner, k=3)
+    z = relay.nn.relu(relay.add(_conv(y, inner, channels, k=k, relu=False), r))
+    out = _conv(z, channels, 8)
+    if tail is not None:
+        out = relay.add(out, tail(r))
+    return relay.Function([x], out), (1, 8, size, size)
+
+
+# (residual channels, conv input channels, window, size): the residual conv's schedule
+SCHEDULES = {
+    "direct 1x1": (64, 128, 1, 7),
+    "direct 3x3": (64, 64, 3, 8),
+    "rows 3x3": (16, 16, 3, 20),
+    "pointwise rows": (32, 16, 1, 10),
+    "gemm": (64, 64, 1, 8),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCHEDULES))
+def test_residual_conv_writes_over_its_residual(case):
+    func, shape = _bottleneck(*SCHEDULES[case])
+    factory, m, x, want = _build(func, shape)
+    lib = factory.get_lib()
+    assert len(m.module.in_place) == 1, lib.in_place
+    (src, dst), = m.module.in_place
+    graph = json.loads(factory.get_graph_json())
+    assert graph["attrs"]["storage_id"][1][src] == graph["attrs"]["storage_id"][1][dst]
+    m.run()  # a second run recomputes the residual before it is written over
+    np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_residual_read_later_keeps_its_storage():
+    func, shape = _bottleneck(64, 128, 1, 7, tail=lambda r: relay.nn.relu(
+        relay.mean(r, axis=[1], keepdims=True)))
+    factory, m, _, _ = _build(func, shape)
+    assert m.module.in_place == set()
+
+
+def test_a_graph_input_is_never_written_over():
+    x = relay.var("x", shape=(1, 64, 7, 7))
+    z = relay.nn.relu(relay.add(_conv(x, 64, 64, k=3, relu=False), x))
+    factory, m, x_value, want = _build(relay.Function([x], _conv(z, 64, 8)), (1, 64, 7, 7))
+    assert m.module.in_place == set()
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def _node_and_entries(graph, pick):
+    """The first kernel node pick(func_name) accepts: (node, input entries, output entry)."""
+    row = graph["node_row_ptr"]
+    for nid, node in enumerate(graph["nodes"]):
+        if node["op"] == "tvm_op" and pick(node["attrs"]["func_name"]):
+            ins = [row[i] + k for i, k, _ in node["inputs"]]
+            return node, ins, row[nid]
+    raise AssertionError("no such node")
+
+
+def _write_output_over_its_residual(factory):
+    """The graph of factory with the in-place kernel's output moved onto its residual."""
+    graph = json.loads(factory.get_graph_json())
+    in_place = factory.get_lib().in_place
+    node, ins, out_entry = _node_and_entries(graph, lambda f: f in in_place)
+    (_, q), = in_place[node["attrs"]["func_name"]].items()
+    sids = graph["attrs"]["storage_id"][1]
+    sids[out_entry] = sids[ins[q]]
+    return graph
+
+
+def _load(factory, graph):
+    return create_executor(json.dumps(graph), factory.get_lib(), cpu())
+
+
+def test_runtime_refuses_an_input_written_over_without_the_kernels_consent():
+    x = relay.var("x", shape=(1, 16, 6, 6))
+    r = _conv(x, 16, 16)
+    out = _conv(relay.nn.max_pool2d(r, pool_size=(3, 3), padding=(1, 1)), 16, 8)
+    factory, _, _, _ = _build(relay.Function([x], out), (1, 16, 6, 6))
+    graph = json.loads(factory.get_graph_json())
+    _, ins, out_entry = _node_and_entries(graph, lambda f: "max_pool2d" in f)
+    sids = graph["attrs"]["storage_id"][1]
+    sids[out_entry] = sids[ins[0]]  # the pool's output over its (same-sized) input
+    with pytest.raises(ValueError, match="share bytes|does not run in place"):
+        _load(factory, graph)
+
+
+def test_runtime_refuses_writing_over_a_residual_that_is_read_later():
+    func, shape = _bottleneck(64, 128, 1, 7, tail=lambda r: relay.nn.relu(
+        relay.mean(r, axis=[1], keepdims=True)))
+    factory, _, _, _ = _build(func, shape)
+    with pytest.raises(ValueError, match="reads later"):
+        _load(factory, _write_output_over_its_residual(factory))
+
+
+def test_runtime_refuses_writing_over_a_graph_input():
+    x = relay.var("x", shape=(1, 64, 7, 7))
+    z = relay.nn.relu(relay.add(_conv(x, 64, 64, relu=False), x))
+    factory, _, _, _ = _build(relay.Function([x], _conv(z, 64, 8)), (1, 64, 7, 7))
+    with pytest.raises(ValueError, match="keeps its value between runs"):
+        _load(factory, _write_output_over_its_residual(factory))
