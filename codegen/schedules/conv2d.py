@@ -175,6 +175,21 @@ def _pad(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer | None, Stmt]:
     return xp, For(ci, g["c"], For(hi, g["hp"], row), kind)
 
 
+# A 1x1 strided conv first copies the pixels it reads into a dense plane
+SUBSAMPLE_STRIDED = True
+
+
+def _subsample(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer, Stmt]:
+    """Xs[C][OH][OW] = x[ni, c, oh * sh, ow * sw], the only pixels a 1x1 strided conv reads:
+    its tiles then read whole lines, not every other pixel of twice as many rows."""
+    xs = Buffer(f"{name}_xsub", (g["c"], g["oh"], g["ow"]), F32)
+    ci, hi, wi = var(f"{name}_sc"), var(f"{name}_sh"), var(f"{name}_sw")
+    copy = For(wi, g["ow"], Store(xs, (ci, hi, wi), Load(
+        xb, (ni, ci, hi * g["sh"], wi * g["sw"]), F32)), "vectorized")
+    kind = "parallel" if g["c"] * g["oh"] * g["ow"] >= MIN_PARALLEL_WORK else "serial"
+    return xs, For(ci, g["c"], For(hi, g["oh"], copy), kind)
+
+
 def _padded_plane_row(store, load, row_inside, width: int, step: int, offset: int,
                       src_width: int, name: str) -> Stmt:
     """One row of a zero-padded copy: common.padded_row when the source row is inside the
@@ -262,7 +277,12 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
     single = ncb == 1 and not ctail
     acc = Buffer(f"{name}_acc", (1 if single else pblk, KB, KB // 2), F32)
     ni = var(f"{name}_n")
-    xp, pad = _pad(xb, ni, g, name)
+    if SUBSAMPLE_STRIDED and (r, s) == (1, 1) and (g["sh"], g["sw"]) != (1, 1) \
+            and (g["hp"], g["wp"]) == (g["h"], g["w"]):
+        xp, pad = _subsample(xb, ni, g, name)
+        g = dict(g, h=g["oh"], w=g["ow"], hp=g["oh"], wp=g["ow"], sh=1, sw=1)
+    else:
+        xp, pad = _pad(xb, ni, g, name)
     src = xp if xp is not None else xb
     rowstep, chanstep = (g["wp"], g["hp"] * g["wp"])
     gg, kb2, pb, cb = (var(f"{name}_{x}") for x in ("g", "kb", "pb", "cb"))
