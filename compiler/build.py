@@ -43,7 +43,7 @@ from compiler.backend.graph_codegen import (CONCAT, NOP, GraphCodegen, function_
 from compiler.backend.lower_function import lower_primitive_function
 from compiler.build_timing import PipelineInstrument, TimingRecorder
 from compiler.errors import CompilerError
-from compiler.ir.expr import Call, Function, Tuple, Var
+from compiler.ir.expr import Call, Constant, Function, Tuple, Var
 from compiler.ir.module import IRModule
 from compiler.ir.structural import structural_equal, structural_hash
 from compiler.ir.traversal import post_order, rewrite_post_order
@@ -310,26 +310,29 @@ def _build(ir_mod: Any, target: Any, target_host: Any, params: Mapping[str, Any]
                            reshape_only=0, build_cache_hits=1)
         mod = optimize(mod, timing)
         main = mod["main"]
-        with timing.stage("lower fused functions to PrimFuncs") as lowering:
-            names, prim_funcs = lower_module(main, mod_name)
-            nops = sum(1 for name in names.values() if name == NOP)
-            concats = sum(1 for name in names.values() if name == CONCAT)
-            no_kernel = [f"{nops} reshape-only"] * bool(nops) + \
-                [f"{concats} concatenations laid out in memory"] * bool(concats)
-            lowering.note = (f"{len(names)} fused functions -> {len(prim_funcs)} kernels"
-                             + (f" ({', '.join(no_kernel)})" if no_kernel else ""))
-        _report(f"compiling {len(prim_funcs)} kernels with LLVM")
-        with jit.record_compile_stats() as compiled:
-            lib = jit.build_library(prim_funcs)
-        timing.add_compile_stats(compiled)
-    _report("planning memory")
-    with timing.stage("graph codegen + memory planning"):
-        result = GraphCodegen(main, names, lib.in_place).run()
-    factory = GraphExecutorFactoryModule(result.graph_json, lib, result.params,
-                                         libmod_name=mod_name)
-    if key is not None and time.perf_counter() - started >= build_cache.MIN_BUILD_SECONDS:
-        with timing.stage("build cache: params file written"):
-            build_cache.store(key, factory, result.memory_stats)
+        early_params = None if key is None else build_cache.start_params(
+            key, [arg.data for call, _ in function_calls(main) for arg in call.args
+                  if type(arg) is Constant])
+        try:
+            names, lib, compiled = _lower_and_compile(main, mod_name, timing)
+        except BaseException:
+            if early_params is not None:
+                early_params.discard()
+            raise
+    stored = False
+    try:
+        _report("planning memory")
+        with timing.stage("graph codegen + memory planning"):
+            result = GraphCodegen(main, names, lib.in_place).run()
+        factory = GraphExecutorFactoryModule(result.graph_json, lib, result.params,
+                                             libmod_name=mod_name)
+        if key is not None and time.perf_counter() - started >= build_cache.MIN_BUILD_SECONDS:
+            with timing.stage("build cache: params file written"):
+                stored = build_cache.store(key, factory, result.memory_stats, early_params)
+    finally:
+        if early_params is not None and not stored:
+            early_params.discard()
+    nops = sum(1 for name in names.values() if name == NOP)
     return _finish(factory, input_mod, target, result.memory_stats, timing,
                    fused_functions=len(names), reshape_only=nops,
                    kernels_compiled=compiled.kernels_compiled, compile_jobs=compiled.jobs,
@@ -339,6 +342,24 @@ def _build(ir_mod: Any, target: Any, target_host: Any, params: Mapping[str, Any]
                    constant_kernel_sets=timing.constant_kernels.kernel_sets,
                    constant_kernels_compiled=timing.constant_kernels.kernels_compiled,
                    build_cache_hits=0)
+
+
+def _lower_and_compile(main: Function, mod_name: str, timing: TimingRecorder):
+    """Lower main's fused functions and compile them: (kernel names, library, compile
+    stats)."""
+    with timing.stage("lower fused functions to PrimFuncs") as lowering:
+        names, prim_funcs = lower_module(main, mod_name)
+        nops = sum(1 for name in names.values() if name == NOP)
+        concats = sum(1 for name in names.values() if name == CONCAT)
+        no_kernel = [f"{nops} reshape-only"] * bool(nops) + \
+            [f"{concats} concatenations laid out in memory"] * bool(concats)
+        lowering.note = (f"{len(names)} fused functions -> {len(prim_funcs)} kernels"
+                         + (f" ({', '.join(no_kernel)})" if no_kernel else ""))
+    _report(f"compiling {len(prim_funcs)} kernels with LLVM")
+    with jit.record_compile_stats() as compiled:
+        lib = jit.build_library(prim_funcs)
+    timing.add_compile_stats(compiled)
+    return names, lib, compiled
 
 
 def _finish(factory, input_mod: IRModule, target: Target, memory_stats: dict,

@@ -56,10 +56,11 @@ from runtime.export import write_module
 from runtime.factory import GraphExecutorFactoryModule, load_module
 from runtime.library import KernelLibrary
 from runtime.ndarray import NDArray
-from runtime.params_file import map_params, seal, write_unsealed
+from runtime.params_file import ParamsFileWriter, map_params, seal
 from runtime.target import TargetInfo
 
-__all__ = ["build_key", "lookup", "store", "flush", "MIN_BUILD_SECONDS", "MAX_STORED_PARAMS"]
+__all__ = ["build_key", "lookup", "start_params", "store", "flush", "MIN_BUILD_SECONDS",
+           "MAX_STORED_PARAMS"]
 
 FORMAT = "relayjit-build-2"
 MIN_BUILD_SECONDS = 0.3
@@ -173,29 +174,96 @@ class _Snapshot(NamedTuple):
         return {}
 
 
+class EarlyParams:
+    """The params file of a build being written on a thread while the build goes on: the
+    folded weights are final once the passes have run, so they go to disk while LLVM
+    compiles (VGG-19's 730 MB took 1-2 s to write on this machine kind, most of it the
+    kernel finding page-cache pages). store() takes what is written; discard() drops it."""
+
+    def __init__(self, key: str, arrays: list[NDArray]) -> None:
+        self.key = key
+        self.offsets: dict[int, int] = {}  # id(NDArray) -> offset in the data region
+        self._arrays = arrays  # keeps the ids valid
+        self._writer: ParamsFileWriter | None = None
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._write, name="relayjit-build-params",
+                                        daemon=True)
+        self._thread.start()
+
+    def _write(self) -> None:
+        try:
+            directory = os.path.dirname(_paths(self.key)[0])
+            os.makedirs(directory, exist_ok=True)
+            self._writer = ParamsFileWriter(directory)
+            for value in self._arrays:
+                self.offsets[id(value)] = self._writer.add(value._view())
+        except Exception as err:  # the disk refused: the build is not stored
+            self._error = err
+
+    def writer(self) -> ParamsFileWriter:
+        """The file with everything written so far (waits for the thread); OSError when the
+        disk refused."""
+        self._thread.join()
+        if self._error is not None:
+            if self._writer is not None:
+                self._writer.discard()
+            raise OSError(f"build cache: params not written: {self._error}") from self._error
+        return self._writer
+
+    def discard(self) -> None:
+        """Wait for the thread and remove what it wrote."""
+        with contextlib.suppress(OSError):
+            self.writer().discard()
+
+
+def start_params(key: str, arrays: list[NDArray]) -> EarlyParams | None:
+    """Start writing `arrays` (the build's constant weights, final) for the entry `key`;
+    None when they are more than MAX_STORED_PARAMS (the build will not be stored)."""
+    unique = list({id(a): a for a in arrays}.values())
+    if sum(a.nbytes for a in unique) > MAX_STORED_PARAMS:
+        return None
+    return EarlyParams(key, unique)
+
+
 _writers: list[threading.Thread] = []
 _writers_lock = threading.Lock()
 
 
-def store(key: str, factory: GraphExecutorFactoryModule, memory_stats: dict) -> bool:
-    """Write the params file now and the rest of the entry on a background thread; False when
-    the build is too big to store (MAX_STORED_PARAMS) or the disk refuses."""
+def store(key: str, factory: GraphExecutorFactoryModule, memory_stats: dict,
+          early: EarlyParams | None = None) -> bool:
+    """Finish the params file (what `early` has not written, then the names), now, and write
+    the rest of the entry on a background thread; False when the build is too big to store
+    (MAX_STORED_PARAMS) or the disk refuses."""
     if sum(v.nbytes for v in factory.params.values()) > MAX_STORED_PARAMS:
+        if early is not None:
+            early.discard()
         return False
     paths = _paths(key)
     try:
-        os.makedirs(os.path.dirname(paths[0]), exist_ok=True)
-        unsealed = write_unsealed(os.path.dirname(paths[0]),
-                                  {name: v._view() for name, v in factory.params.items()})
+        if early is not None:
+            writer, offsets = early.writer(), early.offsets
+        else:
+            os.makedirs(os.path.dirname(paths[0]), exist_ok=True)
+            writer, offsets = ParamsFileWriter(os.path.dirname(paths[0])), {}
     except OSError:
         return False
+    try:
+        table = {}
+        for name, value in factory.params.items():
+            offset = offsets.get(id(value))
+            table[name] = (value._view(), writer.add(value._view()) if offset is None
+                           else offset)
+        unsealed = writer.finish(table)
+    except OSError:
+        writer.discard()
+        return False
     snapshot = _Snapshot(factory.graph_json, factory.lib, factory.libmod_name)
-    writer = threading.Thread(target=_write, args=(paths, unsealed, snapshot,
-                                                   dict(memory_stats)),
-                              name="relayjit-build-cache", daemon=False)
+    writer_thread = threading.Thread(target=_write, args=(paths, unsealed, snapshot,
+                                                          dict(memory_stats)),
+                                     name="relayjit-build-cache", daemon=False)
     with _writers_lock:
-        _writers.append(writer)
-    writer.start()
+        _writers.append(writer_thread)
+    writer_thread.start()
     return True
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from codegen.schedules.common import vector_width
-from compiler import build_cache, relay
+from compiler import build as build_module, build_cache, relay
 from compiler.transform import PassContext, PassInstrument, pass_instrument
 from runtime import cpu, digest
 from runtime.graph_executor import GraphModule
@@ -241,3 +241,40 @@ def test_one_byte_of_a_large_weight_is_another_build(cache_dir, monkeypatch):
         func, params = _program(changed)
         reference = relay.build(func, target="llvm", params=params)
     np.testing.assert_array_equal(_run(other, x), _run(reference, x))
+
+
+def _leftovers(root) -> list[str]:
+    build_cache.flush()
+    return glob.glob(os.path.join(str(root), "builds", "*", ".tmp-*"))
+
+
+@pytest.mark.parametrize("early", ["all", "none"])
+def test_params_written_during_the_build_or_after_load_the_same(cache_dir, monkeypatch, early):
+    """Weights written while LLVM compiles (start_params) and params written only at the end
+    (store) make the same entry."""
+    if early == "none":
+        real = build_cache.start_params
+        monkeypatch.setattr(build_cache, "start_params", lambda key, arrays: real(key, []))
+    weight = RNG_WEIGHT.standard_normal((8, 4, 3, 3)).astype("float32")
+    x = RNG_WEIGHT.standard_normal((1, 4, 8, 8)).astype("float32")
+    want = _run(_build(weight), x)
+    again = _build(weight)
+    assert _hits(again) == 1 and _leftovers(cache_dir) == []
+    np.testing.assert_array_equal(_run(again, x), want)
+
+
+def test_builds_not_stored_leave_no_params_behind(tmp_path, monkeypatch):
+    monkeypatch.setenv("RELAYJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("RELAYJIT_BUILD_CACHE", "1")
+    monkeypatch.setattr(build_cache, "MIN_BUILD_SECONDS", 1e9)  # too quick to store
+    _build(np.ones((8, 4, 3, 3), "float32"))
+    assert _entries(tmp_path) == [] and _leftovers(tmp_path) == []
+    monkeypatch.setattr(build_cache, "MIN_BUILD_SECONDS", 0.0)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("LLVM fell over")
+
+    monkeypatch.setattr(build_module.jit, "build_library", fail)  # a build that fails
+    with pytest.raises(RuntimeError, match="LLVM fell over"):
+        _build(np.full((8, 4, 3, 3), 2.0, "float32"))
+    assert _entries(tmp_path) == [] and _leftovers(tmp_path) == []

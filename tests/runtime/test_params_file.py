@@ -10,9 +10,9 @@ import pytest
 
 from runtime.digest import content_digest
 from runtime.memory import ALIGNMENT
-from runtime.params_file import MAGIC, PAGE, map_params, seal, write_unsealed
+from runtime.params_file import MAGIC, PAGE, ParamsFileWriter, map_params, seal, write_unsealed
 
-_HEADER_AT = len(MAGIC) + 32 + 8
+_PREFIX = len(MAGIC) + 32 + 16
 
 
 def _params() -> dict[str, np.ndarray]:
@@ -64,42 +64,54 @@ def _flip(path: str, at: int) -> None:
         f.write(bytes([byte[0] ^ 0x01]))
 
 
-@pytest.mark.parametrize("where", ["data", "last byte", "header", "digest"])
+def _header_len(path: str) -> int:
+    with open(path, "rb") as f:
+        return struct.unpack_from("<QQ", f.read(_PREFIX), _PREFIX - 16)[1]
+
+
+@pytest.mark.parametrize("where", ["data", "last data byte", "header", "digest"])
 def test_one_flipped_bit_is_refused(tmp_path, where):
     path = _written(tmp_path)
     size = os.path.getsize(path)
-    at = {"data": PAGE + 100, "last byte": size - 1, "header": _HEADER_AT + 3,
-          "digest": len(MAGIC) + 5}[where]
+    at = {"data": PAGE + 100, "last data byte": size - _header_len(path) - 1,
+          "header": size - 5, "digest": len(MAGIC) + 5}[where]
     _flip(path, at)
     with pytest.raises(ValueError, match="entry.params: not a params file"):
         map_params(path)
 
 
-@pytest.mark.parametrize("keep", [0, 10, _HEADER_AT + 5, PAGE, -1])
+@pytest.mark.parametrize("keep", [0, 10, _PREFIX + 5, PAGE, -1])
 def test_a_truncated_file_is_refused(tmp_path, keep):
     path = _written(tmp_path)
     size = os.path.getsize(path)
     with open(path, "r+b") as f:
         f.truncate(keep if keep >= 0 else size - 1)
-    with pytest.raises(ValueError, match="truncated|checksum mismatch|bad magic"):
+    with pytest.raises(ValueError, match="truncated"):
+        map_params(path)
+
+
+def test_a_padded_file_is_refused(tmp_path):
+    path = _written(tmp_path)
+    with open(path, "ab") as f:
+        f.write(b"\0")
+    with pytest.raises(ValueError, match="truncated or padded"):
         map_params(path)
 
 
 def _forged(tmp_path, arrays: list, data: bytes = bytes(256)) -> str:
-    """A file with a valid digest over a hostile header (anyone can compute SHA-256)."""
+    """A file with a valid digest over a hostile header (anyone can compute the digest)."""
     header = json.dumps({"arrays": arrays}).encode()
-    start = -(-(_HEADER_AT + len(header)) // PAGE) * PAGE
     digest = content_digest([data], header)
-    body = MAGIC + bytes.fromhex(digest) + struct.pack("<Q", len(header)) + header
+    prefix = MAGIC + bytes.fromhex(digest) + struct.pack("<QQ", len(data), len(header))
     path = tmp_path / "forged.params"
-    path.write_bytes(body + bytes(start - len(body)) + data)
+    path.write_bytes(prefix + bytes(PAGE - len(prefix)) + data + header)
     return str(path)
 
 
 @pytest.mark.parametrize("arrays, message", [
     ([["w", "float32", [100], 0, 400]], "bytes 0..400 are not inside the 256-byte"),
-    ([["w", "float32", [4], 0, 16], ["v", "float32", [4], 0, 16]], "overlaps the previous array"),
-    ([["w", "float32", [4], 8, 16]], "64-aligned"),
+    ([["w", "float32", [4], -64, 16]], "is not a 64-aligned place"),
+    ([["w", "float32", [4], 8, 16]], "offset 8 is not a 64-aligned place"),
     ([["w", "float32", [4], 0, 8]], "needs 16 bytes, header says 8"),
     ([["w", "float32", [-4], 0, -16]], "is not a list of sizes"),
     ([["w", "object", [1], 0, 8]], "dtype"),
@@ -122,3 +134,28 @@ def test_a_forged_but_consistent_file_loads(tmp_path):
 def test_a_missing_file_names_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="nothing.params"):
         map_params(str(tmp_path / "nothing.params"))
+
+
+def test_arrays_are_named_after_they_are_written(tmp_path):
+    """The writer takes arrays as they come and names them at the end; two names may share
+    one array's bytes, and an unnamed array is simply not handed out."""
+    params = _params()
+    writer = ParamsFileWriter(str(tmp_path))
+    offsets = {name: writer.add(value) for name, value in reversed(params.items())}
+    table = {name: (params[name], offsets[name]) for name in ("p2", "p0")}
+    table["alias"] = (params["p0"], offsets["p0"])
+    path = str(tmp_path / "late.params")
+    seal(writer.finish(table), path)
+    loaded = map_params(path)
+    assert list(loaded) == ["p2", "p0", "alias"]
+    for name, (value, _) in table.items():
+        np.testing.assert_array_equal(loaded[name], value)
+
+
+def test_a_discarded_writer_leaves_nothing(tmp_path):
+    writer = ParamsFileWriter(str(tmp_path))
+    writer.add(np.ones(1000, "float32"))
+    writer.discard()
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(ValueError, match="C-contiguous"):
+        ParamsFileWriter(str(tmp_path)).add(np.ones((4, 4), "float32")[:, ::2])
