@@ -8,11 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from compiler import interpreter, relay
-from compiler.ir.module import IRModule
-from compiler.transform import PassContext
-from runtime import cpu
-from runtime.graph_executor import GraphModule
+from compiler import relay
+from tests.build._interpreter_check import build_and_check
 
 RNG = np.random.default_rng(3)
 
@@ -24,15 +21,7 @@ def _conv(x, c_in, c_out):
 
 
 def _build_and_check(func, shape):
-    mod = IRModule.from_expr(func)
-    with PassContext(opt_level=3):
-        factory = relay.build(mod, target="llvm")
-    x = RNG.standard_normal(shape).astype("float32")
-    m = GraphModule(factory["default"](cpu()))
-    m.set_input("x", x)
-    m.run()
-    want = interpreter.evaluate(mod, [x])
-    np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=1e-4, atol=1e-5)
+    factory, m, _, _ = build_and_check(func, shape, RNG, atol=1e-5)
     return factory, json.loads(factory.get_graph_json()), m
 
 

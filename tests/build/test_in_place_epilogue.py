@@ -10,12 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from compiler import interpreter, relay
-from compiler.ir.module import IRModule
-from compiler.transform import PassContext
+from compiler import relay
 from runtime import cpu
-from runtime.graph_executor import GraphModule
 from runtime.graph_runtime import create_executor
+from tests.build._interpreter_check import build_and_check
 
 RNG = np.random.default_rng(11)
 
@@ -33,16 +31,7 @@ def _conv(x, c_in, c_out, k=1, relu=True):
 
 
 def _build(func, shape):
-    mod = IRModule.from_expr(func)
-    with PassContext(opt_level=3):
-        factory = relay.build(mod, target="llvm")
-    x = RNG.standard_normal(shape).astype("float32")
-    m = GraphModule(factory["default"](cpu()))
-    m.set_input("x", x)
-    m.run()
-    want = interpreter.evaluate(mod, [x])
-    np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
-    return factory, m, x, want
+    return build_and_check(func, shape, RNG)
 
 
 def _bottleneck(channels, inner, k, size, tail=None):
