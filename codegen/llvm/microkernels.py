@@ -18,10 +18,10 @@ functions are `noinline` so their register allocation stays isolated):
   when the host has AVX-512), or NR/VW vectors of VW floats in `gemm_<MR>x<NR>x<VW>` (8x48x16:
   24 zmm accumulators + 3 B vectors + 1 broadcast). b_next is the B panel the caller reads
   next: prefetched into L2 at the pace b is read (constant weights stream from memory).
-- `relayjit.ukr.gemv_<NR>` (`gemv_<NR>x<VW>`): c[NR] = sum_k x[k] * B_packed[k][NR]
-  (matrix-vector, M = 1 dense on a pre-packed weight panel); args (k, x, b, c). Four k steps
-  in flight, each with its own accumulators, so FMA latency is hidden while the panel streams
-  from memory.
+- `relayjit.ukr.gemv_<NR>` (`gemv_<NR>x<VW>`, `..._<P>` for P panels a call): c[NR] =
+  sum_k x[k] * B_packed[k][NR] for each of P consecutive panels (matrix-vector, M = 1 dense on
+  pre-packed weight panels); args (k, x, b, c, panel_stride). Four k steps in flight, each
+  with its own accumulators, so FMA latency is hidden while the panels stream from memory.
 - `relayjit.ukr.conv_<KB>_<P>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>_<CM>_<PF>`: direct
   convolution, KB output channels (two vectors) x P pixels: T[p][v] = sum_{c,r,s}
   x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][v]; args (w, t, acc, C, w_next, x_0,
@@ -258,60 +258,69 @@ def gemm_kernel(module: ir.Module, mr: int, nr: int, unroll: int = 4,
 
 
 # ---------------------------------------------------------------------- GEMV
-def gemv_kernel_name(nr: int, vw: int) -> str:
-    """`gemv_<NR>` for panels of two vectors (vw = NR/2), else `gemv_<NR>x<VW>`."""
-    return f"gemv_{nr}" if nr == 2 * vw else f"gemv_{nr}x{vw}"
+def gemv_kernel_name(nr: int, vw: int, panels: int = 1) -> str:
+    """`gemv_<NR>` for panels of two vectors (vw = NR/2), else `gemv_<NR>x<VW>`; `_<P>` when
+    one call computes P consecutive panels."""
+    return (f"gemv_{nr}" if nr == 2 * vw else f"gemv_{nr}x{vw}") + \
+        (f"_{panels}" if panels > 1 else "")
 
 
-def gemv_kernel(module: ir.Module, nr: int, unroll: int = 4, vw: int | None = None
-                ) -> ir.Function:
-    """void gemv(i64 k, ptr x, ptr b, ptr c): c[0:nr] = sum_kk x[kk] * b[kk*nr : kk*nr + nr].
+def gemv_kernel(module: ir.Module, nr: int, unroll: int = 4, vw: int | None = None,
+                panels: int = 1) -> ir.Function:
+    """void gemv(i64 k, ptr x, ptr b, ptr c, i64 panel_stride): for the `panels` panels p at
+    b + p*panel_stride floats, c[p*nr : p*nr + nr] = sum_kk x[kk] * b_p[kk*nr : kk*nr + nr].
 
-    No prefetch of the next panel: the panels are one contiguous stream the hardware already
-    prefetches (prefetching the next panel into L2: ResNet-50 0.998x, VGG-19 1.06x)."""
+    Each k step loads panels x NR/VW vectors per broadcast of x (codegen.schedules.gemm's
+    GEMV_PANELS: two panels a call took an LSTM's steps 0.9x the time of one). No prefetch of
+    the next panel: the panels are one contiguous stream the hardware already prefetches
+    (prefetching the next panel into L2: ResNet-50 0.998x, VGG-19 1.06x)."""
     vw = nr // 2 if vw is None else vw
-    name = PREFIX + gemv_kernel_name(nr, vw)
+    name = PREFIX + gemv_kernel_name(nr, vw, panels)
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     nv = nr // vw
-    assert vw in (4, 8, 16) and nv * vw == nr
+    assert vw in (4, 8, 16) and nv * vw == nr and panels >= 1
     fma = _fma_decl(module, vw)
-    fn = _new_function(module, name, [I64, PTR, PTR, PTR])
-    kk, x, bp, c = fn.args
+    fn = _new_function(module, name, [I64, PTR, PTR, PTR, I64])
+    kk, x, bp, c, panel_stride = fn.args
     for arg in (x, bp, c):
         arg.add_attribute("noalias")
     b = TextBuilder(TextBlock(fn, "entry"))
     zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
+    width = panels * nv  # vectors a k step
+    starts = [bp] + [b.gep(bp, [b.mul(panel_stride, ir.Constant(I64, p))], inbounds=True,
+                           source_etype=F32) for p in range(1, panels)]
 
     def make_body(u_count):
         def body(b, it, carried):
-            x_ptr, b_ptr, accs = carried[0], carried[1], list(carried[2:])
+            x_ptr, b_ptrs, accs = carried[0], carried[1:1 + panels], list(carried[1 + panels:])
             for u in range(u_count):
                 xp = b.gep(x_ptr, [ir.Constant(I64, u)], inbounds=True, source_etype=F32) \
                     if u else x_ptr
                 xv = _splat(b, xp, vw)
-                for j in range(nv):
-                    bv = _vload(b, b_ptr, u * nr + vw * j, vw)
-                    slot = (u % unroll) * nv + j
-                    accs[slot] = b.call(fma, [xv, bv, accs[slot]])
+                for p in range(panels):
+                    for j in range(nv):
+                        bv = _vload(b, b_ptrs[p], u * nr + vw * j, vw)
+                        slot = (u % unroll) * width + p * nv + j
+                        accs[slot] = b.call(fma, [xv, bv, accs[slot]])
             x_next = b.gep(x_ptr, [ir.Constant(I64, u_count)], inbounds=True, source_etype=F32)
-            b_next = b.gep(b_ptr, [ir.Constant(I64, u_count * nr)], inbounds=True,
-                           source_etype=F32)
-            return [x_next, b_next, *accs]
+            b_next = [b.gep(ptr, [ir.Constant(I64, u_count * nr)], inbounds=True,
+                            source_etype=F32) for ptr in b_ptrs]
+            return [x_next, *b_next, *accs]
         return body
 
-    carried = [x, bp] + [zero] * (unroll * nv)
+    carried = [x, *starts] + [zero] * (unroll * width)
     main = b.ashr(kk, ir.Constant(I64, {1: 0, 2: 1, 4: 2, 8: 3}[unroll]))
     carried = _counted_loop(b, fn, main, carried, make_body(unroll), "k4")
     rem = b.and_(kk, ir.Constant(I64, unroll - 1))
     carried = _counted_loop(b, fn, rem, carried, make_body(1), "k1")
-    accs = carried[2:]
-    for j in range(nv):
-        total = accs[j]
+    accs = carried[1 + panels:]
+    for q in range(width):
+        total = accs[q]
         for u in range(1, unroll):
-            total = b.fadd(total, accs[u * nv + j])
-        _vstore(b, total, c, vw * j)
+            total = b.fadd(total, accs[u * width + q])
+        _vstore(b, total, c, vw * q)
     b.ret_void()
     return fn
 
@@ -580,7 +589,10 @@ def define(module: ir.Module, name: str) -> ir.Function | None:
                            vw=vw[0] if vw else None)
     if kind == "gemv":
         nr, *vw = (int(x) for x in params[0].split("x"))
-        return gemv_kernel(module, nr, vw=vw[0] if vw else None) if len(vw) <= 1 else None
+        if len(vw) > 1 or len(params) > 2:
+            return None
+        return gemv_kernel(module, nr, vw=vw[0] if vw else None,
+                           panels=int(params[1]) if len(params) > 1 else 1)
     if kind == "conv":
         return conv_kernel(module, *(int(x) for x in params))
     if kind == "convrows":

@@ -86,10 +86,11 @@ def test_matmul_wide_tile(ta: bool, tb: bool, width: int) -> None:
 
 
 @pytest.mark.parametrize("m", [1, 3, 4, 5, 13])
-@pytest.mark.parametrize("n,k", [(100, 1), (96, 777), (150, 2050)])
+@pytest.mark.parametrize("n,k", [(100, 1), (96, 777), (150, 2050), (20, 5)])
 def test_packed_dense_wide_panels(m: int, n: int, k: int, width: int) -> None:
     """Constant weights packed in 48-wide panels: the GEMM tile (m > 4) and the matrix-vector
-    kernel (m <= 4) read them, K in one block and in several with zero padding."""
+    kernel (m <= 4: two panels a call, an odd last panel or a single one alone) read them, K
+    in one block and in several with zero padding."""
     x, w, b = _f32(m, k), _f32(n, k), _f32(n)
     xv = relay.var("x", shape=(m, k))
     y = relay.nn.bias_add(relay.nn.dense(xv, relay.const(w)), relay.const(b), axis=-1)
@@ -116,7 +117,7 @@ def test_wide_kernels_do_not_spill(monkeypatch) -> None:
     asm = get_assembly([lower("dense_wide_asm", [x, w], [dense(x, w)]),
                         lower("gemv_wide_asm", [v, wp], [dense_packed(v, wp, 96)])])
     for name in (gemm_kernel_name(8, 48, 16), gemm_kernel_name(8, 48, 16, a_rows=True),
-                 gemv_kernel_name(48, 16)):
+                 gemv_kernel_name(48, 16, panels=2)):
         body = asm[asm.index(f"relayjit.ukr.{name}:"):]
         body = body[:body.index(".Lfunc_end")]
         assert "zmm" in body
