@@ -30,7 +30,9 @@ functions are `noinline` so their register allocation stays isolated):
   T), so a schedule can block the reduction over input channels. With CM = 1 the tile is
   stored channel-major instead, T[v][p] with rows of VW >= P pixels (transposed in
   registers), so the schedule's epilogue reads a channel's pixels contiguously, as NCHW
-  stores them; schedules ask for it on the last channel block.
+  stores them; schedules ask for it on the last channel block. `conv_..._<PF>_<SW>`: a row
+  tile, P consecutive pixels of one output row SW apart in the input, args (w, t, acc, C,
+  w_next, x_0); each input value is broadcast once for all the taps that read it.
 """
 from __future__ import annotations
 
@@ -328,7 +330,7 @@ def gemv_kernel(module: ir.Module, nr: int, unroll: int = 4, vw: int | None = No
 # ---------------------------------------------------------------------- conv
 def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int,
                 chanstep: int, dh: int, dw: int, channel_major: int,
-                prefetch_lines: int = 0) -> ir.Function:
+                prefetch_lines: int = 0, row_stride: int = 0) -> ir.Function:
     """void conv(ptr w, ptr t, i64 acc, i64 c, ptr w_next, ptr x_0 .. x_{p-1}): kb channels
     x p pixels (module doc). The channel count is an argument, not part of the kernel: one
     kernel serves every layer with the same window, tile and input plane (DenseNet's convs
@@ -338,16 +340,22 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
     Each input channel also prefetches (into L2) the next `prefetch_lines` 64-byte lines
     from w_next on: the schedule points every call at its slice of the weights it reads
     next, so a layer's packed weights stream from memory while the tiles before them run
-    (deep layers' weights are read once a run and arrive cold)."""
+    (deep layers' weights are read once a run and arrive cold).
+
+    With row_stride > 0 the p pixels are consecutive outputs of one row, pixel j at
+    x_0 + j*row_stride, and only x_0 is passed: each input value a window row reads is then
+    broadcast once and feeds every (pixel, tap) that uses it (3x3 stride 1 over 8 pixels: 10
+    broadcasts a window row instead of 24), with the row's s taps of weights in registers."""
     name = (f"{PREFIX}conv_{kb}_{p}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}_{channel_major}"
-            f"_{prefetch_lines}")
+            f"_{prefetch_lines}" + (f"_{row_stride}" if row_stride else ""))
     vw = kb // 2
     fn = module.globals.get(name)
     if fn is not None:
         return fn
     fma = _fma_decl(module, vw)
     prefetch = _prefetch_l2_decl(module)
-    fn = _new_function(module, name, [PTR, PTR, I64, I64, PTR] + [PTR] * p)
+    nx = 1 if row_stride else p  # pixel pointers passed
+    fn = _new_function(module, name, [PTR, PTR, I64, I64, PTR] + [PTR] * nx)
     w, t, accf, c, w_next, *xs = fn.args
     entry = TextBlock(fn, "entry")
     load_bb = TextBlock(fn, "init.load")
@@ -380,7 +388,8 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
     taps = [(rr * s + ss, rr * dh * rowstep + ss * dw)
             for rr in range(window_rows) for ss in range(s)]
 
-    def chan(b, w_ptr, x_ptrs, accs, cc):
+    def chan_of_taps(b, w_ptr, x_ptrs, accs, cc):
+        """Channel cc's taps: one broadcast a (pixel, tap)."""
         accs = list(accs)
         for tap, off in taps:
             wbase = (cc * r * s + tap) * kb
@@ -394,14 +403,39 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
                 accs[2 * j + 1] = b.call(fma, [xv, w1, accs[2 * j + 1]])
         return accs
 
-    # carried through the channel loop: [w, x_0 .. x_{p-1}, (w_next,) accumulators...]
+    # row tiles: the (pixel, tap) pairs of a window row by the input offset they read
+    uses: dict[int, list[tuple[int, int]]] = {}
+    for j in range(p if row_stride else 0):
+        for ss in range(s):
+            uses.setdefault(j * row_stride + ss * dw, []).append((j, ss))
+
+    def chan_of_row_tile(b, w_ptr, x_ptrs, accs, cc):
+        """Channel cc of a row tile: one broadcast an input value a window row reads."""
+        accs = list(accs)
+        for rr in range(window_rows):
+            wbase = (cc * r * s + rr * s) * kb
+            ws = [_vload(b, w_ptr, wbase + ss * kb + h * vw, vw) for ss in range(s)
+                  for h in range(2)]
+            for off, pairs in sorted(uses.items()):
+                xo = cc * chanstep + rr * dh * rowstep + off
+                xp = b.gep(x_ptrs[0], [i64(xo)], inbounds=True, source_etype=F32) \
+                    if xo else x_ptrs[0]
+                xv = _splat(b, xp, vw)
+                for j, ss in pairs:
+                    for h in range(2):
+                        accs[2 * j + h] = b.call(fma, [xv, ws[2 * ss + h], accs[2 * j + h]])
+        return accs
+
+    chan = chan_of_row_tile if row_stride else chan_of_taps
+
+    # carried through the channel loop: [w, x_0 .. x_{nx-1}, (w_next,) accumulators...]
     npf = 1 if prefetch_lines else 0
-    na = 1 + p + npf
+    na = 1 + nx + npf
 
     def advance(b, carried, w_step: int, x_step: int, n_chan: int = 0):
-        w_ptr, x_ptrs = carried[0], carried[1:1 + p]
-        pf = [b.gep(carried[1 + p], [i64(16 * prefetch_lines * n_chan)], source_etype=F32)
-              if n_chan else carried[1 + p]] if npf else []
+        w_ptr, x_ptrs = carried[0], carried[1:1 + nx]
+        pf = [b.gep(carried[1 + nx], [i64(16 * prefetch_lines * n_chan)], source_etype=F32)
+              if n_chan else carried[1 + nx]] if npf else []
         return [b.gep(w_ptr, [i64(w_step)], inbounds=True, source_etype=F32),
                 *(b.gep(x, [i64(x_step)], inbounds=True, source_etype=F32)
                   if x_step else x for x in x_ptrs), *pf, *carried[na:]]
@@ -409,14 +443,14 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
     def prefetch_next(b, carried, n_chan: int) -> None:
         """n_chan channels' worth of lines from the prefetch pointer (read, into L2)."""
         for line in range(n_chan * prefetch_lines):
-            ptr = b.gep(carried[1 + p], [i64(16 * line)], source_etype=F32) if line \
-                else carried[1 + p]
+            ptr = b.gep(carried[1 + nx], [i64(16 * line)], source_etype=F32) if line \
+                else carried[1 + nx]
             b.call(prefetch, [ptr, ir.Constant(I32, 0), ir.Constant(I32, 2),
                               ir.Constant(I32, 1)])
 
     def make_body(n_chan):
         def body(b, it, carried):
-            w_ptr, x_ptrs, accs = carried[0], carried[1:1 + p], carried[na:]
+            w_ptr, x_ptrs, accs = carried[0], carried[1:1 + nx], carried[na:]
             if npf:
                 prefetch_next(b, carried, n_chan)
             for cc in range(n_chan):
@@ -426,7 +460,7 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
         return body
 
     def row_body(b, it, carried):
-        accs = chan(b, carried[0], carried[1:1 + p], carried[na:], 0)
+        accs = chan(b, carried[0], carried[1:1 + nx], carried[na:], 0)
         return advance(b, [*carried[:na], *accs], s * kb, dh * rowstep)
 
     def channel_of_rows(b, it, carried):

@@ -238,6 +238,26 @@ def pixels_per_tile(kb: int, npix: int | None = None, reduction: int | None = No
     return min(candidates, key=lambda p: (waste[p], -p))
 
 
+# Tiles of consecutive pixels of one output row where a tile size divides the row (see
+# row_tile_pixels); False: the flattened-pixel tiles everywhere (for A/B in one process)
+ROW_TILES = True
+
+
+def row_tile_pixels(kb: int, g: dict) -> int | None:
+    """Pixels of a row tile (microkernels.conv_kernel's row_stride: each input value a window
+    row reads is broadcast once for all the tile's taps on it), or None where row tiles do
+    not apply: windows one column wide, horizontal strides (not measured), and rows no tile
+    size from 8 up divides. Its accumulators (two vectors a pixel), the s taps' weights (two
+    vectors each) and a broadcast fit the registers (32 with AVX-512, else 16), and at most
+    KB/2 pixels, the width the tile's transpose to channel-major takes. The largest divisor
+    of the row wins (3x3 stride 1: 16->64 at 55x55 takes 11 pixels, 32->128 at 27x27 9)."""
+    if not ROW_TILES or g["s"] == 1 or g["sw"] != 1:
+        return None
+    registers = 32 if vector_width() == 16 else 16
+    most = min(kb // 2, (registers - 1 - 2 * g["s"]) // 2)
+    return next((p for p in range(most, 7, -1) if g["ow"] % p == 0), None)
+
+
 def _c_blocks(cg: int, bytes_per_channel: int) -> tuple[int, int, int]:
     """(CB, full blocks, tail channels): cg = CB * full + tail, CB * bytes ~ W_BLOCK_BYTES."""
     target = max(1, W_BLOCK_BYTES // max(1, bytes_per_channel))
@@ -255,7 +275,8 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
             packed: bool = False) -> Stmt:
     cg, r, s, kg, groups = g["cg"], g["r"], g["s"], g["kg"], g["g"]
     KB = wb.shape[-1] if packed else channel_block(kg, vector_width())  # noqa: N806
-    P = pixels_per_tile(KB, g["oh"] * g["ow"], cg * r * s)  # noqa: N806
+    row_tile = row_tile_pixels(KB, g)
+    P = row_tile or pixels_per_tile(KB, g["oh"] * g["ow"], cg * r * s)  # noqa: N806
     nkb = ceil_div(kg, KB)
     npix = g["oh"] * g["ow"]
     ntiles = ceil_div(npix, P)
@@ -331,12 +352,14 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
         leaves the tile channel-major for store_out."""
         def make(tl, t, ohs, ows):
             slot = imm(0) if single else tl
+            # a row tile passes its first pixel only (the others follow it in the row)
             xptrs = [addr(src, *(() if xp is not None else (ni,)), gg * cg + c0,
-                          ohs[j] * g["sh"], ows[j] * g["sw"]) for j in range(P)]
+                          ohs[j] * g["sh"], ows[j] * g["sw"]) for j in range(1 if row_tile else P)]
             geo = f"{KB}_{P}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
+            row = f"_{g['sw']}" if row_tile else ""
             args = (addr(wpk, gg, kb2, c0, 0, 0, 0), addr(acc, slot, 0, 0), accflag, csize,
                     w_next(c0, csize, tl), *xptrs)
-            final, partial = (ukr_call(f"conv_{geo}_{cm}_{prefetch_lines(csize)}", *args)
+            final, partial = (ukr_call(f"conv_{geo}_{cm}_{prefetch_lines(csize)}{row}", *args)
                               for cm in (1, 0))
             call = final if last is True else partial if last is False else \
                 IfThenElse(last, final, partial)

@@ -1,0 +1,93 @@
+"""The direct conv's row tiles (codegen.schedules.conv2d.row_tile_pixels): where a tile size
+from 8 up divides the output row, a tile is that many consecutive pixels of one row and the
+micro-kernel broadcasts each input value a window row reads once for all the taps on it.
+Checked against numpy through relay.build (bias + relu fused) over the edges: dilation,
+5x5 and 7x7 windows (the 7x7 loops over its window rows), vertical stride, padded channel
+blocks, input channels in several blocks with a tail, groups, batch 2, asymmetric padding;
+and which convs take row tiles, at which size, at both vector widths."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import runtime
+from codegen import te
+from codegen.jit import build_te
+from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
+from codegen.schedules import conv2d as conv_schedule
+from compiler import relay
+from compiler.transform import PassContext
+from runtime import graph_executor
+from tests.build.test_conv2d_schedules import reference
+
+RNG = np.random.default_rng(23)
+
+CASES = [
+    # x shape, w shape, strides, padding (t, l, b, r), dilation, groups; row tile at width 16
+    ((1, 16, 22, 22), (64, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, 11),
+    ((1, 12, 20, 24), (40, 12, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 1, 12),  # 40 of 64
+    ((1, 8, 20, 20), (64, 8, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1, 10),
+    ((1, 8, 16, 16), (64, 8, 7, 7), (1, 1), (3, 3, 3, 3), (1, 1), 1, 8),  # window row loop
+    ((1, 16, 20, 18), (64, 16, 3, 3), (2, 1), (1, 1, 1, 1), (1, 1), 1, 9),
+    ((1, 160, 10, 10), (32, 160, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, 10),  # 4 blocks
+    ((1, 83, 9, 9), (32, 83, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, 9),  # block + tail
+    ((1, 32, 12, 12), (64, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2, 12),  # groups
+    ((2, 8, 11, 10), (48, 8, 3, 3), (1, 1), (1, 0, 1, 2), (1, 1), 1, 10),  # batch 2
+]
+
+
+def _conv_kernels(xs, ws, strides, padding, dilation, groups) -> list[list[int]]:
+    """The conv micro-kernels' numeric name fields (conv_<KB>_<P>_..._<PF>[_<SW>])."""
+    x = te.placeholder(xs, name="x")
+    wp = te.placeholder(conv2d_pack_geometry(*ws, groups), name="wp")
+    y = conv2d_nchw_packed(x, wp, strides, padding, dilation, groups, channels=ws[0])
+    text = str(build_te([x, wp], [y], "conv_row_tiles").primfunc)
+    names = set(re.findall(r"relayjit\.ukr\.conv_([0-9_]+[0-9])", text))
+    return [[int(f) for f in n.split("_")] for n in sorted(names)]
+
+
+@pytest.mark.parametrize("xs,ws,strides,padding,dilation,groups,pixels", CASES)
+def test_row_tiles_end_to_end(xs, ws, strides, padding, dilation, groups, pixels, width):
+    x = RNG.standard_normal(xs).astype("float32")
+    w = RNG.standard_normal(ws).astype("float32")
+    bias = RNG.standard_normal(ws[0]).astype("float32")
+    xv = relay.var("x", shape=xs)
+    conv = relay.nn.conv2d(xv, relay.const(w), strides=strides, padding=padding,
+                           dilation=dilation, groups=groups, channels=ws[0],
+                           kernel_size=ws[2:])
+    y = relay.nn.relu(relay.nn.bias_add(conv, relay.const(bias)))
+    with PassContext(opt_level=3, config={"relayjit.disable_disk_cache": True}):
+        factory = relay.build(relay.Function([xv], y), target="llvm")
+    gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
+    gmod.run(x=x)
+    np.testing.assert_allclose(gmod.get_output(0).numpy(),
+                               reference(x, w, bias, strides, padding, dilation, groups),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,ws,strides,padding,dilation,groups,pixels", CASES)
+def test_row_tile_kernels(xs, ws, strides, padding, dilation, groups, pixels, width):
+    kernels = _conv_kernels(xs, ws, strides, padding, dilation, groups)
+    assert kernels
+    if width == 16:  # the row stride follows the prefetch field; the first pixel only
+        assert all(len(k) == 11 and k[1] == pixels and k[-1] == strides[1] for k in kernels)
+    else:  # 16 registers: two vectors a pixel for 8 pixels do not fit beside the weights
+        assert all(len(k) == 10 for k in kernels)
+
+
+@pytest.mark.parametrize("ow,s,sw,pixels", [
+    (55, 3, 1, 11), (27, 3, 1, 9), (56, 3, 1, 8), (13, 3, 1, None), (28, 3, 1, None),
+    (55, 1, 1, None), (55, 3, 2, None), (24, 5, 1, 8), (20, 7, 1, None), (16, 7, 1, 8)])
+def test_row_tile_pixels(ow, s, sw, pixels, width):
+    kb = conv_schedule.channel_block(64, width)
+    got = conv_schedule.row_tile_pixels(kb, dict(ow=ow, s=s, sw=sw))
+    assert got == (pixels if width == 16 else None)
+
+
+def test_row_tiles_switch(width, monkeypatch):
+    monkeypatch.setattr(conv_schedule, "ROW_TILES", False)
+    assert conv_schedule.row_tile_pixels(32, dict(ow=55, s=3, sw=1)) is None
+    kernels = _conv_kernels(*CASES[0][:6])
+    assert kernels and all(len(k) == 10 for k in kernels)
