@@ -132,7 +132,8 @@ def gemv_stmt(m: int, n: int, k: int, xb: Buffer, lead: list, wp: Buffer, out: B
     micro-kernel call; the last group may hold fewer), then the guarded epilogue copy into
     out[i, the group's columns]."""
     nt, kp, nr = wp.shape
-    group = min(GEMV_PANELS, nt)
+    vw = vector_width()
+    group = min(GEMV_PANELS[vw], nt)
     groups = ceil_div(nt, group)
     last = nt - (groups - 1) * group  # panels in the last group
     cols = group * nr
@@ -146,7 +147,6 @@ def gemv_stmt(m: int, n: int, k: int, xb: Buffer, lead: list, wp: Buffer, out: B
     st: Stmt = Store(out, idx, val)
     if n % cols:
         st = IfThenElse(lt(nn, n), st)
-    vw = vector_width()
     args = (k, addr(xb, *_unflatten(ii, lead), 0), addr(wp, jg * group, 0, 0), addr(tile, 0),
             kp * nr)
     call = ukr_call(gemv_kernel_name(nr, vw, group), *args)
@@ -160,10 +160,11 @@ def gemv_stmt(m: int, n: int, k: int, xb: Buffer, lead: list, wp: Buffer, out: B
     return For(jg, groups, per_group, kind)
 
 
-# N panels a GEMV micro-kernel call computes: two load four vectors per broadcast of x, where
-# one panel loaded two (one thread, CPU time, same-process A/B: LSTM 0.90x, GRU 0.89x, MLP at
-# batch 1 0.94x; three or four panels no faster than two)
-GEMV_PANELS = 2
+# N panels a GEMV micro-kernel call computes, by vector width. AVX-512: two load four vectors
+# per broadcast of x, where one panel loaded two (one thread, CPU time, same-process A/B: LSTM
+# 0.92x, GRU 0.87x; three or four panels no faster than two). AVX2: one, as its 16 ymm
+# registers do not hold two panels' 16 accumulators (gemv_16_2 spills on znver3).
+GEMV_PANELS = {8: 1, 16: 2}
 
 
 def dense(x: te.Tensor, w: te.Tensor, name: str = "T_dense") -> te.Tensor:

@@ -139,3 +139,17 @@ def test_dense_leading_dims_epilogue(lead: tuple, width: int) -> None:
     a, b, r = _f32(*lead, k), _f32(n, k), _f32(*lead, n)
     want = np.matmul(a.astype("f8"), b.T.astype("f8")) * 2 + r
     np.testing.assert_allclose(run(a, b, r)[0], want, rtol=1e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("n", [20, 96, 100])
+def test_gemv_panels_a_call_by_width(n: int, width: int) -> None:
+    """AVX-512 computes two panels a GEMV call (an odd last one alone); AVX2 one, its 16 ymm
+    registers holding one panel's accumulators only."""
+    k = 64
+    nt, kp, nr = dense_pack_geometry(n, k)
+    x, wp = te.placeholder((1, k), name="x"), te.placeholder((nt, kp, nr), name="wp")
+    text = str(lower("gemv_calls", [x, wp], [dense_packed(x, wp, n)]).body)
+    called = set(re.findall(r"relayjit\.ukr\.(gemv_\w+)", text))
+    pairs = {gemv_kernel_name(nr, width, 2)} if width == 16 and nt > 1 else set()
+    single = {gemv_kernel_name(nr, width)} if width == 8 or nt % 2 else set()
+    assert called == pairs | single, called
