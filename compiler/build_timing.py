@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Callable
 
-from codegen.jit import COMPILE_STAGES, CompileStats
+from codegen.jit import COMPILE_STAGES, HAND_SCHEDULED_SPEED_LEVEL, CompileStats
 from compiler.transform import PassInstrument, PassTimingInstrument
 
 __all__ = ["Stage", "BuildTiming", "TimingRecorder", "PipelineInstrument", "COMPILE_STAGE_NAMES"]
@@ -145,7 +145,9 @@ class TimingRecorder:
 
     def add_compile_stats(self, stats: CompileStats) -> None:
         """One stage per compile stage codegen.jit reported."""
-        notes = {"optimise": (f"O3, {stats.kernels_compiled} kernels; InstCombine, "
+        notes = {"optimise": (f"{stats.kernels_compiled} kernels ("
+                              f"{stats.hand_scheduled_compiled} hand-scheduled at "
+                              f"O{HAND_SCHEDULED_SPEED_LEVEL}); InstCombine, "
                               f"{stats.microkernels_compiled} micro-kernels"),
                  "jobs_wait": (f"{stats.jobs} jobs, an object each; the forked ones compiled "
                                f"for {stats.jobs_seconds:.3f} s" if stats.jobs > 1
