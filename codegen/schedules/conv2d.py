@@ -190,6 +190,37 @@ def _subsample(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer, Stmt]:
     return xs, For(ci, g["c"], For(hi, g["oh"], copy), kind)
 
 
+# 1x1 direct convs that read a pixel-major copy of their input (_pixel_major_pays); False:
+# none (for A/B in one process)
+PIXEL_MAJOR = True
+PIXEL_MAJOR_MIN_CHANNELS = 128  # input channels a group, at least
+PIXEL_MAJOR_MIN_OUTPUT = 256    # output channels a group, at least (and at least the input's)
+
+
+def _pixel_major_pays(g: dict) -> bool:
+    """A 1x1 stride-1 unpadded conv that writes at least as many channels as it reads, from
+    128 in and 256 out: its tiles read a pixel-major copy, whose cost the many output channel
+    blocks that read it repay (one thread, CPU time, same-process A/B: 512->1000 at 13x13
+    1.123 -> 1.069 ms, 256->1024 at 14x14 0.695 -> 0.640, 128->512 at 28x28 0.776 -> 0.723,
+    512->2048 at 7x7 0.683 -> 0.655, 256->256 at 14x14 0.171 -> 0.163; it loses where fewer
+    blocks share the copy: 128->128 at 28x28 +5%, 160->192 at 14x14 +6%, 1024->256 +13%)."""
+    return PIXEL_MAJOR and (g["r"], g["s"], g["sh"], g["sw"]) == (1, 1, 1, 1) \
+        and (g["hp"], g["wp"]) == (g["h"], g["w"]) and g["cg"] >= PIXEL_MAJOR_MIN_CHANNELS \
+        and g["kg"] >= max(g["cg"], PIXEL_MAJOR_MIN_OUTPUT)
+
+
+def _pixel_major(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer, Stmt]:
+    """Xt[pixel][C] = x[ni, c, pixel]: a 1x1 tile's pixels then read their channels as
+    contiguous lines, one stream a pixel, instead of a line or two of every channel plane."""
+    npix = g["h"] * g["w"]
+    xt = Buffer(f"{name}_xpix", (npix, g["c"]), F32)
+    pi, ci = var(f"{name}_tp"), var(f"{name}_tc")
+    copy = For(ci, g["c"], Store(xt, (pi, ci), Load(
+        xb, (ni, ci, floordiv(pi, g["w"]), floormod(pi, g["w"])), F32)), "vectorized")
+    kind = "parallel" if g["c"] * npix >= MIN_PARALLEL_WORK else "serial"
+    return xt, For(pi, npix, copy, kind)
+
+
 def _padded_plane_row(store, load, row_inside, width: int, step: int, offset: int,
                       src_width: int, name: str) -> Stmt:
     """One row of a zero-padded copy: common.padded_row when the source row is inside the
@@ -298,14 +329,17 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
     single = ncb == 1 and not ctail
     acc = Buffer(f"{name}_acc", (1 if single else pblk, KB, KB // 2), F32)
     ni = var(f"{name}_n")
+    pixel_major = _pixel_major_pays(g)
     if SUBSAMPLE_STRIDED and (r, s) == (1, 1) and (g["sh"], g["sw"]) != (1, 1) \
             and (g["hp"], g["wp"]) == (g["h"], g["w"]):
         xp, pad = _subsample(xb, ni, g, name)
         g = dict(g, h=g["oh"], w=g["ow"], hp=g["oh"], wp=g["ow"], sh=1, sw=1)
+    elif pixel_major:
+        xp, pad = _pixel_major(xb, ni, g, name)
     else:
         xp, pad = _pad(xb, ni, g, name)
     src = xp if xp is not None else xb
-    rowstep, chanstep = (g["wp"], g["hp"] * g["wp"])
+    rowstep, chanstep = (g["wp"], 1 if pixel_major else g["hp"] * g["wp"])
     gg, kb2, pb, cb = (var(f"{name}_{x}") for x in ("g", "kb", "pb", "cb"))
     tl_count = [0]
 
@@ -353,7 +387,8 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
         def make(tl, t, ohs, ows):
             slot = imm(0) if single else tl
             # a row tile passes its first pixel only (the others follow it in the row)
-            xptrs = [addr(src, *(() if xp is not None else (ni,)), gg * cg + c0,
+            xptrs = [addr(src, ohs[j] * g["ow"] + ows[j], gg * cg + c0) if pixel_major else
+                     addr(src, *(() if xp is not None else (ni,)), gg * cg + c0,
                           ohs[j] * g["sh"], ows[j] * g["sw"]) for j in range(1 if row_tile else P)]
             geo = f"{KB}_{P}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
             row = f"_{g['sw']}" if row_tile else ""

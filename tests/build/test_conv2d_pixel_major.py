@@ -1,0 +1,80 @@
+"""1x1 direct convs that read a pixel-major copy of their input
+(codegen.schedules.conv2d._pixel_major_pays: from 128 input and 256 output channels a group,
+writing at least as many as they read): against numpy through relay.build with bias + relu
+fused, over padded channel blocks, batch 2, groups, output sizes no tile divides; written
+over their residual (in place); and which convs take the copy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import runtime
+from codegen import te
+from codegen.jit import build_te
+from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
+from codegen.schedules import conv2d as conv_schedule
+from compiler import relay
+from compiler.transform import PassContext
+from runtime import graph_executor
+from tests.build.test_conv2d_schedules import reference
+from tests.build.test_in_place_epilogue import _bottleneck, _build
+
+RNG = np.random.default_rng(29)
+
+CASES = [
+    # x shape, w shape, groups
+    ((1, 128, 5, 7), (256, 128, 1, 1), 1),
+    ((2, 130, 3, 5), (270, 130, 1, 1), 1),  # odd channels, a padded block, batch 2
+    ((1, 256, 4, 4), (512, 128, 1, 1), 2),  # groups
+    ((1, 160, 13, 13), (1000, 160, 1, 1), 1),  # 169 pixels
+]
+
+
+@pytest.mark.parametrize("xs,ws,groups", CASES)
+def test_pixel_major_end_to_end(xs, ws, groups, width):
+    x = RNG.standard_normal(xs).astype("float32")
+    w = RNG.standard_normal(ws).astype("float32")
+    bias = RNG.standard_normal(ws[0]).astype("float32")
+    xv = relay.var("x", shape=xs)
+    conv = relay.nn.conv2d(xv, relay.const(w), groups=groups, channels=ws[0],
+                           kernel_size=(1, 1))
+    y = relay.nn.relu(relay.nn.bias_add(conv, relay.const(bias)))
+    with PassContext(opt_level=3, config={"relayjit.disable_disk_cache": True}):
+        factory = relay.build(relay.Function([xv], y), target="llvm")
+    gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
+    gmod.run(x=x)
+    np.testing.assert_allclose(gmod.get_output(0).numpy(),
+                               reference(x, w, bias, (1, 1), (0, 0, 0, 0), (1, 1), groups),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,ws,groups,copied", [
+    *((xs, ws, groups, True) for xs, ws, groups in CASES),
+    ((1, 512, 13, 13), (64, 512, 1, 1), 1, False),  # writes fewer channels than it reads
+    ((1, 128, 28, 28), (128, 128, 1, 1), 1, False),  # under 256 output channels
+    ((1, 112, 14, 14), (448, 112, 1, 1), 1, False),  # under 128 input channels
+])
+def test_which_convs_copy_pixel_major(xs, ws, groups, copied, width):
+    x = te.placeholder(xs, name="x")
+    wp = te.placeholder(conv2d_pack_geometry(*ws, groups), name="wp")
+    y = conv2d_nchw_packed(x, wp, groups=groups, channels=ws[0])
+    text = str(build_te([x, wp], [y], "conv_pixel_major").primfunc)
+    assert ("xpix" in text) == copied
+    assert "relayjit.ukr.conv_" in text
+
+
+def test_pixel_major_switch(width, monkeypatch):
+    monkeypatch.setattr(conv_schedule, "PIXEL_MAJOR", False)
+    x = te.placeholder(CASES[0][0], name="x")
+    wp = te.placeholder(conv2d_pack_geometry(*CASES[0][1]), name="wp")
+    y = conv2d_nchw_packed(x, wp, channels=CASES[0][1][0])
+    assert "xpix" not in str(build_te([x, wp], [y], "conv_pixel_major").primfunc)
+
+
+def test_pixel_major_conv_writes_over_its_residual():
+    """z = relu(conv1x1(y, 128 -> 256) + r): the copy reads y, the tiles write over r."""
+    func, shape = _bottleneck(256, 128, 1, 7)
+    factory, m, x, want = _build(func, shape)
+    assert len(m.module.in_place) == 1
+    m.run()  # a second run recomputes the residual before it is written over
+    np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
