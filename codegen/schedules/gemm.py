@@ -120,7 +120,8 @@ def dense_packed(x: te.Tensor, wp: te.Tensor, units: int, name: str = "T_dense")
             a_rows=(lambda b, i, j: addr(xb, *_unflatten(i, lead), j), k),
             tile=dense_tile(m, n, a_in_place=True))
 
-    return te.extern(shape, [x, wp], mark_epilogue(fcompute), name=name)
+    return te.extern(shape, [x, wp], mark_epilogue(fcompute), name=name,
+                     kernel_attrs=_vector_attrs())
 
 
 GEMV_MAX_M = 4
@@ -185,7 +186,8 @@ def dense(x: te.Tensor, w: te.Tensor, name: str = "T_dense") -> te.Tensor:
             a_rows=(lambda b, i, j: addr(xb, *_unflatten(i, lead), j), k),
             tile=dense_tile(m, n, a_in_place=True))
 
-    return te.extern(shape, [x, w], mark_epilogue(fcompute), name=name)
+    return te.extern(shape, [x, w], mark_epilogue(fcompute), name=name,
+                     kernel_attrs=_vector_attrs())
 
 
 def batch_matmul(x: te.Tensor, y: te.Tensor, transpose_a: bool = False,
@@ -212,7 +214,8 @@ def batch_matmul(x: te.Tensor, y: te.Tensor, transpose_a: bool = False,
                          epilogue, name, a_rows=a_rows,
                          tile=dense_tile(m, n, a_in_place=a_rows is not None))
 
-    return te.extern(shape, [x, y], mark_epilogue(fcompute), name=name)
+    return te.extern(shape, [x, y], mark_epilogue(fcompute), name=name,
+                     kernel_attrs=_vector_attrs())
 
 
 def matmul(a: te.Tensor, b: te.Tensor, transpose_a: bool = False, transpose_b: bool = False,
@@ -232,7 +235,8 @@ def matmul(a: te.Tensor, b: te.Tensor, transpose_a: bool = False, transpose_b: b
                          a_rows=None if transpose_a else (lambda _, i, j: addr(ab, i, j), k),
                          tile=dense_tile(m, n, a_in_place=not transpose_a))
 
-    return te.extern((m, n), [a, b], mark_epilogue(fcompute), name=name)
+    return te.extern((m, n), [a, b], mark_epilogue(fcompute), name=name,
+                     kernel_attrs=_vector_attrs())
 
 
 def _unflatten(i: Expr, lead: list[int]) -> tuple:
@@ -489,6 +493,14 @@ def next_row_tile(row_addr, bidx: tuple, batch: tuple, m0: Expr, k0: Expr, m: in
 
 
 PARALLEL_BATCHES = 4  # batch_matmul: at least this many products run one per task
+
+
+def _vector_attrs() -> dict:
+    """LLVM's loops (fused epilogues, packing, edge tiles) at the micro-kernel's vector width:
+    at its default 256 bits on AVX-512 a GRU's gate epilogue ran in half vectors (one thread,
+    CPU time, same-process A/B: GRU 0.93-0.96x, GPT-2-style decoder 0.99x, MLP at batch 1
+    0.92x, BERT-style encoder, LSTM, MLP at batch 32 level)."""
+    return {"prefer_vector_width": 32 * vector_width()}
 
 
 def _kind(parallel: bool) -> str:
