@@ -16,7 +16,10 @@ parent's share). `jobs` is RELAYJIT_COMPILE_JOBS as resolved in that build. --jo
 model under each listed RELAYJIT_COMPILE_JOBS value, --repeat N rounds of them interleaved
 (model by model, the settings in turn): each row is then the median of N, `jobs` lists what
 each run resolved to. Figures only: nothing is asserted. The machine is shared and noisy;
-run it with `nice` and compare medians of several runs, never one.
+run it with `nice` and compare medians of several runs, never one. The build and kernel caches
+are keyed by the compiler's own source: while others commit to the checkout, a warm build may
+find nothing and rebuild; run a snapshot (`git archive HEAD | tar -x -C DIR`, then
+DIR/benchmarks/compile_time.py) for figures that hold still.
 
 --scaling builds a generated chain of N blocks (an elementwise op on the activation plus a
 constant sub-expression FoldConstant folds, a residual connection every 8 blocks) and prints the
