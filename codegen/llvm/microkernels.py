@@ -504,9 +504,11 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
 
 def conv_rows_kernel(module: ir.Module, kc: int, nv: int, vw: int, c: int, r: int, s: int,
                      kstride: int, tapstride: int, sh: int, sw: int, dh: int, dw: int,
-                     hq: int, wq: int) -> ir.Function:
+                     hq: int, wq: int, stacked: int = 0) -> ir.Function:
     """void conv_rows(ptr w, ptr t, ptr x): kc output channels x nv vectors of vw consecutive
-    output pixels of one row, T[k][j] = sum_{c,r,s} w(k, c, r, s) * x(c, r, s)[j].
+    output pixels of one row, T[k][j] = sum_{c,r,s} w(k, c, r, s) * x(c, r, s)[j]; with
+    stacked = 1, vector j holds the same vw pixels of output row j (from the tile's row on),
+    so a row of a single vector still gives each broadcast weight nv FMAs.
 
     x points at the phase planes X[c][py][px][hq][wq] of the padded input (X[c][py][px][i][j]
     = xpad[c][i*sh + py][j*sw + px]) at the tile's first output pixel, so every tap's pixels
@@ -514,7 +516,7 @@ def conv_rows_kernel(module: ir.Module, kc: int, nv: int, vw: int, c: int, r: in
     w[k*kstride + ((c*r_ + r)*s_ + s)*tapstride], broadcast. Windows of more than
     ROW_LOOP_TAPS taps loop over their rows (see conv_kernel)."""
     name = (f"{PREFIX}convrows_{kc}_{nv}_{vw}_{c}_{r}_{s}_{kstride}_{tapstride}_{sh}_{sw}_"
-            f"{dh}_{dw}_{hq}_{wq}")
+            f"{dh}_{dw}_{hq}_{wq}" + ("_1" if stacked else ""))
     fn = module.globals.get(name)
     if fn is not None:
         return fn
@@ -527,6 +529,7 @@ def conv_rows_kernel(module: ir.Module, kc: int, nv: int, vw: int, c: int, r: in
     zero = ir.Constant(ir.VectorType(F32, vw), [0.0] * vw)
     plane = hq * wq
     chanstep = sh * sw * plane
+    vector_step = wq if stacked else vw  # the next output row: the next phase-plane row
 
     def row_offset(rr: int) -> int:
         """Window row rr's offset in the phase planes (its phase, then its row there)."""
@@ -542,7 +545,7 @@ def conv_rows_kernel(module: ir.Module, kc: int, nv: int, vw: int, c: int, r: in
         accs = list(accs)
         for ss in range(s):
             xo, wo = x_base + column_offset(ss), w_base + ss * tapstride
-            xs = [_vload(b, x_row, xo + vw * j, vw) for j in range(nv)]
+            xs = [_vload(b, x_row, xo + vector_step * j, vw) for j in range(nv)]
             for k in range(kc):
                 wv = _splat(b, step(b, w_row, k * kstride + wo), vw)
                 for j in range(nv):

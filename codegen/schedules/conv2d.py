@@ -447,6 +447,13 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
 # accumulators
 ROWS_KC = 8
 ROWS_MAX_ACC = 24
+# _rows tiles of one vector a row over at least ROWS_STACK_MIN_TAPS taps hold ROWS_KC channels
+# x that vector on ROWS_STACK output rows (1: 16 channels x one row, as rows_channels gives):
+# 24 accumulators, each broadcast weight feeding 3 FMAs (one thread, CPU time, same-process
+# A/B: 32->32 3x3 at 56x56 0.438 -> 0.392 ms, 16->16 3x3 at 128x128 0.555 -> 0.492; 3->64
+# 7x7/2 at 224x224 level; 3->64 3x3/2 at 224x224, 27 taps, 0.390 -> 0.407-0.425)
+ROWS_STACK = 3
+ROWS_STACK_MIN_TAPS = 64
 # _pointwise_rows: an output of at most this many bytes stays in a core's L2
 POINTWISE_HOT_OUTPUT_BYTES = 1 << 20
 
@@ -501,13 +508,13 @@ def _rows_vectors(ow: int, vw: int, kc: int = ROWS_KC) -> tuple[int, int]:
 
 
 def _store_tile(tile: Buffer, out: Buffer, index, k0, k: int, width: int, epilogue,
-                name: str) -> Stmt:
-    """A rows tile T[kc][span] into the output: channel k0 + v's first `width` pixels at
-    index(v, j), through the epilogue; a static width, so the vector loop has no bounds test
-    (one made the stores scalar)."""
+                name: str, column0: int = 0) -> Stmt:
+    """A rows tile T[kc][span] (from column column0 on) into the output: channel k0 + v's
+    first `width` pixels at index(v, j), through the epilogue; a static width, so the vector
+    loop has no bounds test (one made the stores scalar)."""
     v, j = var(f"{name}_v"), var(f"{name}_j")
     idx = index(v, j)
-    value = Load(tile, (v, j), F32)
+    value = Load(tile, (v, column0 + j), F32)
     if epilogue is not None:
         value = epilogue(value, idx)
     row: Stmt = For(j, width, Store(out, idx, value), "vectorized")
@@ -519,8 +526,9 @@ def _store_tile(tile: Buffer, out: Buffer, index, k0, k: int, width: int, epilog
 
 def _rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> Stmt:
     """Output pixels as vectors, output channels broadcast (TVM's NCHW direct conv the other
-    way round): a tile is ROWS_KC channels x nv vectors of one output row, stored straight
-    into NCHW rows (no transpose). The padded input is first split into stride phases, so
+    way round): a tile is ROWS_KC (or rows_channels) channels x nv vectors of one output row,
+    or ROWS_KC channels x one vector of ROWS_STACK rows, stored straight into NCHW rows (no
+    transpose). The padded input is first split into stride phases, so
     every tap reads contiguous pixels at any stride: Xph[c][py][px][i][j] =
     xpad[c][i*sh + py][j*sw + px]."""
     vw = vector_width()
@@ -528,8 +536,14 @@ def _rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> 
     sh, sw, dh, dw, oh, ow = g["sh"], g["sw"], g["dh"], g["dw"], g["oh"], g["ow"]
     kcn = rows_channels(k, kb)
     nv, chunks = _rows_vectors(ow, vw, kcn)
-    span = nv * vw
-    hq = oh + (r - 1) * dh // sh
+    # a tile of one vector a row: ROWS_KC channels x the vector of ROWS_STACK rows instead
+    stack = ROWS_STACK if ROWS_STACK > 1 and nv == 1 and kcn > ROWS_KC \
+        and c * r * s >= ROWS_STACK_MIN_TAPS else 1
+    if stack > 1:
+        kcn, nv = ROWS_KC, stack
+    span = vw if stack > 1 else nv * vw
+    groups = ceil_div(oh, stack)  # of output rows, a tile each per column chunk
+    hq = groups * stack + (r - 1) * dh // sh
     wq = chunks * span + (s - 1) * dw // sw
     xph = Buffer(f"{name}_xph", (c, sh, sw, hq, wq), F32)
     ni = var(f"{name}_n")
@@ -546,27 +560,34 @@ def _rows(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str) -> 
     fill = For(ci, c, For(qi, hq, seq(*phases)),
                "parallel" if c * sh * sw * hq * wq >= MIN_PARALLEL_WORK else "serial")
     nkc = ceil_div(k, kcn)
-    tile = Buffer(f"{name}_tile", (kcn, span), F32)
+    tile = Buffer(f"{name}_tile", (kcn, stack * span), F32)
     kc, oi = var(f"{name}_kc"), var(f"{name}_oh")
     k0 = kc * kcn
-    geo = f"{kcn}_{nv}_{vw}_{c}_{r}_{s}_1_{kb}_{sh}_{sw}_{dh}_{dw}_{hq}_{wq}"
+    geo = f"{kcn}_{nv}_{vw}_{c}_{r}_{s}_1_{kb}_{sh}_{sw}_{dh}_{dw}_{hq}_{wq}" + \
+        ("_1" if stack > 1 else "")
 
     def tile_of(ch, width: int, tag: str) -> Stmt:
         """The tile at column ch * span: the micro-kernel, then its first `width` columns
-        stored through the epilogue."""
+        (of each of its rows) stored through the epilogue."""
         call = ukr_call(f"convrows_{geo}",
                         addr(wb, 0, floordiv(k0, kb), 0, 0, 0, floormod(k0, kb)),
-                        addr(tile, 0, 0), addr(xph, 0, 0, 0, oi, ch * span))
-        return seq(call, _store_tile(tile, out, lambda v, j: (ni, k0 + v, oi, ch * span + j),
-                                     k0, k, width, epilogue, f"{name}_{tag}"))
+                        addr(tile, 0, 0), addr(xph, 0, 0, 0, oi * stack, ch * span))
+        stores = []
+        for q in range(stack):
+            row = oi * stack + q
+            store = _store_tile(tile, out,
+                                lambda v, j, row=row: (ni, k0 + v, row, ch * span + j),
+                                k0, k, width, epilogue, f"{name}_{tag}{q}", q * span)
+            stores.append(IfThenElse(lt(row, oh), store) if oh % stack and q else store)
+        return seq(call, *stores)
 
     ch = var(f"{name}_ch")
     last = ow - (chunks - 1) * span
     body = Allocate(tile, seq(For(ch, chunks - 1, tile_of(ch, span, "f")) if chunks > 1
                               else None, tile_of(imm(chunks - 1), last, "l")))
     flops = k * oh * ow * c * r * s
-    par = fused_parallel([kc, oi], [nkc, oh], body, name) if flops >= MIN_PARALLEL_WORK \
-        else For(kc, nkc, For(oi, oh, body))
+    par = fused_parallel([kc, oi], [nkc, groups], body, name) if flops >= MIN_PARALLEL_WORK \
+        else For(kc, nkc, For(oi, groups, body))
     return Allocate(xph, For(ni, g["n"], seq(fill, par)))
 
 

@@ -1,0 +1,86 @@
+"""_rows tiles stacked over output rows (codegen.schedules.conv2d.ROWS_STACK): where a row
+tile would be 16 channels x one pixel vector over at least ROWS_STACK_MIN_TAPS taps, it is 8
+channels x the same vector on 3 consecutive output rows. Against numpy through relay.build
+(bias + relu fused) over output heights 3 does not divide, widths a vector does not divide,
+stride, dilation, a 7x7 window (a loop over its rows), batch 2, asymmetric padding; and which
+convs stack, at both vector widths."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import runtime
+from codegen import te
+from codegen.jit import build_te
+from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
+from codegen.schedules import conv2d as conv_schedule
+from compiler import relay
+from compiler.transform import PassContext
+from runtime import graph_executor
+from tests.build.test_conv2d_schedules import reference
+
+RNG = np.random.default_rng(31)
+
+CASES = [
+    # x shape, w shape, strides, padding (t, l, b, r), dilation
+    ((1, 16, 20, 20), (16, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # 20 rows, 4-pixel tail
+    ((2, 32, 18, 33), (32, 32, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # batch 2, 18 rows
+    ((1, 8, 23, 40), (16, 8, 3, 3), (2, 1), (1, 0, 1, 2), (1, 1)),  # stride, asymmetric pad
+    ((1, 16, 22, 21), (32, 16, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),  # dilated
+    ((1, 3, 40, 38), (16, 3, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),  # 7x7/2: window row loop
+]
+
+
+def _rows_kernels(xs, ws, strides, padding, dilation) -> list[list[int]]:
+    """Numeric fields of the convrows micro-kernels the conv calls."""
+    x = te.placeholder(xs, name="x")
+    wp = te.placeholder(conv2d_pack_geometry(*ws), name="wp")
+    y = conv2d_nchw_packed(x, wp, strides, padding, dilation, channels=ws[0])
+    text = str(build_te([x, wp], [y], "conv_rows_stacked").primfunc)
+    names = set(re.findall(r"relayjit\.ukr\.convrows_([0-9_]+[0-9])", text))
+    return [[int(f) for f in n.split("_")] for n in sorted(names)]
+
+
+@pytest.mark.parametrize("xs,ws,strides,padding,dilation", CASES)
+def test_stacked_rows_end_to_end(xs, ws, strides, padding, dilation, width):
+    x = RNG.standard_normal(xs).astype("float32")
+    w = RNG.standard_normal(ws).astype("float32")
+    bias = RNG.standard_normal(ws[0]).astype("float32")
+    xv = relay.var("x", shape=xs)
+    conv = relay.nn.conv2d(xv, relay.const(w), strides=strides, padding=padding,
+                           dilation=dilation, channels=ws[0], kernel_size=ws[2:])
+    y = relay.nn.relu(relay.nn.bias_add(conv, relay.const(bias)))
+    with PassContext(opt_level=3, config={"relayjit.disable_disk_cache": True}):
+        factory = relay.build(relay.Function([xv], y), target="llvm")
+    gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
+    gmod.run(x=x)
+    np.testing.assert_allclose(gmod.get_output(0).numpy(),
+                               reference(x, w, bias, strides, padding, dilation, 1),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,ws,strides,padding,dilation", CASES)
+def test_which_rows_tiles_stack(xs, ws, strides, padding, dilation, width):
+    kernels = _rows_kernels(xs, ws, strides, padding, dilation)
+    assert kernels
+    if width == 16:  # 8 channels x 3 rows, flagged stacked
+        assert all(k[:2] == [8, 3] and len(k) == 15 and k[-1] == 1 for k in kernels)
+    else:  # 8 channels a tile already: no stacking
+        assert all(len(k) == 14 for k in kernels)
+
+
+@pytest.mark.parametrize("xs,ws,strides,padding", [
+    ((1, 3, 37, 41), (32, 3, 3, 3), (2, 2), (1, 1, 1, 1)),  # 27 taps: 16 channels x 1 row
+    ((1, 16, 20, 20), (24, 16, 3, 3), (1, 1), (1, 1, 1, 1)),  # 24 channels: 8 a tile
+])
+def test_short_or_narrow_rows_tiles_do_not_stack(xs, ws, strides, padding, width):
+    kernels = _rows_kernels(xs, ws, strides, padding, (1, 1))
+    assert kernels and all(len(k) == 14 for k in kernels)
+
+
+def test_rows_stack_switch(width, monkeypatch):
+    monkeypatch.setattr(conv_schedule, "ROWS_STACK", 1)
+    kernels = _rows_kernels(*CASES[0])
+    assert kernels and all(len(k) == 14 for k in kernels)
