@@ -16,6 +16,10 @@ Schedule (general groups, any stride/padding/dilation):
                         prefetches its slice of the next weight block into L2
         tiles T[6][16] -> out[n, k, oh_j, ow_j] with the fused epilogue (cache hot)
 
+Where a tile size divides the output row (row_tile_pixels), a tile is that many pixels of
+one row, and the micro-kernel broadcasts each input value once for all the taps reading it.
+1x1 convs onto many channels read a pixel-major copy of their input (_pixel_major_pays).
+
 Depthwise-like convs (Cg == 1) use a plain vectorised loop over output width instead, in
 parallel over channels: the 16-channel tile would be mostly padding there.
 """
@@ -386,7 +390,8 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
         leaves the tile channel-major for store_out."""
         def make(tl, t, ohs, ows):
             slot = imm(0) if single else tl
-            # a row tile passes its first pixel only (the others follow it in the row)
+            # a row tile passes its first pixel only (the others follow it in the row); a
+            # pixel-major copy holds pixel p's channels at Xt[p]
             xptrs = [addr(src, ohs[j] * g["ow"] + ows[j], gg * cg + c0) if pixel_major else
                      addr(src, *(() if xp is not None else (ni,)), gg * cg + c0,
                           ohs[j] * g["sh"], ows[j] * g["sw"]) for j in range(1 if row_tile else P)]
