@@ -222,6 +222,8 @@ def _optimised_kernels(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.Modu
     groups: dict[Pipeline, list[PrimFunc]] = {}
     for f in funcs:
         groups.setdefault(pipeline_for(f, opt_level), []).append(f)
+    if not groups:  # no kernels (a graph of reshapes and constants): one empty module
+        groups[Pipeline(opt_level)] = []
     mods = [_optimised_group(group, tm, pipeline) for pipeline, group in groups.items()]
     with _timed("link"):
         for other in mods[1:]:
