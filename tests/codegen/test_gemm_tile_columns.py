@@ -1,6 +1,6 @@
 """The dense family's micro tile width (codegen.schedules.gemm.tile_columns): rows of three
 vectors (8 x 48) on AVX-512 where they pad N no more than two do, through every path that
-reaches them (dense, batch_matmul, matmul, pre-packed dense and its matrix-vector kernel),
+reaches them (dense, batch_matmul, matmul; pre-packed dense in test_schedule_gemm_blocks),
 against numpy over edge shapes: m, n, k not multiples of the tile, k = 1, several K blocks,
 batches, transposed operands and an epilogue reading C back (bias + residual)."""
 from __future__ import annotations
@@ -10,17 +10,12 @@ import re
 import numpy as np
 import pytest
 
-import runtime
 from codegen import te, tir
 from codegen.jit import build_te, get_assembly
 from codegen.llvm.microkernels import gemm_kernel_name, gemv_kernel_name
 from codegen.lower import lower
 from codegen.schedules import batch_matmul, dense, dense_packed, matmul
 from codegen.schedules.gemm import dense_pack_geometry, dense_tile, tile_columns
-from compiler import relay
-from compiler.ir.module import IRModule
-from compiler.transform import PassContext
-from runtime import graph_executor
 
 RNG = np.random.default_rng(23)
 
@@ -83,24 +78,6 @@ def test_matmul_wide_tile(ta: bool, tb: bool, width: int) -> None:
     a, b = _f32(*x.shape), _f32(*y.shape)
     want = (a.T if ta else a).astype("f8") @ (b.T if tb else b).astype("f8")
     np.testing.assert_allclose(run(a, b)[0], want, rtol=1e-4, atol=2e-4)
-
-
-@pytest.mark.parametrize("m", [1, 3, 4, 5, 13])
-@pytest.mark.parametrize("n,k", [(100, 1), (96, 777), (150, 2050), (20, 5)])
-def test_packed_dense_wide_panels(m: int, n: int, k: int, width: int) -> None:
-    """Constant weights packed in 48-wide panels: the GEMM tile (m > 4) and the matrix-vector
-    kernel (m <= 4: two panels a call, an odd last panel or a single one alone) read them, K
-    in one block and in several with zero padding."""
-    x, w, b = _f32(m, k), _f32(n, k), _f32(n)
-    xv = relay.var("x", shape=(m, k))
-    y = relay.nn.bias_add(relay.nn.dense(xv, relay.const(w)), relay.const(b), axis=-1)
-    with PassContext(opt_level=3):
-        lib = relay.build(IRModule.from_expr(relay.Function([xv], y)), target="llvm")
-    assert "nn.contrib_dense_pack" in lib.get_graph_json(), "the weight was not pre-packed"
-    gm = graph_executor.GraphModule(lib["default"](runtime.cpu(0)))
-    gm.run(x=x)
-    want = x.astype("f8") @ w.T.astype("f8") + b
-    np.testing.assert_allclose(gm.get_output(0).numpy(), want, rtol=1e-4, atol=2e-4)
 
 
 def test_wide_kernels_do_not_spill(monkeypatch) -> None:

@@ -62,12 +62,14 @@ def test_dense_several_k_blocks_with_epilogue(m: int, n: int, k: int, width: int
     np.testing.assert_allclose(run(a, b, c)[0], want, rtol=1e-4, atol=2e-4)
 
 
-@pytest.mark.parametrize("m", [1, 5, 12, 13, 40])
-@pytest.mark.parametrize("k", [1, 777, 2050])
-def test_packed_dense_k_blocks(m: int, k: int, width: int) -> None:
+@pytest.mark.parametrize("m", [1, 4, 5, 13, 40])
+@pytest.mark.parametrize("n,k", [(45, 1), (45, 777), (45, 2050), (100, 1), (96, 777),
+                                 (150, 2050), (20, 5)])
+def test_packed_dense_k_blocks(m: int, n: int, k: int, width: int) -> None:
     """Constant-weight dense through the packed panels (AlterOpLayout + FoldConstant), K in
-    one block and in several with zero padding (2050 = 3 x 684 - 2), rows 1..40."""
-    n = 45
+    one block and in several with zero padding (2050 = 3 x 684 - 2), rows 1..40: the GEMM
+    tile (m > 4) and the matrix-vector kernel (m <= 4: two panels a call, an odd last panel
+    or a single one alone) over 32- and 48-wide panels."""
     x, w, b = _f32(m, k), _f32(n, k), _f32(n)
     xv = relay.var("x", shape=(m, k))
     y = relay.nn.bias_add(relay.nn.dense(xv, relay.const(w)), relay.const(b), axis=-1)
