@@ -23,7 +23,8 @@ functions are `noinline` so their register allocation stays isolated):
   pre-packed weight panels); args (k, x, b, c, panel_stride). Four k steps in flight, each
   with its own accumulators, so FMA latency is hidden while the panels stream from memory.
 - `relayjit.ukr.conv_<KB>_<P>_<R>_<S>_<rowstep>_<chanstep>_<dh>_<dw>_<CM>_<PF>`: direct
-  convolution, KB output channels (two vectors) x P pixels: T[p][v] = sum_{c,r,s}
+  convolution, KB output channels (two vectors; `conv_<KB>x<VW>_...`: KB/VW vectors of VW,
+  three of 16 for 48 channels) x P pixels: T[p][v] = sum_{c,r,s}
   x_p[c*chanstep + r*dh*rowstep + s*dw] * W[c][r][s][v]; args (w, t, acc, C, w_next, x_0,
   ..., x_{P-1}); each channel also prefetches PF lines from w_next on (into L2, 0: none):
   with acc != 0 the tile accumulates (T += ...: the accumulators start from a pixel-major
@@ -328,9 +329,16 @@ def gemv_kernel(module: ir.Module, nr: int, unroll: int = 4, vw: int | None = No
 
 
 # ---------------------------------------------------------------------- conv
+def conv_kernel_name(kb: int, vw: int) -> str:
+    """`conv_<KB>` for tiles of two vectors (vw = KB/2), else `conv_<KB>x<VW>` (without
+    PREFIX; the geometry fields follow)."""
+    return f"conv_{kb}" if kb == 2 * vw else f"conv_{kb}x{vw}"
+
+
 def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int,
                 chanstep: int, dh: int, dw: int, channel_major: int,
-                prefetch_lines: int = 0, row_stride: int = 0) -> ir.Function:
+                prefetch_lines: int = 0, row_stride: int = 0, vw: int | None = None
+                ) -> ir.Function:
     """void conv(ptr w, ptr t, i64 acc, i64 c, ptr w_next, ptr x_0 .. x_{p-1}): kb channels
     x p pixels (module doc). The channel count is an argument, not part of the kernel: one
     kernel serves every layer with the same window, tile and input plane (DenseNet's convs
@@ -346,9 +354,11 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
     x_0 + j*row_stride, and only x_0 is passed: each input value a window row reads is then
     broadcast once and feeds every (pixel, tap) that uses it (3x3 stride 1 over 8 pixels: 10
     broadcasts a window row instead of 24), with the row's s taps of weights in registers."""
-    name = (f"{PREFIX}conv_{kb}_{p}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}_{channel_major}"
-            f"_{prefetch_lines}" + (f"_{row_stride}" if row_stride else ""))
-    vw = kb // 2
+    vw = kb // 2 if vw is None else vw
+    nv = kb // vw  # vectors a pixel: two, or three (48 channels of 16-float vectors)
+    assert nv * vw == kb and nv in (2, 3)
+    name = (f"{PREFIX}{conv_kernel_name(kb, vw)}_{p}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}_"
+            f"{channel_major}_{prefetch_lines}" + (f"_{row_stride}" if row_stride else ""))
     fn = module.globals.get(name)
     if fn is not None:
         return fn
@@ -375,7 +385,7 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
     cu = max(1, 8 // (window_rows * s)) if window_rows * s < 8 else 1
     b.cbranch(b.icmp_signed("!=", accf, i64(0)), load_bb, start_bb)
     b.position_at_end(load_bb)
-    loaded = [_vload(b, t, kb * j + vw * h, vw) for j in range(p) for h in range(2)]
+    loaded = [_vload(b, t, kb * j + vw * h, vw) for j in range(p) for h in range(nv)]
     b.branch(start_bb)
     b.position_at_end(start_bb)
     init = []
@@ -393,14 +403,14 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
         accs = list(accs)
         for tap, off in taps:
             wbase = (cc * r * s + tap) * kb
-            w0, w1 = _vload(b, w_ptr, wbase, vw), _vload(b, w_ptr, wbase + vw, vw)
+            ws = [_vload(b, w_ptr, wbase + vw * h, vw) for h in range(nv)]
             for j in range(p):
                 xo = off + cc * chanstep
                 xp = b.gep(x_ptrs[j], [i64(xo)], inbounds=True, source_etype=F32) \
                     if xo else x_ptrs[j]
                 xv = _splat(b, xp, vw)
-                accs[2 * j] = b.call(fma, [xv, w0, accs[2 * j]])
-                accs[2 * j + 1] = b.call(fma, [xv, w1, accs[2 * j + 1]])
+                for h in range(nv):
+                    accs[nv * j + h] = b.call(fma, [xv, ws[h], accs[nv * j + h]])
         return accs
 
     # row tiles: the (pixel, tap) pairs of a window row by the input offset they read
@@ -415,15 +425,16 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
         for rr in range(window_rows):
             wbase = (cc * r * s + rr * s) * kb
             ws = [_vload(b, w_ptr, wbase + ss * kb + h * vw, vw) for ss in range(s)
-                  for h in range(2)]
+                  for h in range(nv)]
             for off, pairs in sorted(uses.items()):
                 xo = cc * chanstep + rr * dh * rowstep + off
                 xp = b.gep(x_ptrs[0], [i64(xo)], inbounds=True, source_etype=F32) \
                     if xo else x_ptrs[0]
                 xv = _splat(b, xp, vw)
                 for j, ss in pairs:
-                    for h in range(2):
-                        accs[2 * j + h] = b.call(fma, [xv, ws[2 * ss + h], accs[2 * j + h]])
+                    for h in range(nv):
+                        accs[nv * j + h] = b.call(fma, [xv, ws[nv * ss + h],
+                                                        accs[nv * j + h]])
         return accs
 
     chan = chan_of_row_tile if row_stride else chan_of_taps
@@ -479,15 +490,15 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
     accs = carried[na:]
     if not channel_major:
         for j in range(p):
-            _vstore(b, accs[2 * j], t, kb * j)
-            _vstore(b, accs[2 * j + 1], t, kb * j + vw)
+            for h in range(nv):
+                _vstore(b, accs[nv * j + h], t, kb * j + vw * h)
     half = vw // 2
-    for h in range(2 if channel_major else 0):  # T[v][j], pixel rows padded to vw
+    for h in range(nv if channel_major else 0):  # T[v][j], pixel rows padded to vw
         if p <= half:
             # two channels a vector: half the rows, a quarter of the shuffles (AVX-512's
             # 8-pixel tiles: 16->64 3x3 at 55x55 0.371 -> 0.358 ms, 64->1280 1x1 at 14x14
             # 0.236 -> 0.230)
-            rows_ = [accs[2 * j + h] for j in range(p)] + [zero] * (half - p)
+            rows_ = [accs[nv * j + h] for j in range(p)] + [zero] * (half - p)
             for v, col in enumerate(_transpose(b, rows_, lanes=vw)):
                 for q in range(2):  # lanes [q*half, (q+1)*half): channel q*half + v
                     part = b.shuffle_vector(col, ir.Constant(col.type, ir.Undefined),
@@ -495,7 +506,7 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
                                                         list(range(q * half, (q + 1) * half))))
                     _vstore(b, part, t, (h * vw + q * half + v) * vw)
             continue
-        rows_ = [accs[2 * j + h] for j in range(p)] + [zero] * (vw - p)
+        rows_ = [accs[nv * j + h] for j in range(p)] + [zero] * (vw - p)
         for v, col in enumerate(_transpose(b, rows_)):
             _vstore(b, col, t, (h * vw + v) * vw)
     b.ret_void()
@@ -631,7 +642,11 @@ def define(module: ir.Module, name: str) -> ir.Function | None:
         return gemv_kernel(module, nr, vw=vw[0] if vw else None,
                            panels=int(params[1]) if len(params) > 1 else 1)
     if kind == "conv":
-        return conv_kernel(module, *(int(x) for x in params))
+        kb, *vw = (int(x) for x in params[0].split("x"))
+        if len(vw) > 1:
+            return None
+        return conv_kernel(module, kb, *(int(x) for x in params[1:]),
+                           vw=vw[0] if vw else None)
     if kind == "convrows":
         return conv_rows_kernel(module, *(int(x) for x in params))
     return None

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 
 from .. import te
+from ..llvm.microkernels import conv_kernel_name
 from ..parallel import MIN_PARALLEL_WORK, fused_parallel
 from ..tir.expr import Load, Var
 from ..tir.ops import cast, eq, floordiv, floormod, ge, gt, if_then_else, logical_and, lt
@@ -56,10 +57,33 @@ def conv2d_pack_geometry(k: int, cg: int, r: int, s: int, groups: int = 1,
     return (groups, ceil_div(k // groups, kb), cg, r, s, kb)
 
 
+# Three-vector direct tiles where they pad the channels to at most THREE_VECTOR_PADDING of
+# what two-vector tiles do (channel_block); False: two vectors (for A/B in one process)
+THREE_VECTOR_TILES = True
+THREE_VECTOR_PADDING = 0.95
+
+
 def channel_block(kg: int, vw: int) -> int:
     """Output channels per micro-kernel tile: two vectors; but at most 16 channels (two 8-float
-    vectors) for a group of at most 16, where two 16-float vectors would be half padding."""
-    return 16 if kg <= 16 else 2 * vw
+    vectors) for a group of at most 16, where two 16-float vectors would be half padding; and
+    three 16-float vectors (with AVX-512's 32 registers) where they pad the group's channels
+    clearly less (one thread, CPU time, same-process A/B: 1x1 384->48 at 13x13 0.059 -> 0.048
+    ms, 256->48 0.039 -> 0.029, 512->144 at 14x14 0.209 -> 0.182, 232->232 at 7x7 0.041 ->
+    0.037; 3x3 96->48 at 28x28 0.61 -> 0.42, 64->40 at 27x27 0.32 -> 0.26; but 512->1000 at
+    13x13, 1008 channels for 1024, 1.22 -> 1.30: its 10-pixel two-vector tile wins)."""
+    if kg <= 16:
+        return 16
+    two, three = 2 * vw, 3 * vw
+    if THREE_VECTOR_TILES and vw == 16 \
+            and ceil_div(kg, three) * three <= THREE_VECTOR_PADDING * ceil_div(kg, two) * two:
+        return three
+    return two
+
+
+def tile_vector_width(kb: int) -> int:
+    """Floats per vector of a direct tile of kb channels (channel_block): half of it for two
+    vectors (8 for 16 channels), else the target's width (three vectors)."""
+    return min(kb // 2, vector_width())
 
 
 def conv2d_nchw_packed(x: te.Tensor, wp: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0),
@@ -253,6 +277,7 @@ def pixels_per_tile(kb: int, npix: int | None = None, reduction: int | None = No
     """Pixels per micro-kernel tile: up to 6 with 16 ymm registers (12 accumulators), up to 12
     with the 32 zmm registers of AVX-512 (24 accumulators + 2 weight vectors + 1 broadcast),
     up to 8 for a 16-channel tile on AVX-512 (its transpose to channel-major is 8 x 8), and
+    up to 8 for three-vector tiles (24 accumulators), and
     up to 8 too over a reduction of at most SHORT_REDUCTION taps: there the tile's store
     weighs most, and 8 pixels store as whole 8-float vectors where 12 take a masked tail
     (AVX-512: 64->1280 1x1 at 14x14 0.27 -> 0.24 ms, 16->64 3x3 at 55x55 0.376 -> 0.359,
@@ -262,7 +287,8 @@ def pixels_per_tile(kb: int, npix: int | None = None, reduction: int | None = No
     last tile pads the output by at most 4% (a 7x7 output takes 5 tiles of 10 pixels rather
     than 5 of 12 with 11 computed for nothing), else the one that pads least."""
     short = reduction is not None and reduction <= SHORT_REDUCTION
-    most = (8 if short else 12) if kb >= 32 else 8 if vector_width() == 16 else PB
+    most = 8 if kb > 2 * vector_width() else (8 if short else 12) if kb >= 32 \
+        else 8 if vector_width() == 16 else PB
     if npix is None:
         return most
     candidates = range(most, -(-2 * most // 3) - 1, -1)
@@ -282,14 +308,17 @@ def row_tile_pixels(kb: int, g: dict) -> int | None:
     """Pixels of a row tile (microkernels.conv_kernel's row_stride: each input value a window
     row reads is broadcast once for all the tile's taps on it), or None where row tiles do
     not apply: windows one column wide, horizontal strides (not measured), and rows no tile
-    size from 8 up divides. Its accumulators (two vectors a pixel), the s taps' weights (two
-    vectors each) and a broadcast fit the registers (32 with AVX-512, else 16), and at most
-    KB/2 pixels, the width the tile's transpose to channel-major takes. The largest divisor
-    of the row wins (3x3 stride 1: 16->64 at 55x55 takes 11 pixels, 32->128 at 27x27 9)."""
+    size from 8 up divides. Its accumulators (two or three vectors a pixel), the s taps'
+    weights (as many vectors each) and a broadcast fit the registers (32 with AVX-512, else
+    16), and at most a vector of pixels, the width the tile's transpose to channel-major
+    takes. The largest divisor of the row wins (3x3 stride 1: 16->64 at 55x55 takes 11
+    pixels, 32->128 at 27x27 9)."""
     if not ROW_TILES or g["s"] == 1 or g["sw"] != 1:
         return None
     registers = 32 if vector_width() == 16 else 16
-    most = min(kb // 2, (registers - 1 - 2 * g["s"]) // 2)
+    vw = tile_vector_width(kb)
+    nv = kb // vw
+    most = min(vw, (registers - 1 - nv * g["s"]) // nv)
     return next((p for p in range(most, 7, -1) if g["ow"] % p == 0), None)
 
 
@@ -331,7 +360,8 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
     # through a one-tile accumulator; else the pixel block's tiles accumulate over the channel
     # blocks and are stored at the end. Tiles are channel-major (see microkernels).
     single = ncb == 1 and not ctail
-    acc = Buffer(f"{name}_acc", (1 if single else pblk, KB, KB // 2), F32)
+    tvw = tile_vector_width(KB)
+    acc = Buffer(f"{name}_acc", (1 if single else pblk, KB, tvw), F32)
     ni = var(f"{name}_n")
     pixel_major = _pixel_major_pays(g)
     if SUBSAMPLE_STRIDED and (r, s) == (1, 1) and (g["sh"], g["sw"]) != (1, 1) \
@@ -395,11 +425,12 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
             xptrs = [addr(src, ohs[j] * g["ow"] + ows[j], gg * cg + c0) if pixel_major else
                      addr(src, *(() if xp is not None else (ni,)), gg * cg + c0,
                           ohs[j] * g["sh"], ows[j] * g["sw"]) for j in range(1 if row_tile else P)]
-            geo = f"{KB}_{P}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
+            geo = f"{P}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
             row = f"_{g['sw']}" if row_tile else ""
             args = (addr(wpk, gg, kb2, c0, 0, 0, 0), addr(acc, slot, 0, 0), accflag, csize,
                     w_next(c0, csize, tl), *xptrs)
-            final, partial = (ukr_call(f"conv_{geo}_{cm}_{prefetch_lines(csize)}{row}", *args)
+            kern = conv_kernel_name(KB, tvw)
+            final, partial = (ukr_call(f"{kern}_{geo}_{cm}_{prefetch_lines(csize)}{row}", *args)
                               for cm in (1, 0))
             call = final if last is True else partial if last is False else \
                 IfThenElse(last, final, partial)

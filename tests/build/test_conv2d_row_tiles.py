@@ -27,26 +27,27 @@ RNG = np.random.default_rng(23)
 CASES = [
     # x shape, w shape, strides, padding (t, l, b, r), dilation, groups; row tile at width 16
     ((1, 16, 22, 22), (64, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, 11),
-    ((1, 12, 20, 24), (40, 12, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 1, 12),  # 40 of 64
+    ((1, 12, 20, 24), (72, 12, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 1, 12),  # 72 of 96
     ((1, 8, 20, 20), (64, 8, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1, 10),
     ((1, 8, 16, 16), (64, 8, 7, 7), (1, 1), (3, 3, 3, 3), (1, 1), 1, 8),  # window row loop
     ((1, 16, 20, 18), (64, 16, 3, 3), (2, 1), (1, 1, 1, 1), (1, 1), 1, 9),
     ((1, 160, 10, 10), (32, 160, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, 10),  # 4 blocks
     ((1, 83, 9, 9), (32, 83, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, 9),  # block + tail
     ((1, 32, 12, 12), (64, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2, 12),  # groups
-    ((2, 8, 11, 10), (48, 8, 3, 3), (1, 1), (1, 0, 1, 2), (1, 1), 1, 10),  # batch 2
+    ((2, 8, 11, 10), (64, 8, 3, 3), (1, 1), (1, 0, 1, 2), (1, 1), 1, 10),  # batch 2
     ((1, 48, 10, 16), (16, 48, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, 8),  # 16-channel tile
 ]
 
 
 def _conv_kernels(xs, ws, strides, padding, dilation, groups) -> list[list[int]]:
-    """The conv micro-kernels' numeric name fields (conv_<KB>_<P>_..._<PF>[_<SW>])."""
+    """The conv micro-kernels' numeric name fields (conv_<KB>[x<VW>]_<P>_..._<PF>[_<SW>]),
+    KB first."""
     x = te.placeholder(xs, name="x")
     wp = te.placeholder(conv2d_pack_geometry(*ws, groups), name="wp")
     y = conv2d_nchw_packed(x, wp, strides, padding, dilation, groups, channels=ws[0])
     text = str(build_te([x, wp], [y], "conv_row_tiles").primfunc)
-    names = set(re.findall(r"relayjit\.ukr\.conv_([0-9_]+[0-9])", text))
-    return [[int(f) for f in n.split("_")] for n in sorted(names)]
+    names = set(re.findall(r"relayjit\.ukr\.conv_(\d+)(?:x\d+)?_([0-9_]+[0-9])", text))
+    return [[int(kb)] + [int(f) for f in rest.split("_")] for kb, rest in sorted(names)]
 
 
 @pytest.mark.parametrize("xs,ws,strides,padding,dilation,groups,pixels", CASES)

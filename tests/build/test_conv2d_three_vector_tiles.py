@@ -1,0 +1,103 @@
+"""Direct conv tiles of three 16-float vectors (48 channels, codegen.schedules.conv2d
+channel_block, the conv_<KB>x<VW> micro-kernel) where they pad a group's output channels to
+at most THREE_VECTOR_PADDING of what two-vector tiles do. Against numpy through relay.build
+(bias + relu fused) over padded channels, groups, batch 2 with stride, input channels in many
+blocks (the accumulating tile), a pixel-major 1x1, a tail tile; written over a residual; and
+which convs take them, at both vector widths."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import runtime
+from codegen import te
+from codegen.jit import build_te
+from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
+from codegen.schedules import conv2d as conv_schedule
+from compiler import relay
+from compiler.transform import PassContext
+from runtime import graph_executor
+from tests.build.test_conv2d_schedules import reference
+from tests.build.test_in_place_epilogue import _bottleneck, _build
+
+RNG = np.random.default_rng(37)
+
+CASES = [
+    # x shape, w shape, strides, padding (t, l, b, r), groups
+    ((1, 384, 13, 13), (48, 384, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # 169 pixels: a tail tile
+    ((1, 64, 27, 27), (40, 64, 3, 3), (1, 1), (1, 1, 1, 1), 1),  # 40 of 48
+    ((1, 64, 9, 9), (96, 32, 3, 3), (1, 1), (1, 1, 1, 1), 2),  # groups of 48
+    ((2, 32, 15, 15), (48, 32, 3, 3), (2, 2), (1, 1, 1, 1), 1),  # batch 2, stride 2
+    ((1, 320, 10, 10), (48, 320, 3, 3), (1, 1), (1, 1, 1, 1), 1),  # 16 input channel blocks
+    ((1, 128, 6, 6), (240, 128, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # pixel-major (see below)
+]
+
+
+def _kernel_text(xs, ws, strides, padding, groups) -> str:
+    x = te.placeholder(xs, name="x")
+    wp = te.placeholder(conv2d_pack_geometry(*ws, groups), name="wp")
+    y = conv2d_nchw_packed(x, wp, strides, padding, groups=groups, channels=ws[0])
+    return str(build_te([x, wp], [y], "conv_three_vectors").primfunc)
+
+
+def _conv_kernel_names(xs, ws, strides, padding, groups) -> set[str]:
+    return set(re.findall(r"relayjit\.ukr\.(conv_[0-9x]+)_",
+                          _kernel_text(xs, ws, strides, padding, groups)))
+
+
+@pytest.mark.parametrize("pixel_major_from", [conv_schedule.PIXEL_MAJOR_MIN_OUTPUT, 128])
+@pytest.mark.parametrize("xs,ws,strides,padding,groups", CASES)
+def test_three_vector_tiles_end_to_end(xs, ws, strides, padding, groups, pixel_major_from,
+                                       width, monkeypatch):
+    """Also with 1x1 convs onto 128+ channels through the pixel-major copy (240 channels)."""
+    monkeypatch.setattr(conv_schedule, "PIXEL_MAJOR_MIN_OUTPUT", pixel_major_from)
+    x = RNG.standard_normal(xs).astype("float32")
+    w = RNG.standard_normal(ws).astype("float32")
+    bias = RNG.standard_normal(ws[0]).astype("float32")
+    xv = relay.var("x", shape=xs)
+    conv = relay.nn.conv2d(xv, relay.const(w), strides=strides, padding=padding,
+                           groups=groups, channels=ws[0], kernel_size=ws[2:])
+    y = relay.nn.relu(relay.nn.bias_add(conv, relay.const(bias)))
+    with PassContext(opt_level=3, config={"relayjit.disable_disk_cache": True}):
+        factory = relay.build(relay.Function([xv], y), target="llvm")
+    gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
+    gmod.run(x=x)
+    np.testing.assert_allclose(gmod.get_output(0).numpy(),
+                               reference(x, w, bias, strides, padding, (1, 1), groups),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,ws,strides,padding,groups", CASES)
+def test_which_kernel(xs, ws, strides, padding, groups, width):
+    names = _conv_kernel_names(xs, ws, strides, padding, groups)
+    assert names == ({"conv_48x16"} if width == 16 else {"conv_16"})
+
+
+@pytest.mark.parametrize("kg,wide", [(40, 48), (48, 48), (144, 48), (232, 48), (240, 48),
+                                     (96, 32), (80, 32), (336, 32), (1000, 32), (16, 16)])
+def test_channel_block(kg, wide, width):
+    assert conv_schedule.channel_block(kg, width) == (wide if width == 16 else
+                                                      16 if kg <= 16 else 2 * width)
+
+
+def test_pixel_major_three_vector_tiles(width, monkeypatch):
+    assert "xpix" not in _kernel_text(*CASES[-1])
+    monkeypatch.setattr(conv_schedule, "PIXEL_MAJOR_MIN_OUTPUT", 128)
+    assert "xpix" in _kernel_text(*CASES[-1])
+
+
+def test_three_vector_switch(width, monkeypatch):
+    monkeypatch.setattr(conv_schedule, "THREE_VECTOR_TILES", False)
+    assert conv_schedule.channel_block(48, 16) == 32
+    assert _conv_kernel_names(*CASES[0]) == {"conv_32" if width == 16 else "conv_16"}
+
+
+def test_three_vector_conv_writes_over_its_residual():
+    """z = relu(conv3x3(y, 64 -> 48) + r), 48 channels one tile, written over r."""
+    func, shape = _bottleneck(48, 64, 3, 8)
+    factory, m, x, want = _build(func, shape)
+    assert len(m.module.in_place) == 1
+    m.run()  # a second run recomputes the residual before it is written over
+    np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
