@@ -24,7 +24,8 @@ def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("RELAYJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("RELAYJIT_BUILD_CACHE", "1")
     monkeypatch.setattr(build_cache, "MIN_BUILD_SECONDS", 0.0)
-    return tmp_path
+    yield tmp_path
+    build_cache.flush()  # no writer thread outlives the test (others count threads)
 
 
 def _program(weight: np.ndarray):

@@ -62,3 +62,10 @@ def test_the_pipeline_is_part_of_the_cache_key(fresh, monkeypatch):
     assert pipeline_for(conv, 3) == Pipeline(3)
     assert jit.structural_key([conv, add], 3) != key
     assert jit.structural_key([add], 3) == add_only  # no hand-scheduled kernel in it
+
+
+def test_an_empty_kernel_set_still_compiles(fresh):
+    """A graph of reshapes and constants has no kernels: one empty module, one object."""
+    objects = jit.compile_primfuncs([], opt_level=3, jobs=1)
+    assert len(objects) == 1
+    assert KernelLibrary(objects, []).function_names == ()
