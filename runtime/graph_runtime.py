@@ -70,7 +70,7 @@ class GraphExecutor:
         for sid, n in pool_bytes.items():
             starts[sid] = total
             total += -(-n // ALIGNMENT) * ALIGNMENT
-        arena = aligned_bytes(total)
+        arena = aligned_bytes(total, huge_pages=True)
         pools = {sid: arena[at:at + pool_bytes[sid]] for sid, at in starts.items()}
         return [
             view_as(pools[sid][offset:], shape, numpy_dtype(dt))

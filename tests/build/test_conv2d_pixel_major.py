@@ -8,15 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import runtime
 from codegen import te
 from codegen.jit import build_te
 from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
 from codegen.schedules import conv2d as conv_schedule
-from compiler import relay
-from compiler.transform import PassContext
-from runtime import graph_executor
-from tests.build.test_conv2d_schedules import reference
+from tests.build.test_conv2d_schedules import check_conv2d_bias_relu
 from tests.build.test_in_place_epilogue import _bottleneck, _build
 
 RNG = np.random.default_rng(29)
@@ -32,20 +28,7 @@ CASES = [
 
 @pytest.mark.parametrize("xs,ws,groups", CASES)
 def test_pixel_major_end_to_end(xs, ws, groups, width):
-    x = RNG.standard_normal(xs).astype("float32")
-    w = RNG.standard_normal(ws).astype("float32")
-    bias = RNG.standard_normal(ws[0]).astype("float32")
-    xv = relay.var("x", shape=xs)
-    conv = relay.nn.conv2d(xv, relay.const(w), groups=groups, channels=ws[0],
-                           kernel_size=(1, 1))
-    y = relay.nn.relu(relay.nn.bias_add(conv, relay.const(bias)))
-    with PassContext(opt_level=3, config={"relayjit.disable_disk_cache": True}):
-        factory = relay.build(relay.Function([xv], y), target="llvm")
-    gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
-    gmod.run(x=x)
-    np.testing.assert_allclose(gmod.get_output(0).numpy(),
-                               reference(x, w, bias, (1, 1), (0, 0, 0, 0), (1, 1), groups),
-                               rtol=1e-4, atol=1e-4)
+    check_conv2d_bias_relu(xs, ws, groups=groups)
 
 
 @pytest.mark.parametrize("xs,ws,groups,copied", [

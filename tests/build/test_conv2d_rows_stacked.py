@@ -11,15 +11,11 @@ import re
 import numpy as np
 import pytest
 
-import runtime
 from codegen import te
 from codegen.jit import build_te
 from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
 from codegen.schedules import conv2d as conv_schedule
-from compiler import relay
-from compiler.transform import PassContext
-from runtime import graph_executor
-from tests.build.test_conv2d_schedules import reference
+from tests.build.test_conv2d_schedules import check_conv2d_bias_relu
 
 RNG = np.random.default_rng(31)
 
@@ -45,20 +41,7 @@ def _rows_kernels(xs, ws, strides, padding, dilation) -> list[list[int]]:
 
 @pytest.mark.parametrize("xs,ws,strides,padding,dilation", CASES)
 def test_stacked_rows_end_to_end(xs, ws, strides, padding, dilation, width):
-    x = RNG.standard_normal(xs).astype("float32")
-    w = RNG.standard_normal(ws).astype("float32")
-    bias = RNG.standard_normal(ws[0]).astype("float32")
-    xv = relay.var("x", shape=xs)
-    conv = relay.nn.conv2d(xv, relay.const(w), strides=strides, padding=padding,
-                           dilation=dilation, channels=ws[0], kernel_size=ws[2:])
-    y = relay.nn.relu(relay.nn.bias_add(conv, relay.const(bias)))
-    with PassContext(opt_level=3, config={"relayjit.disable_disk_cache": True}):
-        factory = relay.build(relay.Function([xv], y), target="llvm")
-    gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
-    gmod.run(x=x)
-    np.testing.assert_allclose(gmod.get_output(0).numpy(),
-                               reference(x, w, bias, strides, padding, dilation, 1),
-                               rtol=1e-4, atol=1e-4)
+    check_conv2d_bias_relu(xs, ws, strides, padding, dilation)
 
 
 @pytest.mark.parametrize("xs,ws,strides,padding,dilation", CASES)

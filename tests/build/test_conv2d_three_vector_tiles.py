@@ -11,15 +11,11 @@ import re
 import numpy as np
 import pytest
 
-import runtime
 from codegen import te
 from codegen.jit import build_te
 from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
 from codegen.schedules import conv2d as conv_schedule
-from compiler import relay
-from compiler.transform import PassContext
-from runtime import graph_executor
-from tests.build.test_conv2d_schedules import reference
+from tests.build.test_conv2d_schedules import check_conv2d_bias_relu
 from tests.build.test_in_place_epilogue import _bottleneck, _build
 
 RNG = np.random.default_rng(37)
@@ -53,20 +49,7 @@ def test_three_vector_tiles_end_to_end(xs, ws, strides, padding, groups, pixel_m
                                        width, monkeypatch):
     """Also with 1x1 convs onto 128+ channels through the pixel-major copy (240 channels)."""
     monkeypatch.setattr(conv_schedule, "PIXEL_MAJOR_MIN_OUTPUT", pixel_major_from)
-    x = RNG.standard_normal(xs).astype("float32")
-    w = RNG.standard_normal(ws).astype("float32")
-    bias = RNG.standard_normal(ws[0]).astype("float32")
-    xv = relay.var("x", shape=xs)
-    conv = relay.nn.conv2d(xv, relay.const(w), strides=strides, padding=padding,
-                           groups=groups, channels=ws[0], kernel_size=ws[2:])
-    y = relay.nn.relu(relay.nn.bias_add(conv, relay.const(bias)))
-    with PassContext(opt_level=3, config={"relayjit.disable_disk_cache": True}):
-        factory = relay.build(relay.Function([xv], y), target="llvm")
-    gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
-    gmod.run(x=x)
-    np.testing.assert_allclose(gmod.get_output(0).numpy(),
-                               reference(x, w, bias, strides, padding, (1, 1), groups),
-                               rtol=1e-4, atol=1e-4)
+    check_conv2d_bias_relu(xs, ws, strides, padding, groups=groups)
 
 
 @pytest.mark.parametrize("xs,ws,strides,padding,groups", CASES)
