@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from compiler import relay
-from runtime import cpu
+from runtime import cpu, load_module
+from runtime.graph_executor import GraphModule
 from runtime.graph_runtime import create_executor
 from tests.build._interpreter_check import build_and_check
 
@@ -137,3 +138,17 @@ def test_runtime_refuses_writing_over_a_graph_input():
     factory, _, _, _ = _build(relay.Function([x], _conv(z, 64, 8)), (1, 64, 7, 7))
     with pytest.raises(ValueError, match="keeps its value between runs"):
         _load(factory, _write_output_over_its_residual(factory))
+
+
+def test_an_exported_module_keeps_its_kernels_in_place(tmp_path):
+    """The pairs travel inside the object code: a loaded module runs in place, correctly."""
+    func, shape = _bottleneck(*SCHEDULES["direct 1x1"])
+    factory, m, x, want = _build(func, shape)
+    path = tmp_path / "bottleneck.relayjit"
+    factory.export_library(str(path))
+    loaded = load_module(str(path))
+    assert loaded.get_lib().in_place == factory.get_lib().in_place != {}
+    g = GraphModule(loaded["default"](cpu()))
+    assert g.module.in_place == m.module.in_place
+    g.run(x=x)
+    np.testing.assert_allclose(g.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
