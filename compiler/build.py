@@ -53,6 +53,7 @@ from compiler.passes.bind_params import bind_params_by_name
 from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
 from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fold_scale_axis import FoldScaleAxis
+from compiler.passes.fuse_conv_pool import FuseConvMaxPool
 from compiler.passes.fuse_ops import FuseOps
 from compiler.passes.infer_type import InferType, infer_module
 from compiler.passes.simplify_inference import SimplifyInference
@@ -152,7 +153,8 @@ def _pipeline() -> Sequential:
     """relay.build's passes, in order (each gated by its opt_level)."""
     return Sequential([InferType(), SimplifyInference(), FoldScaleAxis(), AlterOpLayout(),
                        PackConstantWeights(), FoldConstant(),
-                       EliminateCommonSubexpr(), FuseOps(), InferType()], name="relay.build")
+                       EliminateCommonSubexpr(), FuseConvMaxPool(), FuseOps(), InferType()],
+                      name="relay.build")
 
 
 def kernel_name_for(func: Function, mod_name: str = "default") -> str:

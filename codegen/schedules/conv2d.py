@@ -701,3 +701,20 @@ def _depthwise(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str
 
     return window_stmt(xb, out, geo, zero(), weighted_sum, lambda acc, *_: acc, epilogue, name,
                        channel_of=lambda k: floordiv(k, kg) if kg != 1 else k)
+
+
+def conv_rows_stmt(xb: Buffer, wb: Buffer, out: Buffer, g: dict, name: str) -> Stmt:
+    """The output rows of geometry g (as _conv builds it; a packed weight, groups 1, a window
+    wider than one tap) through _rows or _direct, whichever _conv would pick, with no epilogue:
+    conv_pool computes the strips of a conv's output this way. Both schedules read the input
+    through their own padded copy, whose row offset -g["pt"] may then be an expression (the
+    strip's first row); a strip that needs no copy (the whole unpadded input) must start at
+    row 0 (a static pt of 0)."""
+    if g["g"] != 1 or g["r"] * g["s"] == 1:
+        raise ValueError(f"conv_rows_stmt: groups {g['g']} and a {g['r']}x{g['s']} window; "
+                         f"expected groups 1 and a window wider than one tap")
+    if (g["hp"], g["wp"]) == (g["h"], g["w"]) and not (isinstance(g["pt"], int) and g["pt"] == 0):
+        raise ValueError("conv_rows_stmt: an unpadded strip of the whole input must start at row 0")
+    if _rows_pay(g, wb.shape[-1]):
+        return _rows(xb, wb, out, g, None, name)
+    return _direct(xb, wb, out, g, None, name, packed=True)

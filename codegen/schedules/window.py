@@ -231,10 +231,10 @@ Reduce = Callable[[list[Expr], Expr], Expr]
 
 def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Reduce,
                 finish: Callable[[Expr, Expr, Expr, Expr], Expr], epilogue: Epilogue | None,
-                name: str, channel_of=lambda k: k) -> Stmt:
-    """out[n, k, oi, oj] = finish(reduce(window of x[n, channel_of(k)] at (oi, oj)), k, oi, oj)
-    through the epilogue; geo holds n, k (output channels), h, w, kh, kw, sh, sw, dh, dw, pt,
-    pl, oh, ow.
+                name: str, channel_of=lambda k: k, out_row0: Expr | int = 0) -> Stmt:
+    """out[n, k, out_row0 + oi, oj] = finish(reduce(window of x[n, channel_of(k)] at (oi, oj)),
+    k, oi, oj) through the epilogue; geo holds n, k (output channels), h, w, kh, kw, sh, sw, dh,
+    dw, pt, pl, oh, ow. out_row0 places the rows in a taller output (a strip of it: conv_pool).
 
     Per (image, output channel), the task of one parallel iteration, the padded input plane
     is split into its stride phases, P[py][px][i*wq + j] = xpad[i*sh + py][j*sw + px], so that
@@ -254,7 +254,8 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
 
     def store(value: Expr, oi: Expr, oj: Expr) -> Stmt:
         """out[n, k, oi, oj] = epilogue(finish(value))."""
-        idx = (ni, ki, oi, oj)
+        row = oi if isinstance(out_row0, int) and out_row0 == 0 else oi + out_row0
+        idx = (ni, ki, row, oj)
 
         def then(v: Expr) -> Expr:
             v = finish(v, ki, oi, oj)
