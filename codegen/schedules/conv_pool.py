@@ -11,21 +11,29 @@ pool's loads leave L2. Per strip of m pool rows starting at pool row a:
     out[n, k, a + i, j] = max over the window of S at (i, j), through the epilogue
         (window.window_stmt, its columns padded as the pool's)
 
-Neighbouring strips share kh - ps conv rows, which each computes again (one row of 19 for a
-3x3/2 pool over SCRATCH_BYTES of 64@111 rows).
+Neighbouring strips share kh - ps conv rows. The strips run bottom up, so a strip's shared
+rows are the first rows of the strip computed before it: they are moved to the end of the
+scratch and the conv computes only the rows above them (CARRY_ROWS; one row of 9 for
+ResNet-50's stem, whose 7x7 conv rows cost the most: 0.98x -> 0.93x of conv + pool).
 """
 from __future__ import annotations
 
 from .. import te
+from ..tir.expr import Load
 from ..tir.ops import const, logical_or, lt
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
 from .common import F32, mark_epilogue, var, vector_width
 from .conv2d import conv_rows_stmt
 from .window import _max_with_nan, window_stmt
 
-# Bytes of conv output a strip computes (per image) at most: about a quarter of a 2 MB L2, so
-# the strip, the input rows it reads and the weights stay there
-SCRATCH_BYTES = 512 * 1024
+# Bytes of conv output a strip computes (per image) at most: an eighth of a 2 MB L2, so the
+# strip, the input rows it reads and the weights stay there (one thread, CPU time, with
+# CARRY_ROWS, against conv + pool: 256 KB: SqueezeNet's stem 0.856x, ResNet-50's 0.930x,
+# 3->24 3x3/2 at 224 0.851x; 512 KB: 0.860x, 0.930x, 0.874x; 768 KB: 0.889x, 0.933x)
+SCRATCH_BYTES = 256 * 1024
+# Each strip takes the conv rows it shares with the strip below from it (False: computes them
+# again; for A/B in one process)
+CARRY_ROWS = True
 
 
 def strip_pool_rows(k: int, ow_conv: int, pool_rows: int, kh: int, ps: int) -> int:
@@ -61,23 +69,34 @@ def conv2d_max_pool_nchw(x: te.Tensor, wp: te.Tensor, strides, padding, dilation
     # the rows a strip may hold past the conv's output: the pool's top and bottom padding
     masked = qt > 0 or (oh - 1) * psh - qt + kh > ohc
     low = const(float("-inf"), F32)
+    # conv rows a strip shares with the strip below it, which computed them first
+    shared = max(0, kh - psh) if CARRY_ROWS else 0
+    scratch = Buffer(f"{name}_conv", (n, k, (m - 1) * psh + kh, owc), F32)
 
-    def strip(first_pool_row, rows: int, tag: str, xb: Buffer, wb: Buffer, out: Buffer,
-              epilogue) -> Stmt:
-        """Pool rows [first_pool_row, + rows) from a strip of conv rows in scratch."""
+    def strip(first_pool_row, rows: int, carried: int, tag: str, xb: Buffer, wb: Buffer,
+              out: Buffer, epilogue) -> Stmt:
+        """Pool rows [first_pool_row, + rows) from a strip of conv rows in scratch, whose last
+        `carried` rows are the first ones of the strip below (moved there first)."""
         conv_rows = (rows - 1) * psh + kh
+        fresh = conv_rows - carried
         c0 = first_pool_row * psh - qt
-        scratch = Buffer(f"{name}_{tag}_conv", (n, k, conv_rows, owc), F32)
+        carry = None
+        if carried:  # last rows first: a row moves only onto rows already moved
+            ni, ki, ii, j = (var(f"{name}_{tag}_c{v}") for v in "nkij")
+            src = carried - 1 - ii
+            carry = For(ni, n, For(ki, k, For(ii, carried, For(j, owc, Store(
+                scratch, (ni, ki, fresh + src, j), Load(scratch, (ni, ki, src, j), F32)),
+                "vectorized"))))
         geo = dict(n=n, c=c, h=h, w=w, k=k, cg=cg, r=r, s=s, sh=sh, sw=sw, dh=dh, dw=dw,
-                   pt=pt - c0 * sh, pl=pl, hp=(conv_rows - 1) * sh + (r - 1) * dh + 1,
-                   wp=w + pl + pr, oh=conv_rows, ow=owc, g=1, kg=k)
+                   pt=pt - c0 * sh, pl=pl, hp=(fresh - 1) * sh + (r - 1) * dh + 1,
+                   wp=w + pl + pr, oh=fresh, ow=owc, g=1, kg=k)
         conv = conv_rows_stmt(xb, wb, scratch, geo, f"{name}_{tag}")
         mask = None
         if masked:
             ni, ki, ri, j = (var(f"{name}_{tag}_m{v}") for v in "nkrj")
             row = c0 + ri
             fill = For(j, owc, Store(scratch, (ni, ki, ri, j), low), "vectorized")
-            mask = For(ni, n, For(ki, k, For(ri, conv_rows, IfThenElse(
+            mask = For(ni, n, For(ki, k, For(ri, fresh, IfThenElse(
                 logical_or(lt(row, 0), lt(ohc - 1, row)), fill))))
         pool_geo = dict(n=n, k=k, h=conv_rows, w=owc, kh=kh, kw=kw, sh=psh, sw=psw, dh=1, dw=1,
                         pt=0, pl=ql, oh=rows, ow=ow)
@@ -85,17 +104,22 @@ def conv2d_max_pool_nchw(x: te.Tensor, wp: te.Tensor, strides, padding, dilation
                            lambda taps, _k: _max_with_nan(taps, F32, kw),
                            lambda acc, _k, _oi, _oj: acc, epilogue, f"{name}_{tag}_p",
                            out_row0=first_pool_row)
-        return Allocate(scratch, seq(conv, mask, pool))
+        return seq(carry, conv, mask, pool)
 
     def fcompute(ins, outs, epilogue=None):
-        xb, wb, out = ins[0], ins[1], outs[0]
-        si = var(f"{name}_strip")
-        # static first rows where there is no strip loop: the whole input needs no offset then
-        body = [For(si, full, strip(si * m, m, "s", xb, wb, out, epilogue)) if full > 1
-                else strip(0, m, "s", xb, wb, out, epilogue) if full else None]
+        """Strips bottom up: the last (a tail of fewer rows, else a whole one) computes all its
+        conv rows; each strip above takes `shared` rows from it. Static first rows where
+        there is no loop (the whole input then needs no offset)."""
+        args = (ins[0], ins[1], outs[0], epilogue)
+        j = var(f"{name}_strip")
         if tail:
-            body.append(strip(full * m, tail, "t", xb, wb, out, epilogue))
-        return seq(*body)
+            body = [strip(full * m, tail, 0, "t", *args),
+                    For(j, full, strip((full - 1 - j) * m, m, shared, "s", *args))]
+        else:
+            body = [strip((full - 1) * m, m, 0, "l", *args),
+                    For(j, full - 1, strip((full - 2 - j) * m, m, shared, "s", *args))
+                    if full > 1 else None]
+        return Allocate(scratch, seq(*body))
 
     return te.extern((n, k, oh, ow), [x, wp], mark_epilogue(fcompute), name=name,
                      kernel_attrs={"prefer_vector_width": 32 * vector_width()})

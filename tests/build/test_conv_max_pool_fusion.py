@@ -84,9 +84,11 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-k{c[1]}-{c[2]}x{c[2]}")
 @pytest.mark.parametrize("strip_rows", [1, 2, 1000])
 @pytest.mark.parametrize("epilogue", ["bias_relu", "add_relu", "none"])
-def test_fused_matches_numpy(case, strip_rows, epilogue, monkeypatch):
+@pytest.mark.parametrize("carry", [True, False])
+def test_fused_matches_numpy(case, strip_rows, epilogue, carry, monkeypatch):
     x_shape, k, r, strides, padding, dilation, pool, pool_strides, pool_padding = case
     monkeypatch.setattr(fuse_conv_pool, "FUSE_MIN_BYTES", 0)
+    monkeypatch.setattr(conv_pool, "CARRY_ROWS", carry)
     func, params, xv, refs = stem(x_shape, k, r, strides, padding, dilation, pool, pool_strides,
                                   pool_padding, epilogue)
     # strips of strip_rows pool rows: (strip_rows - 1) * stride + window conv rows of K x OWc
