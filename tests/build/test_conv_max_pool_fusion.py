@@ -125,6 +125,22 @@ def test_stems_fuse_by_default(name, x_shape, r, padding, pool_padding):
     np.testing.assert_allclose(out, refs[0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("channels, fused", [(77, True), (78, False)])
+def test_large_reader_of_the_pool_keeps_the_pair(channels, fused, monkeypatch):
+    """A reader of the pool that writes as much as the conv (16@11x11: 1936 floats; a 1x1 conv
+    of the 5x5 pool onto 78 channels writes 1950) would land in cold storage: not fused."""
+    monkeypatch.setattr(fuse_conv_pool, "FUSE_MIN_BYTES", 0)
+    func, params, xv, refs = stem((1, 3, 23, 23), 16, 3, (2, 2), (0, 0, 0, 0), (1, 1), (3, 3),
+                                  (2, 2), (0, 0, 0, 0))
+    w2 = relay.var("w2", shape=(channels, 16, 1, 1))
+    params["w2"] = (RNG.standard_normal((channels, 16, 1, 1)) * 0.2).astype("float32")
+    body = relay.nn.conv2d(func.body, w2, channels=channels, kernel_size=(1, 1))
+    graph, (out,) = run(relay.Function([*func.params, w2], body), params, xv)
+    assert (FUSED in graph) == fused
+    want = np.einsum("nchw,kc->nkhw", refs[0], params["w2"][:, :, 0, 0].astype(np.float64))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
 def test_small_conv_keeps_the_pair():
     """Below FUSE_MIN_BYTES the conv's output stays in L2 anyway."""
     func, params, xv, refs = stem((1, 3, 23, 23), 16, 3, (2, 2), (0, 0, 0, 0), (1, 1), (3, 3),
