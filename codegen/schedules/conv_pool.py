@@ -24,7 +24,7 @@ from ..tir.ops import const, logical_or, lt
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
 from .common import F32, mark_epilogue, var, vector_width
 from .conv2d import conv_rows_stmt
-from .window import _max_with_nan, window_stmt
+from .window import max_with_nan, window_stmt
 
 # Bytes of conv output a strip computes (per image) at most: an eighth of a 2 MB L2, so the
 # strip, the input rows it reads and the weights stay there (one thread, CPU time, with
@@ -101,7 +101,7 @@ def conv2d_max_pool_nchw(x: te.Tensor, wp: te.Tensor, strides, padding, dilation
         pool_geo = dict(n=n, k=k, h=conv_rows, w=owc, kh=kh, kw=kw, sh=psh, sw=psw, dh=1, dw=1,
                         pt=0, pl=ql, oh=rows, ow=ow)
         pool = window_stmt(scratch, out, pool_geo, low,
-                           lambda taps, _k: _max_with_nan(taps, F32, kw),
+                           lambda taps, _k: max_with_nan(taps, F32, kw),
                            lambda acc, _k, _oi, _oj: acc, epilogue, f"{name}_{tag}_p",
                            out_row0=first_pool_row)
         return seq(carry, conv, mask, pool)

@@ -61,7 +61,7 @@ PHASES_MAX_BYTES = 72 * 1024
 STRIP_ROW_BLOCK = 6
 
 
-def _max_with_nan(taps: list[Expr], dtype: str, row: int) -> Expr:
+def max_with_nan(taps: list[Expr], dtype: str, row: int) -> Expr:
     """max of taps (window rows of `row` taps each), NaN when any tap is NaN. Each window row is
     reduced on its own first: the same loads reduced the same way, which LLVM's GVN then
     computes once for the output rows that share an input row (3x3 stride-2 max pools
@@ -338,7 +338,7 @@ def pool2d_nchw(x: te.Tensor, kind: str, pool_size, strides, dilation, padding, 
 
     def reduce_taps(taps, _k):
         if kind == "max":
-            return _max_with_nan(taps, dtype, kw)
+            return max_with_nan(taps, dtype, kw)
         return tree_reduce(taps, lambda a, b: a + b)
 
     def fcompute(ins, outs, epilogue: Epilogue | None = None) -> Stmt:
