@@ -189,3 +189,21 @@ def test_pass_moves_commuting_ops_after_the_pool(monkeypatch):
 ], ids=["multiply", "add_per_pixel"])
 def test_pass_leaves_non_commuting_ops(body_of, monkeypatch):
     assert "nn.contrib_conv2d_max_pool" not in _rewritten(body_of, monkeypatch)
+
+
+@pytest.mark.parametrize("group_strips", [1, 3, 1000])
+@pytest.mark.parametrize("case", CASES[1:3], ids=lambda c: f"{c[0]}-k{c[1]}-{c[2]}x{c[2]}")
+def test_strip_groups(case, group_strips, monkeypatch):
+    """Parallel tasks of 1 or 3 strips (each task's bottom strip computes all its conv rows),
+    or one serial group, with one-row strips and carried rows."""
+    x_shape, k, r, strides, padding, dilation, pool, pool_strides, pool_padding = case
+    monkeypatch.setattr(fuse_conv_pool, "FUSE_MIN_BYTES", 0)
+    monkeypatch.setattr(conv_pool, "GROUP_STRIPS", group_strips)
+    func, params, xv, refs = stem(x_shape, k, r, strides, padding, dilation, pool, pool_strides,
+                                  pool_padding, "bias_relu")
+    wp = x_shape[3] + padding[1] + padding[3]
+    owc = (wp - dilation[1] * (r - 1) - 1) // strides[1] + 1
+    monkeypatch.setattr(conv_pool, "SCRATCH_BYTES", 4 * k * owc * pool[0])
+    graph, (out,) = run(func, params, xv)
+    assert FUSED in graph
+    np.testing.assert_allclose(out, refs[0], rtol=1e-4, atol=1e-4)
