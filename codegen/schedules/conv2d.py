@@ -264,6 +264,10 @@ def _padded_plane_row(store, load, row_inside, width: int, step: int, offset: in
 # of pixel tiles, and the accumulator block of those tiles stays in L1/L2.
 W_BLOCK_BYTES = 48 * 1024     # target size of one weight block (KB x CB x R x S floats)
 ACC_BLOCK_TILES = 48          # pixel tiles (of PB pixels) per pixel block
+# Parallel tasks (group x pixel block x channel block) a conv has at least, where it has the
+# tiles: a squeeze 1x1 onto 32-64 channels was one or two tasks and did not speed up on two
+# threads (SqueezeNet's 384->48 at 13x13 0.048 -> 0.062 ms)
+MIN_TASKS = 4
 
 
 # The direct schedule's micro-kernel calls prefetch the weights read next (see _direct);
@@ -345,6 +349,8 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
     npix = g["oh"] * g["ow"]
     ntiles = ceil_div(npix, P)
     npb = ceil_div(ntiles, ACC_BLOCK_TILES)
+    if groups * nkb * npb < MIN_TASKS:  # few output channels: split the pixels finer
+        npb = min(ntiles, ceil_div(MIN_TASKS, groups * nkb))
     pblk = ceil_div(ntiles, npb)
     cbs, ncb, ctail = _c_blocks(cg, r * s * KB * 4)
     # ---- weights: Wp[gi, kb, c, r, s, v]

@@ -10,6 +10,8 @@ tiles of at most half a vector of pixels transpose two channels a vector (conv m
 Padded copies of the input copy each row's inside columns as one plain loop (common.padded_row)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,8 @@ import runtime
 from codegen import te
 from codegen.jit import build_te
 from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
+from codegen.lower import lower
+from codegen.schedules import conv2d as conv_schedule
 from codegen.schedules.conv2d import PB, channel_block, pixels_per_tile
 from compiler import relay
 from compiler.transform import PassContext
@@ -155,3 +159,16 @@ def test_direct_tile_pixels(npix, reduction, pixels, width):
         assert pixels_per_tile(kb, npix, reduction) == pixels
     else:  # 16-channel tiles of 8-float vectors: the reduction changes nothing
         assert pixels_per_tile(kb, npix, reduction) == pixels_per_tile(kb, npix) <= PB
+
+
+@pytest.mark.parametrize("k,npix", [(48, 13), (32, 27), (256, 56)])
+def test_direct_convs_split_into_tasks(k, npix, width):
+    """A conv with few channel blocks and one pixel block splits its pixels so that it has
+    MIN_TASKS parallel tasks (a squeeze 1x1 onto 48 channels was one task and did not speed
+    up on two threads)."""
+    x = te.placeholder((1, 384, npix, npix), name="x")
+    wp = te.placeholder(conv2d_pack_geometry(k, 384, 1, 1), name="wp")
+    text = str(lower("conv_tasks", [x, wp], [conv2d_nchw_packed(x, wp, channels=k)]))
+    extents = [int(m) for m in re.findall(r"for \(\w+_par, 0, (\d+)\) parallel", text)]
+    assert extents and extents[0] >= 4 == conv_schedule.MIN_TASKS
+    check_conv2d_bias_relu((1, 384, npix, npix), (k, 384, 1, 1))
