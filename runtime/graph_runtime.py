@@ -1,10 +1,11 @@
 """GraphExecutor: storage pools, input bookkeeping and the kernel loop behind GraphModule.
 
 Setup resolves everything once: one 64-byte-aligned pool per storage_id (all in one arena),
-each entry a view into its pool (at its storage_offset), and per graph node a step: a native function and a ctypes array of buffer
-addresses. `run` is one ctypes call into the runtime's native run loop (native.ll), which
-calls every step's function in order with the GIL released; `run_stepwise` does the same
-from Python, one call per node (for profiling and debugging).
+each entry a view into its pool (at its storage_offset), and per graph node a step: a native
+function and a ctypes array of buffer addresses. `run` is one ctypes call into the runtime's
+native run loop (native.ll), which calls every step's function in order with the GIL
+released; `run_stepwise` does the same from Python, one call per node (for profiling and
+debugging).
 """
 from __future__ import annotations
 
@@ -303,11 +304,13 @@ def _in_place_pairs(plan: GraphPlan, lib: KernelLibrary) -> set[tuple[int, int]]
             src, dst = op.inputs[q], op.outputs[o - len(op.inputs)]
             if _byte_span(plan, src) != _byte_span(plan, dst):
                 continue
-            if src in kept or last_read[src] != i:
-                raise ValueError(
-                    f"graph node {op.name!r} writes its output over its input entry {src}, "
-                    f"which " + ("keeps its value between runs" if src in kept else
-                                 f"graph node {plan.ops[last_read[src]].name!r} reads later"))
+            why = "keeps its value between runs" if src in kept else \
+                f"graph node {plan.ops[last_read[src]].name!r} reads later" \
+                if last_read[src] != i else \
+                "the node also reads as another argument" if op.inputs.count(src) > 1 else None
+            if why:
+                raise ValueError(f"graph node {op.name!r} writes its output over its input "
+                                 f"entry {src}, which {why}")
             pairs.add((src, dst))
     return pairs
 

@@ -152,3 +152,17 @@ def test_an_exported_module_keeps_its_kernels_in_place(tmp_path):
     assert g.module.in_place == m.module.in_place
     g.run(x=x)
     np.testing.assert_allclose(g.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_runtime_refuses_writing_over_an_input_the_node_also_reads_otherwise():
+    """A graph that passes the residual also as the conv's data, then puts the output over it:
+    the conv would read what it had already overwritten."""
+    func, shape = _bottleneck(*SCHEDULES["direct 3x3"])  # data and residual 64 x 8 x 8
+    factory, _, _, _ = _build(func, shape)
+    graph = _write_output_over_its_residual(factory)
+    in_place = factory.get_lib().in_place
+    node, _, _ = _node_and_entries(graph, lambda f: f in in_place)
+    (_, q), = in_place[node["attrs"]["func_name"]].items()
+    node["inputs"][0] = node["inputs"][q]  # the residual as the data too
+    with pytest.raises(ValueError, match="also reads as another argument"):
+        _load(factory, graph)
