@@ -1,6 +1,6 @@
 """The dense family's micro tile width (codegen.schedules.gemm.tile_columns): rows of three
 vectors (8 x 48) on AVX-512 where they pad N no more than two do, through every path that
-reaches them (dense, batch_matmul, matmul; pre-packed dense in test_schedule_gemm_blocks),
+reaches them (dense, matmul; batch_matmul and pre-packed dense in test_schedule_gemm_blocks),
 against numpy over edge shapes: m, n, k not multiples of the tile, k = 1, several K blocks,
 batches, transposed operands and an epilogue reading C back (bias + residual)."""
 from __future__ import annotations
@@ -10,11 +10,11 @@ import re
 import numpy as np
 import pytest
 
-from codegen import te, tir
+from codegen import te
 from codegen.jit import build_te, get_assembly
 from codegen.llvm.microkernels import gemm_kernel_name, gemv_kernel_name
 from codegen.lower import lower
-from codegen.schedules import batch_matmul, dense, dense_packed, matmul
+from codegen.schedules import dense, dense_packed, matmul
 from codegen.schedules.gemm import dense_pack_geometry, dense_tile, tile_columns
 
 RNG = np.random.default_rng(23)
@@ -48,25 +48,6 @@ def test_dense_wide_tile_residual_epilogue(m: int, n: int, k: int, width: int) -
     a, b, c, r = _f32(m, k), _f32(n, k), _f32(n), _f32(m, n)
     want = a.astype("f8") @ b.T.astype("f8") + c + r
     np.testing.assert_allclose(run(a, b, c, r)[0], want, rtol=1e-4, atol=2e-4)
-
-
-@pytest.mark.parametrize("ta,tb", [(False, True), (False, False), (True, True), (True, False)])
-@pytest.mark.parametrize("bx,by", [(3, 3), (1, 4), (5, 1)])
-@pytest.mark.parametrize("m,n,k", [(13, 96, 1), (24, 100, 70)])
-def test_batch_matmul_wide_tile(ta: bool, tb: bool, bx: int, by: int, m: int, n: int, k: int,
-                                width: int) -> None:
-    xs = (bx, k, m) if ta else (bx, m, k)
-    ys = (by, n, k) if tb else (by, k, n)
-    x, y = te.placeholder(xs, name="x"), te.placeholder(ys, name="y")
-    mm = batch_matmul(x, y, ta, tb)
-    out = te.compute(mm.shape, lambda b, i, j: tir.max(mm[b, i, j], tir.const(0.0)),
-                     name="relu")
-    run = build_te([x, y], [out], "bmm_wide")
-    assert f"x{tile_columns(n, width)}" in str(run.primfunc)
-    a, b = _f32(*xs), _f32(*ys)
-    want = np.matmul(a.transpose(0, 2, 1) if ta else a, b.transpose(0, 2, 1) if tb else b,
-                     dtype="f8")
-    np.testing.assert_allclose(run(a, b)[0], np.maximum(want, 0), rtol=1e-4, atol=2e-4)
 
 
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, True)])

@@ -131,15 +131,17 @@ def test_dense_rows_in_place_and_partial_tile(m: int, k: int, width: int) -> Non
     np.testing.assert_allclose(run(a, b, c)[0], want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("ta,tb", [(False, True), (False, False), (True, True)])
-@pytest.mark.parametrize("bx,by", [(3, 3), (1, 4), (4, 1)])
-@pytest.mark.parametrize("m,n,k", [(13, 19, 64), (24, 64, 2050)])
+@pytest.mark.parametrize("ta,tb", [(False, True), (False, False), (True, True), (True, False)])
+@pytest.mark.parametrize("bx,by", [(3, 3), (1, 4), (4, 1), (5, 1)])
+@pytest.mark.parametrize("m,n,k", [(13, 19, 64), (24, 64, 2050), (13, 96, 1), (24, 100, 70)])
 def test_batch_matmul_rows_in_place(ta: bool, tb: bool, bx: int, by: int, m: int, n: int,
                                     k: int, width: int) -> None:
     """batch_matmul with A read in place (not transposed) or packed (transposed), batches
     broadcast either way (>= 4 batches: one product per task), several padded K blocks at
-    k = 2050, and a fused relu."""
+    k = 2050, k = 1, and a fused relu, at the tile width tile_columns picks (three vectors
+    where they pad N no more than two)."""
     from codegen.schedules import batch_matmul
+    from codegen.schedules.gemm import tile_columns
 
     xs = (bx, k, m) if ta else (bx, m, k)
     ys = (by, n, k) if tb else (by, k, n)
@@ -148,6 +150,7 @@ def test_batch_matmul_rows_in_place(ta: bool, tb: bool, bx: int, by: int, m: int
     out = te.compute(mm.shape, lambda b, i, j: tir.max(mm[b, i, j], tir.const(0.0)),
                      name="relu")
     run = build_te([x, y], [out], "bmm_rows")
+    assert f"x{tile_columns(n, width)}" in str(run.primfunc)
     a, b = _f32(*xs), _f32(*ys)
     want = np.matmul(a.transpose(0, 2, 1) if ta else a, b.transpose(0, 2, 1) if tb else b,
                      dtype="f8")
