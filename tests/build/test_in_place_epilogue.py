@@ -54,6 +54,8 @@ SCHEDULES = {
     "rows 3x3": (16, 16, 3, 20),
     "pointwise rows": (32, 16, 1, 10),
     "gemm": (64, 64, 1, 8),
+    "pixel-major 1x1": (256, 128, 1, 7),  # the copy reads y, the tiles write over r
+    "three-vector 3x3": (48, 64, 3, 8),  # 48 channels, one tile
 }
 
 
