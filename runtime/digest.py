@@ -72,10 +72,20 @@ def _piece_digest(parts: list[memoryview]) -> bytes:
     return h.digest()
 
 
+def _byte_view(buffer) -> memoryview:
+    """`buffer`'s bytes as a flat view (an empty array's too: a view with a zero in its shape
+    cannot be cast)."""
+    view = memoryview(buffer)
+    if view.nbytes == 0:
+        view.release()
+        return memoryview(b"")
+    return view.cast("B")
+
+
 def content_digest(buffers: Iterable[memoryview | bytes], header: bytes = b"") -> str:
     """Hex SHA-256 over `header` and every byte of `buffers` (bytes-like, C-contiguous), in
     order; the pieces are hashed in parallel when there is more than one."""
-    views = [memoryview(b).cast("B") for b in buffers]
+    views = [_byte_view(b) for b in buffers]
     lengths = [len(view) for view in views]
     pieces = _pieces(views)
     try:

@@ -279,3 +279,14 @@ def test_builds_not_stored_leave_no_params_behind(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="LLVM fell over"):
         _build(np.full((8, 4, 3, 3), 2.0, "float32"))
     assert _entries(tmp_path) == [] and _leftovers(tmp_path) == []
+
+
+def test_an_empty_constant_is_digested_and_stored(cache_dir):
+    """A program with a constant of no elements (a fuzzed model's empty Add operand crashed
+    the key's digest) builds, is stored and is found again."""
+    x = relay.var("x", shape=(0, 3), dtype="float32")
+    func = relay.Function([x], relay.add(x, relay.const(np.zeros((0, 3), "float32"))))
+    first = relay.build(func, target="llvm")
+    assert _entries(cache_dir)
+    again = relay.build(func, target="llvm")
+    assert _hits(first) == 0 and _hits(again) == 1

@@ -90,3 +90,11 @@ def test_arrays_of_any_shape_and_dtype_digest_their_bytes():
     assert content_digest([a]) == content_digest([a.tobytes()])
     assert content_digest([np.float32(1.5).reshape(())]) == \
         content_digest([np.float32(1.5).tobytes()])
+
+
+def test_empty_arrays_digest_as_no_bytes():
+    """A constant with a zero in its shape (a fuzzed model's empty Add operand crashed the
+    build-cache key): no bytes, the same as any other empty buffer, and counted as a buffer."""
+    empty = content_digest([np.zeros((0, 3), np.float32)])
+    assert empty == content_digest([b""]) == content_digest([np.zeros((2, 0), np.int64)])
+    assert empty != content_digest([]) and empty != content_digest([b"", b""])

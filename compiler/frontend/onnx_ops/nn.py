@@ -238,12 +238,13 @@ def _lp_pool(ctx, inputs):
     kernel = list(ctx.attr("kernel_shape"))
     a = _spatial_attrs(ctx, x, kernel)
     n = a["n"]
+    half, x = _widen_half(ctx, x)
     dtype = ctx.dtype(x)
     powered = op("power", op("abs", x), const(p, dtype))
     if n == 3:
         avg = _pool3d(ctx, "avg", powered, kernel, a, count_include_pad=True)
         total = op("multiply", avg, _window_taps(ctx, powered, avg, kernel, a, dtype))
-        return op("power", total, const(1.0 / p, dtype))
+        return _narrow(op("power", total, const(1.0 / p, dtype)), half)
     lifted = dict(kernel=_lift(kernel, n, 1), strides=_lift(a["strides"], n, 1),
                   dilations=_lift(a["dilations"], n, 1), begin=_lift(a["begin"], n, 0),
                   end=_lift(a["end"], n, 0))
@@ -253,7 +254,19 @@ def _lp_pool(ctx, inputs):
              layout="NCHW", ceil_mode=bool(ctx.attr("ceil_mode", 0)), count_include_pad=True)
     total = op("multiply", avg, _window_taps(ctx, powered, avg, lifted["kernel"], lifted, dtype))
     out = _drop_padding_windows(ctx, op("power", total, const(1.0 / p, dtype)), x, kernel, a)
-    return _from_2d(ctx, out, n)
+    return _narrow(_from_2d(ctx, out, n), half)
+
+
+def _widen_half(ctx, x):
+    """(whether x was float16, x in float32 if so): a window's sum of |x|^p overflows half
+    precision long before its p-th root does (3 taps of 250 squared: inf against 433)."""
+    if ctx.dtype(x) != "float16":
+        return False, x
+    return True, op("cast", x, dtype="float32")
+
+
+def _narrow(y, half: bool):
+    return op("cast", y, dtype="float16") if half else y
 
 
 def _window_taps(ctx, x, pooled, kernel, a, dtype):
@@ -287,10 +300,11 @@ converter("GlobalMaxPool")(_global_pool("max"))
 def _global_lp_pool(ctx, inputs):
     x = inputs[0]
     p = float(ctx.attr("p", 2))
+    half, x = _widen_half(ctx, x)
     dtype = ctx.dtype(x)
     total = op("sum", op("power", op("abs", x), const(p, dtype)),
                axis=list(range(2, ctx.rank(x))), keepdims=True, exclude=False)
-    return op("power", total, const(1.0 / p, dtype))
+    return _narrow(op("power", total, const(1.0 / p, dtype)), half)
 
 
 # --- Gemm, MatMul ---------------------------------------------------------------------------
