@@ -88,18 +88,19 @@ class _Lowering:
         fused = getattr(self, "fused", {})  # an extern's attrs stay with its fused epilogue
         attrs = {k: v for t in stages for src in (t, fused.get(id(t))) if src is not None
                  for k, v in src.kernel_attrs.items()}
-        in_place = self.in_place_pairs(stages, out_params)
+        in_place = self.in_place_pairs(stages, out_params, [t.buffer for _, t in copies])
         if in_place:
             attrs["in_place"] = in_place
         return PrimFunc(self.name, params, body, attrs)
 
-    def in_place_pairs(self, stages: list[Tensor], out_params: list[Buffer]
-                       ) -> tuple[tuple[int, int], ...]:
+    def in_place_pairs(self, stages: list[Tensor], out_params: list[Buffer],
+                       copied: list[Buffer]) -> tuple[tuple[int, int], ...]:
         """(output param, input param) pairs that may share storage (runtime.library's
         InPlace): the output is a fused epilogue of an extern that writes each element once
         (mark_epilogue in_place), and the input, of its shape and dtype, is read nowhere but
-        in that epilogue, at the output's own index."""
-        readers: dict[Buffer, int] = {}
+        in that epilogue, at the output's own index (not by another stage, nor `copied` to
+        another output)."""
+        readers: dict[Buffer, int] = {b: 1 for b in copied}
         for t in stages:
             e = self.fused.get(id(t))
             read = [x.buffer for x in t.extern_inputs] if t.kind == "extern" else \

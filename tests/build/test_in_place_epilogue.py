@@ -10,6 +10,9 @@ import json
 import numpy as np
 import pytest
 
+from codegen import te
+from codegen.lower import lower
+from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
 from compiler import relay
 from runtime import cpu, load_module
 from runtime.graph_executor import GraphModule
@@ -168,3 +171,18 @@ def test_runtime_refuses_writing_over_an_input_the_node_also_reads_otherwise():
     node["inputs"][0] = node["inputs"][q]  # the residual as the data too
     with pytest.raises(ValueError, match="also reads as another argument"):
         _load(factory, graph)
+
+
+def test_lowering_pairs_only_an_input_read_at_the_outputs_index_alone():
+    """The lowering's record: z = conv(x) + r pairs z with r; not when r is also copied to a
+    second output (the copy would read r after z overwrote it), nor when r is read elsewhere
+    than at z's own index."""
+    x, r = te.placeholder((1, 128, 7, 7), name="x"), te.placeholder((1, 64, 7, 7), name="r")
+    wp = te.placeholder(conv2d_pack_geometry(64, 128, 1, 1), name="wp")
+    conv = conv2d_nchw_packed(x, wp, channels=64)
+    z = te.compute(conv.shape, lambda n, k, i, j: conv[n, k, i, j] + r[n, k, i, j], name="z")
+    assert lower("pair", [x, wp, r], [z]).attrs["in_place"] == ((3, 2),)
+    assert "in_place" not in lower("copied", [x, wp, r], [z, r]).attrs
+    flipped = te.compute(conv.shape, lambda n, k, i, j: conv[n, k, i, j] + r[n, k, j, i],
+                         name="flipped")
+    assert "in_place" not in lower("elsewhere", [x, wp, r], [flipped]).attrs
