@@ -304,14 +304,17 @@ def _in_place_pairs(plan: GraphPlan, lib: KernelLibrary) -> set[tuple[int, int]]
             src, dst = op.inputs[q], op.outputs[o - len(op.inputs)]
             if _byte_span(plan, src) != _byte_span(plan, dst):
                 continue
-            why = "keeps its value between runs" if src in kept else \
-                f"graph node {plan.ops[last_read[src]].name!r} reads later" \
-                if last_read[src] != i else \
-                "the node also reads as another argument" if op.inputs.count(src) > 1 else None
-            if why:
-                raise ValueError(f"graph node {op.name!r} writes its output over its input "
-                                 f"entry {src}, which {why}")
-            pairs.add((src, dst))
+            if src in kept:
+                why = "keeps its value between runs"
+            elif last_read[src] != i:
+                why = f"graph node {plan.ops[last_read[src]].name!r} reads later"
+            elif op.inputs.count(src) > 1:
+                why = "the node also reads as another argument"
+            else:
+                pairs.add((src, dst))
+                continue
+            raise ValueError(f"graph node {op.name!r} writes its output over its input "
+                             f"entry {src}, which {why}")
     return pairs
 
 

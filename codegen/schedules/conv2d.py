@@ -118,27 +118,26 @@ def _conv(x: te.Tensor, w: te.Tensor, wshape, strides, padding, dilation, groups
     geo = dict(n=n, c=c, h=h, w=wd, k=k, cg=cg, r=r, s=s, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt,
                pl=pl, hp=hp, wp=wp, oh=oh, ow=ow, g=groups, kg=kg)
 
+    # in_place: the tile schedules store each output element once, from their tile through
+    # the epilogue, so a residual the epilogue adds may share the output's storage; so does
+    # the GEMM over one K block (over more it accumulates in the output; depthwise: not
+    # checked)
     kb = w.shape[-1] if packed else None
     if cg == 1 and not packed:
-        schedule = _depthwise
+        schedule, in_place = _depthwise, False
     elif packed and _pointwise_rows_pay(geo, kb):
-        schedule = _pointwise_rows
+        schedule, in_place = _pointwise_rows, True
     elif _is_gemm(geo):
-        schedule = functools.partial(_pointwise, packed=packed,
-                                     in_place=in_place_applicable(cg))
+        in_place = in_place_applicable(cg)
+        schedule = functools.partial(_pointwise, packed=packed, in_place=in_place)
     elif packed and _rows_pay(geo, kb):
-        schedule = _rows
+        schedule, in_place = _rows, True
     else:
-        schedule = functools.partial(_direct, packed=packed)
+        schedule, in_place = functools.partial(_direct, packed=packed), True
 
     def fcompute(ins, outs, epilogue=None):
         return schedule(ins[0], ins[1], outs[0], geo, epilogue, name)
 
-    # The tile schedules store each output element once, from their tile through the
-    # epilogue, so a residual the epilogue adds may share the output's storage; so does the
-    # GEMM over one K block (over more it accumulates in the output; depthwise: not checked).
-    in_place = getattr(schedule, "func", schedule) in (_pointwise_rows, _rows, _direct) \
-        or getattr(schedule, "keywords", {}).get("in_place", False)
     # its padded copies, edge tiles and epilogue vectorise at the micro-kernel's width: LLVM
     # prefers 256-bit loops on AVX-512 CPUs, and 512 made MobileNet-v2 8-11% faster
     return te.extern((n, k, oh, ow), [x, w], mark_epilogue(fcompute, in_place), name=name,
