@@ -2,6 +2,7 @@
 
     nice -n 10 python benchmarks/model_cpu_time.py gen_bert_encoder gen_gpt2_decoder [--rounds 21]
     nice -n 10 python benchmarks/model_cpu_time.py light_resnet50 model.onnx
+    nice -n 10 python benchmarks/model_cpu_time.py resnet50 --opt-level 2   # the default level
 
 Why beside benchmarks/models.py: on a shared VM wall-clock medians of the two engines drift
 apart by 10-30% from run to run (other tenants steal the core); the CPU time of the calling
@@ -41,7 +42,7 @@ def load(name: str) -> tuple[onnx.ModelProto, dict]:
 
 
 def measure(model: onnx.ModelProto, feeds: dict, rounds: int, target: str = "llvm",
-            rtol: float = 1e-3, atol: float = 1e-3) -> tuple[float, float]:
+            rtol: float = 1e-3, atol: float = 1e-3, opt_level: int = 3) -> tuple[float, float]:
     """(relayjit ms, onnxruntime ms) per run: medians of interleaved rounds of thread CPU time,
     both engines on the calling thread; the outputs are checked against onnxruntime's first.
     A round repeats a short model until it takes about 2 ms, so the clock's granularity and
@@ -54,7 +55,7 @@ def measure(model: onnx.ModelProto, feeds: dict, rounds: int, target: str = "llv
                                 providers=["CPUExecutionProvider"])
     want = sess.run(None, feeds)
     mod, params = relay.frontend.from_onnx(model)
-    with PassContext(opt_level=3):
+    with PassContext(opt_level=opt_level):
         factory = relay.build(mod, target=target, params=params)
     gm = graph_executor.GraphModule(factory["default"](cpu()))
     gm.set_input(**feeds)
@@ -86,10 +87,12 @@ def main() -> None:
     ap.add_argument("models", nargs="+", help="generated model names, light model names or "
                     "ONNX files")
     ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--opt-level", type=int, default=3,
+                    help="PassContext opt_level of the build (2 is relay.build's default)")
     args = ap.parse_args()
     threadpool.set_num_threads(1)
     for name in args.models:
-        ours, theirs = measure(*load(name), args.rounds)
+        ours, theirs = measure(*load(name), args.rounds, opt_level=args.opt_level)
         print(f"{name:>20}: relayjit {ours:8.3f} ms  onnxruntime {theirs:8.3f} ms  "
               f"ratio {ours / theirs:.3f}", flush=True)
 
