@@ -338,20 +338,23 @@ def _matmul(ctx, inputs):
     batch_dims = ctx.broadcast_shapes(("A's batch dimensions", sa[:-2]),
                                       ("B's batch dimensions", sb[:-2]))
     out_shape = list(batch_dims) + [sa[-2], sb[-1]]
-    if len(sb) == 2:  # weights-style right operand: fold batch dims of a into rows
-        rows = reshape(a, [num_elements(sa[:-1]), sa[-1]]) if len(sa) != 2 else a
-        out = op("nn.dense", rows, op("transpose", b, axes=[1, 0]), units=None, out_dtype="")
+    if len(sb) == 2:  # weights-style right operand: nn.dense takes a's batch dims as they are
+        # (no reshape around it: a reshape after the dense is injective, so FuseOps could not
+        # fuse the bias add and activation that follow into the dense's epilogue)
+        out = op("nn.dense", a, op("transpose", b, axes=[1, 0]), units=None, out_dtype="")
+        produced = [*sa[:-1], sb[-1]]
     else:
         batch = out_shape[:-2]
         a3 = reshape(_broadcast(a, sa, batch), [num_elements(batch), sa[-2], sa[-1]])
         b3 = reshape(_broadcast(b, sb, batch), [num_elements(batch), sb[-2], sb[-1]])
         out = op("nn.batch_matmul", a3, b3, out_dtype="", transpose_a=False, transpose_b=False)
+        produced = [num_elements(batch), sa[-2], sb[-1]]
     final = list(out_shape)
     if len(ctx.shape(inputs[0])) == 1:
         final.pop(-2)
     if len(ctx.shape(inputs[1])) == 1:
         final.pop(-1)
-    return reshape(out, final)
+    return out if produced == final else reshape(out, final)
 
 
 def _broadcast(x, shape, batch):
