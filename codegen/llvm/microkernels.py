@@ -34,6 +34,9 @@ functions are `noinline` so their register allocation stays isolated):
   stores them; schedules ask for it on the last channel block. `conv_..._<PF>_<SW>`: a row
   tile, P consecutive pixels of one output row SW apart in the input, args (w, t, acc, C,
   w_next, x_0); each input value is broadcast once for all the taps that read it.
+- `relayjit.ukr.convb_<KB>x<VW>_<P>_<R>_<S>_<rowstep>_<blockstep>_<dh>_<dw>_<CB>_<PF>_<SW>`:
+  the same kernel over a channel-blocked input (NCHW[CB]c: CB channels one float apart, blocks
+  blockstep apart; SW 0 for one pointer a pixel), its tile pixel-major (conv_blocked_kernel_name).
 """
 from __future__ import annotations
 
@@ -335,10 +338,19 @@ def conv_kernel_name(kb: int, vw: int) -> str:
     return f"conv_{kb}" if kb == 2 * vw else f"conv_{kb}x{vw}"
 
 
+def conv_blocked_kernel_name(kb: int, vw: int, p: int, r: int, s: int, rowstep: int,
+                             blockstep: int, dh: int, dw: int, chan_block: int,
+                             prefetch_lines: int, row_stride: int) -> str:
+    """`convb_<KB>x<VW>_<P>_<R>_<S>_<rowstep>_<blockstep>_<dh>_<dw>_<CB>_<PF>_<SW>`: conv_kernel
+    over a channel-blocked input (chan_block CB; SW 0: one pointer a pixel), without PREFIX."""
+    return (f"convb_{kb}x{vw}_{p}_{r}_{s}_{rowstep}_{blockstep}_{dh}_{dw}_{chan_block}_"
+            f"{prefetch_lines}_{row_stride}")
+
+
 def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int,
                 chanstep: int, dh: int, dw: int, channel_major: int,
-                prefetch_lines: int = 0, row_stride: int = 0, vw: int | None = None
-                ) -> ir.Function:
+                prefetch_lines: int = 0, row_stride: int = 0, vw: int | None = None,
+                chan_block: int = 0) -> ir.Function:
     """void conv(ptr w, ptr t, i64 acc, i64 c, ptr w_next, ptr x_0 .. x_{p-1}): kb channels
     x p pixels (module doc). The channel count is an argument, not part of the kernel: one
     kernel serves every layer with the same window, tile and input plane (DenseNet's convs
@@ -353,12 +365,24 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
     With row_stride > 0 the p pixels are consecutive outputs of one row, pixel j at
     x_0 + j*row_stride, and only x_0 is passed: each input value a window row reads is then
     broadcast once and feeds every (pixel, tap) that uses it (3x3 stride 1 over 8 pixels: 10
-    broadcasts a window row instead of 24), with the row's s taps of weights in registers."""
+    broadcasts a window row instead of 24), with the row's s taps of weights in registers.
+
+    With chan_block > 0 the input is channel-blocked (NCHW[x]c, `convb_...`, see
+    conv_blocked_kernel_name): channel c at (c // chan_block) * chanstep + c % chan_block, so
+    the channel loop is two-level, chan_block channels one float apart, then a block step of
+    chanstep; rowstep, dw and row_stride are then in floats (a pixel is chan_block floats).
+    c must be a multiple of chan_block; the tile is pixel-major (channel_major 0)."""
     vw = kb // 2 if vw is None else vw
     nv = kb // vw  # vectors a pixel: two, or three (48 channels of 16-float vectors)
     assert nv * vw == kb and nv in (2, 3)
-    name = (f"{PREFIX}{conv_kernel_name(kb, vw)}_{p}_{r}_{s}_{rowstep}_{chanstep}_{dh}_{dw}_"
-            f"{channel_major}_{prefetch_lines}" + (f"_{row_stride}" if row_stride else ""))
+    assert not (chan_block and channel_major), "a channel-blocked tile is pixel-major"
+    if chan_block:
+        name = PREFIX + conv_blocked_kernel_name(kb, vw, p, r, s, rowstep, chanstep, dh, dw,
+                                                 chan_block, prefetch_lines, row_stride)
+    else:
+        name = (f"{PREFIX}{conv_kernel_name(kb, vw)}_{p}_{r}_{s}_{rowstep}_{chanstep}_{dh}_"
+                f"{dw}_{channel_major}_{prefetch_lines}"
+                + (f"_{row_stride}" if row_stride else ""))
     fn = module.globals.get(name)
     if fn is not None:
         return fn
@@ -383,6 +407,10 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
     window_rows = r // rows
     # channels per loop iteration: keep about 8+ taps unrolled per trip
     cu = max(1, 8 // (window_rows * s)) if window_rows * s < 8 else 1
+    # the step between channels the unrolled body reads: one float inside a channel block
+    cstep = 1 if chan_block else chanstep
+    if chan_block:
+        cu = max(d for d in range(1, cu + 1) if chan_block % d == 0)
     b.cbranch(b.icmp_signed("!=", accf, i64(0)), load_bb, start_bb)
     b.position_at_end(load_bb)
     loaded = [_vload(b, t, kb * j + vw * h, vw) for j in range(p) for h in range(nv)]
@@ -405,7 +433,7 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
             wbase = (cc * r * s + tap) * kb
             ws = [_vload(b, w_ptr, wbase + vw * h, vw) for h in range(nv)]
             for j in range(p):
-                xo = off + cc * chanstep
+                xo = off + cc * cstep
                 xp = b.gep(x_ptrs[j], [i64(xo)], inbounds=True, source_etype=F32) \
                     if xo else x_ptrs[j]
                 xv = _splat(b, xp, vw)
@@ -427,7 +455,7 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
             ws = [_vload(b, w_ptr, wbase + ss * kb + h * vw, vw) for ss in range(s)
                   for h in range(nv)]
             for off, pairs in sorted(uses.items()):
-                xo = cc * chanstep + rr * dh * rowstep + off
+                xo = cc * cstep + rr * dh * rowstep + off
                 xp = b.gep(x_ptrs[0], [i64(xo)], inbounds=True, source_etype=F32) \
                     if xo else x_ptrs[0]
                 xv = _splat(b, xp, vw)
@@ -466,7 +494,7 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
                 prefetch_next(b, carried, n_chan)
             for cc in range(n_chan):
                 accs = chan(b, w_ptr, x_ptrs, accs, cc)
-            return advance(b, [*carried[:na], *accs], n_chan * r * s * kb, n_chan * chanstep,
+            return advance(b, [*carried[:na], *accs], n_chan * r * s * kb, n_chan * cstep,
                            n_chan)
         return body
 
@@ -478,10 +506,20 @@ def conv_kernel(module: ir.Module, kb: int, p: int, r: int, s: int, rowstep: int
         if npf:
             prefetch_next(b, carried, 1)
         carried = _counted_loop(b, fn, i64(r), carried, row_body, "r")
-        return advance(b, carried, 0, chanstep - r * dh * rowstep, 1)
+        return advance(b, carried, 0, cstep - r * dh * rowstep, 1)
+
+    def channel_block(b, it, carried):
+        """One block of chan_block channels one float apart, then on to the next block."""
+        if rows > 1:
+            carried = _counted_loop(b, fn, i64(chan_block), carried, channel_of_rows, "cb")
+        else:
+            carried = _counted_loop(b, fn, i64(chan_block // cu), carried, make_body(cu), "cb")
+        return advance(b, carried, 0, chanstep - chan_block)
 
     carried = [w, *xs] + ([w_next] if npf else []) + init
-    if rows > 1:
+    if chan_block:
+        carried = _counted_loop(b, fn, b.udiv(c, i64(chan_block)), carried, channel_block, "c")
+    elif rows > 1:
         carried = _counted_loop(b, fn, c, carried, channel_of_rows, "c")
     else:
         carried = _counted_loop(b, fn, b.udiv(c, i64(cu)), carried, make_body(cu), "c")
@@ -622,7 +660,7 @@ def _transpose(b: TextBuilder, rows: list[ir.Value], lanes: int | None = None
 
 
 # ---------------------------------------------------------------------- TIR hook
-KINDS = ("gemm", "gemv", "conv", "convrows")
+KINDS = ("gemm", "gemv", "conv", "convb", "convrows")
 
 
 def define(module: ir.Module, name: str) -> ir.Function | None:
@@ -647,6 +685,13 @@ def define(module: ir.Module, name: str) -> ir.Function | None:
             return None
         return conv_kernel(module, kb, *(int(x) for x in params[1:]),
                            vw=vw[0] if vw else None)
+    if kind == "convb":
+        kb, vw = (int(x) for x in params[0].split("x"))
+        if len(params) != 11:
+            return None
+        p, r, s, rowstep, blockstep, dh, dw, cb, pf, sw = (int(x) for x in params[1:])
+        return conv_kernel(module, kb, p, r, s, rowstep, blockstep, dh, dw, 0, pf, sw, vw=vw,
+                           chan_block=cb)
     if kind == "convrows":
         return conv_rows_kernel(module, *(int(x) for x in params))
     return None

@@ -1,0 +1,220 @@
+"""conv2d on channel-blocked activations (TVM's NCHW[x]c): x[N, C/x, H, W, x] -> out[N, K/x, OH,
+OW, x], x the target's vector width, on a weight packed as conv2d.conv2d_pack_geometry (groups 1).
+
+    out[n, k // x, oh, ow, k % x] = sum_{c, r, s} xpad[n, c // x, oh*sh + r*dh, ow*sw + s*dw, c % x]
+                                                 * w[k, c, r, s]
+
+The same direct micro-kernel as the NCHW schedule (microkernels.conv_kernel), with its channel
+loop two-level (`convb_`: x channels one float apart, then a block's plane): a tile's input
+lines are its pixels' 64-byte channel blocks, not one line per channel plane (the NCHW plane
+stride puts those in few L1 sets), and a 1x1 conv reads its input in place (no pixel-major or
+subsampled copy). The tile T[P][KB] is pixel-major, and pixel j's output channel block is one
+contiguous vector of the output: the epilogue stores whole vectors, with no transpose.
+
+    pad x[n] into Xp[C/x][Hp][Wp][x] (only when there is padding)
+    parallel for (pixel block, kb in K/KB):
+      for input-channel block (of whole channel blocks, ~W_BLOCK_BYTES of weights):
+        for pixel tile t: micro-kernel -> T (accumulating over the channel blocks)
+      T -> out[n, kb*KB/x + h, pixel, :] through the fused epilogue, one vector a store
+"""
+from __future__ import annotations
+
+from .. import te
+from ..llvm.microkernels import conv_blocked_kernel_name
+from ..parallel import MIN_PARALLEL_WORK, fused_parallel
+from ..tir.expr import Load, Var
+from ..tir.ops import cast, floordiv, floormod, ge, gt, logical_and, lt
+from ..tir.ops import min as tir_min
+from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
+from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, vector_width, zero
+from .conv2d import ACC_BLOCK_TILES, MIN_TASKS, PREFETCH_WEIGHTS, W_BLOCK_BYTES, _c_blocks
+from .conv2d import row_tile_pixels
+
+MAX_TILE_PIXELS = 12  # pixels a tile at most (24 accumulators of two vectors with AVX-512)
+
+
+def nchwc_applicable(channels: int, out_channels: int, groups: int, kb: int,
+                     block: int | None = None) -> bool:
+    """Groups 1, whole channel blocks in and out, and output tiles of whole blocks."""
+    x = vector_width() if block is None else block
+    return groups == 1 and channels % x == 0 and out_channels % x == 0 and kb % x == 0
+
+
+def tile_pixels(kb: int, vw: int, npix: int) -> int:
+    """Pixels a tile: as many as the registers hold beside one weight row and a broadcast
+    (32 with AVX-512, else 16), at most MAX_TILE_PIXELS; the largest down to two thirds of
+    that whose last tile pads the output by at most 4%, else the one that pads least."""
+    nv = kb // vw
+    registers = 32 if vector_width() == 16 else 16
+    most = min(MAX_TILE_PIXELS, (registers - nv - 1) // nv, 8 if nv > 2 else MAX_TILE_PIXELS)
+    candidates = range(most, -(-2 * most // 3) - 1, -1)
+    waste = {p: -(-npix // p) * p - npix for p in candidates}
+    for p in candidates:
+        if waste[p] <= 0.04 * npix:
+            return p
+    return min(candidates, key=lambda p: (waste[p], -p))
+
+
+def conv2d_nchwc_packed(x: te.Tensor, wp: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0),
+                        dilation=(1, 1), channels: int | None = None,
+                        name: str = "T_conv2d_NCHWc") -> te.Tensor:
+    """conv2d of a channel-blocked x [N, C/x, H, W, x] (x = the target's vector width) with a
+    weight packed per conv2d_pack_geometry (groups 1): out [N, K/x, OH, OW, x]."""
+    n, cbn, h, wd, blk = x.shape
+    g_, nkb, c, r, s, kb = wp.shape
+    k = channels
+    if blk != vector_width() or g_ != 1 or c != cbn * blk or k is None \
+            or ceil_div(k, kb) != nkb or not nchwc_applicable(c, k, 1, kb, blk):
+        raise ValueError(f"conv2d_nchwc_packed: data {x.shape} and packed weight {wp.shape} "
+                         f"with channels={k}; expected blocks of {vector_width()} channels "
+                         f"(the target's vector width), groups 1, and whole blocks in and out")
+    sh, sw = strides
+    dh, dw = dilation
+    pt, pl, pb, pr = padding
+    hp, wpad = h + pt + pb, wd + pl + pr
+    oh = (hp - dh * (r - 1) - 1) // sh + 1
+    ow = (wpad - dw * (s - 1) - 1) // sw + 1
+    geo = dict(n=n, c=c, h=h, w=wd, k=k, r=r, s=s, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl,
+               hp=hp, wp=wpad, oh=oh, ow=ow, g=1, cg=c, kg=k, blk=blk)
+
+    def fcompute(ins, outs, epilogue=None):
+        return _direct_blocked(ins[0], ins[1], outs[0], geo, epilogue, name)
+
+    return te.extern((n, k // blk, oh, ow, blk), [x, wp], mark_epilogue(fcompute, True),
+                     name=name, kernel_attrs={"prefer_vector_width": 32 * vector_width()})
+
+
+def _pad_blocked(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer | None, Stmt]:
+    """Xp[C/x][Hp][Wp][x] = zero-padded x[ni] (None when no padding is needed): per row, a
+    zero run, the copied pixels and a zero run, each pixel one vector."""
+    if g["hp"] == g["h"] and g["wp"] == g["w"]:
+        return None, seq()
+    blk = g["blk"]
+    xp = Buffer(f"{name}_xpad", (g["c"] // blk, g["hp"], g["wp"], blk), F32)
+    ci, hi, qi, vi = (var(f"{name}_p{t}") for t in "chqv")
+    ih = hi - g["pt"]
+    lo, hi_col = g["pl"], g["pl"] + g["w"]
+
+    def run(start: int, stop: int, value) -> Stmt | None:
+        if stop <= start:
+            return None
+        q = var(f"{name}_pq{start}")
+        return For(q, stop - start, For(vi, blk, Store(xp, (ci, hi, q + start, vi),
+                                                       value(q + start)), "vectorized"))
+
+    zeros = lambda q: zero()  # noqa: E731
+    inside = seq(run(0, lo, zeros),
+                 run(lo, hi_col, lambda q: Load(xb, (ni, ci, ih, q - lo, vi), F32)),
+                 run(hi_col, g["wp"], zeros))
+    outside = For(qi, g["wp"], For(vi, blk, Store(xp, (ci, hi, qi, vi), zero()), "vectorized"))
+    row = IfThenElse(logical_and(ge(ih, 0), lt(ih, g["h"])), inside, outside)
+    kind = "parallel" if g["c"] * g["hp"] * g["wp"] >= MIN_PARALLEL_WORK else "serial"
+    return xp, For(ci, g["c"] // blk, For(hi, g["hp"], row), kind)
+
+
+def _direct_blocked(xb: Buffer, wpk: Buffer, out: Buffer, g: dict, epilogue, name: str
+                    ) -> Stmt:
+    blk, c, r, s, k = g["blk"], g["c"], g["r"], g["s"], g["k"]
+    KB = wpk.shape[-1]  # noqa: N806
+    tvw = min(KB // 2, vector_width())  # the micro-kernel's vector: two of KB/2, or of x
+    nvo = KB // blk  # output channel blocks a tile
+    row_tile = row_tile_pixels(KB, g)
+    npix = g["oh"] * g["ow"]
+    P = row_tile or tile_pixels(KB, tvw, npix)  # noqa: N806
+    nkb = ceil_div(k, KB)
+    ntiles = ceil_div(npix, P)
+    npb = ceil_div(ntiles, ACC_BLOCK_TILES)
+    if nkb * npb < MIN_TASKS:
+        npb = min(ntiles, ceil_div(MIN_TASKS, nkb))
+    pblk = ceil_div(ntiles, npb)
+    # input-channel blocks of whole channel blocks
+    cbs, ncb, ctail = (v * blk for v in _c_blocks(c // blk, r * s * KB * 4 * blk))
+    ncb //= blk
+    single = ncb == 1 and not ctail
+    acc = Buffer(f"{name}_acc", (1 if single else pblk, P, KB), F32)
+    ni = var(f"{name}_n")
+    xp, pad = _pad_blocked(xb, ni, g, name)
+    src = xp if xp is not None else xb
+    rowstep, blockstep = g["wp"] * blk, g["hp"] * g["wp"] * blk
+    kb2, pb, cb = (var(f"{name}_{t}") for t in ("kb", "pb", "cb"))
+    tl_count = [0]
+
+    def tiles(make_body, clamp: bool) -> Stmt:
+        """For tl in the pixel block: bind oh_j / ow_j of the tile's pixels around make_body."""
+        tl_count[0] += 1
+        tag = tl_count[0]
+        tl = var(f"{name}_tl{tag}")
+        t = pb * pblk + tl
+        ohs = [Var(f"{name}_oh{tag}_{j}", "int64") for j in range(P)]
+        ows = [Var(f"{name}_ow{tag}_{j}", "int64") for j in range(P)]
+        body = make_body(tl, t, ohs, ows)
+        for j in reversed(range(1 if row_tile else P)):
+            p = t * P + j
+            if clamp and npix % P:
+                p = tir_min(p, imm(npix - 1))
+            body = LetStmt(ohs[j], floordiv(p, g["ow"]), LetStmt(ows[j], floormod(p, g["ow"]),
+                                                                  body))
+        if npb * pblk > ntiles:
+            body = IfThenElse(lt(t, ntiles), body)
+        return For(tl, pblk, body)
+
+    taps_kb = r * s * KB
+    w_total = nkb * c * taps_kb
+
+    def prefetch_lines(csize: int) -> int:
+        return ceil_div(cbs * taps_kb // 16, csize * pblk) if PREFETCH_WEIGHTS else 0
+
+    def w_next(c0, csize: int, tl):
+        span = csize * prefetch_lines(csize) * 16
+        start = (kb2 * c + c0 + csize) * taps_kb + tl * span
+        return addr(wpk, 0, 0, 0, 0, 0, tir_min(start, imm(w_total - span)))
+
+    def compute(c0, csize: int, accflag) -> Stmt:
+        def make(tl, t, ohs, ows):
+            slot = imm(0) if single else tl
+            lead = () if xp is not None else (ni,)
+            xptrs = [addr(src, *lead, floordiv(c0, blk), ohs[j] * g["sh"], ows[j] * g["sw"], 0)
+                     for j in range(1 if row_tile else P)]
+            kern = conv_blocked_kernel_name(
+                KB, tvw, P, r, s, rowstep, blockstep, g["dh"], g["dw"] * blk, blk,
+                prefetch_lines(csize), g["sw"] * blk if row_tile else 0)
+            call = ukr_call(kern, addr(wpk, 0, kb2, c0, 0, 0, 0), addr(acc, slot, 0, 0),
+                            accflag, csize, w_next(c0, csize, tl), *xptrs)
+            return seq(call, store_out(slot, t)) if single else call
+        return tiles(make, clamp=True)
+
+    def store_out(tl, t, ohs=None, ows=None) -> Stmt:
+        """The tile's pixels, each output channel block one vector, through the epilogue;
+        the last tile of an output P does not divide stores its own static count."""
+        hh, vv = var(f"{name}_h"), var(f"{name}_v")
+
+        def pixels(width: int, tag: str) -> Stmt:
+            jj = var(f"{name}_j{tag}")
+            pix = t * P + jj
+            idx = (ni, kb2 * nvo + hh, floordiv(pix, g["ow"]), floormod(pix, g["ow"]), vv)
+            val = Load(acc, (tl, jj, hh * blk + vv), F32)
+            if epilogue is not None:
+                val = epilogue(val, idx)
+            return For(jj, width, For(vv, blk, Store(out, idx, val), "vectorized"))
+
+        body = pixels(P, "") if npix % P == 0 else \
+            IfThenElse(lt(t, ntiles - 1), pixels(P, "f"), pixels(npix - (ntiles - 1) * P, "l"))
+        if k % KB:
+            body = IfThenElse(lt(kb2 * KB + hh * blk, k), body)
+        return For(hh, nvo, body)
+
+    if ncb > 1:
+        cblocks = For(cb, ncb, compute(cb * cbs, cbs, cast(gt(cb, 0), "int64")))
+    else:
+        cblocks = compute(imm(0), cbs, imm(0))
+    tail = compute(imm(ncb * cbs), ctail, imm(1)) if ctail else None
+    per_kb = Allocate(acc, seq(cblocks, tail,
+                               None if single else tiles(store_out, clamp=False)))
+    flops = g["n"] * k * npix * c * r * s
+    if flops >= MIN_PARALLEL_WORK:
+        body = fused_parallel([pb, kb2], [npb, nkb], per_kb, name)
+    else:
+        body = For(pb, npb, For(kb2, nkb, per_kb))
+    stmt = For(ni, g["n"], seq(pad, body))
+    return Allocate(xp, stmt) if xp is not None else stmt
+
