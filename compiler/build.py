@@ -50,6 +50,7 @@ from compiler.ir.traversal import post_order, rewrite_post_order
 from compiler.ir.types import TensorType, TupleType
 from compiler.passes.alter_op_layout import AlterOpLayout, PackConstantWeights
 from compiler.passes.bind_params import bind_params_by_name
+from compiler.passes.convert_blocked_layout import BLOCKED_LAYOUT, ConvertBlockedLayout
 from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
 from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fold_scale_axis import FoldScaleAxis
@@ -98,6 +99,9 @@ DISABLE_DISK_CACHE = "relayjit.disable_disk_cache"
 
 
 register_pass_config(DISABLE_DISK_CACHE, False)
+# PassContext(config={"relayjit.blocked_layout": True}): activations in NCHW<x>c between packed
+# convs (passes/convert_blocked_layout.py); unset, that module's BLOCKED_LAYOUT_DEFAULT
+register_pass_config(BLOCKED_LAYOUT, None)  # True / False; None: the module default
 
 
 def cpu_target(target: Target) -> TargetInfo:
@@ -152,7 +156,7 @@ def optimize(mod: IRModule, timing: TimingRecorder | None = None) -> IRModule:
 def _pipeline() -> Sequential:
     """relay.build's passes, in order (each gated by its opt_level)."""
     return Sequential([InferType(), SimplifyInference(), FoldScaleAxis(), AlterOpLayout(),
-                       PackConstantWeights(), FoldConstant(),
+                       PackConstantWeights(), ConvertBlockedLayout(), FoldConstant(),
                        EliminateCommonSubexpr(), FuseConvMaxPool(), FuseOps(), InferType()],
                       name="relay.build")
 

@@ -107,12 +107,27 @@ def _bind(names: list[Var], values: list[Expr], body: Stmt) -> Stmt:
 
 
 def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0, 0, 0),
-                    m: int = 4, name: str = "T_conv2d_winograd") -> te.Tensor:
-    """x [N, C, H, W] and U [a, a, K, C] (transform_weight) -> out_shape [N, K, OH, OW]."""
-    n, c, h, wd = x.shape
+                    m: int = 4, name: str = "T_conv2d_winograd", block: int = 0) -> te.Tensor:
+    """x [N, C, H, W] and U [a, a, K, C] (transform_weight) -> out_shape [N, K, OH, OW]; with
+    block x > 0, x and the output are channel-blocked, [N, C/x, H, W, x] and [N, K/x, OH, OW,
+    x] (NCHW[x]c: the padded copy of step 1 reads it, step 4 stores it)."""
+    if block:
+        n, cb, h, wd, _ = x.shape
+        c = cb * block
+        _, _, oh, ow, _ = out_shape
+    else:
+        n, c, h, wd = x.shape
+        _, _, oh, ow = out_shape
     a = m + 2
     k = u.shape[2]
-    _, _, oh, ow = out_shape
+
+    def x_at(ni, ci, iy, ix) -> tuple:
+        return (ni, floordiv(ci, block), iy, ix, floormod(ci, block)) if block \
+            else (ni, ci, iy, ix)
+
+    def out_at(ni, ko, oy, ox) -> tuple:
+        return (ni, floordiv(ko, block), oy, ox, floormod(ko, block)) if block \
+            else (ni, ko, oy, ox)
     th, tw = ceil_div(oh, m), ceil_div(ow, m)
     tiles = th * tw
     pt, pl = padding[0], padding[1]
@@ -132,7 +147,7 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
         inside = logical_and(logical_and(ge(iy, 0), lt(iy, h)),
                              logical_and(ge(ix, 0), lt(ix, wd)))
         pad = For(ci, c, For(yi, hp, For(xi, wp, Store(xpad, (ci, yi, xi), if_then_else(
-            inside, Load(xb, (ni, ci, iy, ix), F32), zero())), "vectorized")),
+            inside, Load(xb, x_at(ni, ci, iy, ix), F32), zero())), "vectorized")),
             "parallel" if c * hp * wp >= MIN_PARALLEL_WORK else "serial")
         # 2. input transform: V[:, c, t] = B^T d B, d the tile's a x a patch
         c2, ty, tx = var(f"{name}_vc"), var(f"{name}_vy"), var(f"{name}_vx")
@@ -167,7 +182,7 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
         for i in range(m):
             for j in range(m):
                 val = _lincomb(at[i], [half[p][j] for p in range(a)])
-                idx = (ni, ko, uy * m + i, ux * m + j)
+                idx = out_at(ni, ko, uy * m + i, ux * m + j)
                 if epilogue is not None:
                     val = epilogue(val, idx)
                 st: Stmt = Store(out, idx, val)

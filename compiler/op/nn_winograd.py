@@ -13,6 +13,7 @@ import numpy as np
 
 from compiler.ir.types import TensorType
 from .nn import _CONV2D_ATTRS, _conv2d_ref, _conv2d_rel
+from .nn_nchwc import block_ref, channel_block_of, unblock_ref, unblocked_attrs
 from .registry import OpDef, OpPattern, make_call, register, register_compute
 from .type_relations import check_arity, fail, tensor_arg
 
@@ -84,11 +85,27 @@ def _conv_rel(types, attrs):
                        f"{attrs.dilation}, groups={attrs.groups} (expected [m+2, m+2, K, C], "
                        "stride 1, dilation 1, groups 1)")
     k, c = u.shape[2:]
-    return _conv2d_rel([data, TensorType((k, c, 3, 3), u.dtype)], attrs)
+    x = channel_block_of(attrs.data_layout)
+    if x is None:
+        return _conv2d_rel([data, TensorType((k, c, 3, 3), u.dtype)], attrs)
+    # NCHW<x>c (ConvertBlockedLayout): the NCHW conv's type, blocked
+    if data.ndim != 5 or data.shape[4] != x or attrs.out_layout not in ("", attrs.data_layout):
+        raise fail(op, f"data {data.shape} in {attrs.data_layout!r} (out_layout "
+                       f"{attrs.out_layout!r}): expected [N, C/{x}, H, W, {x}], out_layout the same")
+    n, cb, h, w, _ = data.shape
+    out = _conv2d_rel([TensorType((n, cb * x, h, w), data.dtype),
+                       TensorType((k, c, 3, 3), u.dtype)], unblocked_attrs(attrs))
+    if out.shape[1] % x:
+        raise fail(op, f"{k} output channels are not whole blocks of {x}")
+    return TensorType((n, k // x, *out.shape[2:], x), out.dtype)
 
 
 def _conv_ref(inputs, attrs):
     data, u = inputs
+    x = channel_block_of(attrs.data_layout)
+    if x is not None:
+        return block_ref(_conv2d_ref([unblock_ref(data), untransform_weight(u, attrs.tile_size)],
+                                     unblocked_attrs(attrs)), x)
     return _conv2d_ref([data, untransform_weight(u, attrs.tile_size)], attrs)
 
 
@@ -106,13 +123,16 @@ def contrib_conv2d_winograd_weight_transform(weight, tile_size=4):
 
 def contrib_conv2d_winograd_without_weight_transform(data, weight, tile_size, channels,
                                                      padding=(0, 0, 0, 0), kernel_size=None,
-                                                     out_dtype=""):
-    """3x3 stride-1 conv2d (NCHW) whose weight was transformed by the op above."""
+                                                     out_dtype="", data_layout="NCHW"):
+    """3x3 stride-1 conv2d (NCHW, or NCHW<x>c in and out) whose weight was transformed by the
+    op above."""
     from .nn import pad_tuple2d, pair
     return make_call("nn.contrib_conv2d_winograd_without_weight_transform", [data, weight],
                      strides=(1, 1), padding=pad_tuple2d(padding), dilation=(1, 1), groups=1,
                      channels=int(channels), kernel_size=None if kernel_size is None
-                     else pair(kernel_size), out_dtype=out_dtype, tile_size=int(tile_size))
+                     else pair(kernel_size), out_dtype=out_dtype, tile_size=int(tile_size),
+                     data_layout=data_layout,
+                     out_layout="" if data_layout == "NCHW" else data_layout)
 
 
 # --- compute rules (codegen is imported lazily: the registry must load without it) ----------
@@ -127,7 +147,7 @@ def _conv_compute(inputs, attrs, out_type):
     from codegen.schedules.winograd import conv2d_winograd
     data, u = inputs
     return conv2d_winograd(data, u, tuple(out_type.shape), tuple(attrs.padding),
-                           attrs.tile_size)
+                           attrs.tile_size, block=channel_block_of(attrs.data_layout) or 0)
 
 
 register_compute("nn.contrib_conv2d_winograd_weight_transform")(_transform_compute)

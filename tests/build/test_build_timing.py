@@ -14,7 +14,7 @@ from compiler.build_timing import COMPILE_STAGE_NAMES
 from compiler.transform import PassContext, PassTimingInstrument
 
 PIPELINE = ["InferType", "SimplifyInference", "FoldScaleAxis", "AlterOpLayout",
-            "PackConstantWeights", "FoldConstant", "EliminateCommonSubexpr", "FuseConvMaxPool",
+            "PackConstantWeights", "ConvertBlockedLayout", "FoldConstant", "EliminateCommonSubexpr", "FuseConvMaxPool",
             "FuseOps"]
 NO_DISK = {"relayjit.disable_disk_cache": True}
 

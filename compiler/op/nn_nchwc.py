@@ -1,0 +1,140 @@
+"""nn.contrib_conv2d_NCHWc: conv2d on channel-blocked activations (TVM's op name and attributes),
+produced by the ConvertBlockedLayout pass from nn.contrib_conv2d_packed.
+
+    contrib_conv2d_NCHWc(data [N, C/x, H, W, x], Wp [1, ceil(K/KB), C, R, S, KB];
+                         conv2d attrs, channels = K, data_layout = out_layout = "NCHW<x>c",
+                         kernel_layout = "GOIHW<KB>o") -> [N, K/x, OH, OW, x]
+
+Wp is nn.contrib_conv2d_weight_pack's packed weight (groups 1), so the blocked conv reads the
+same panels as the NCHW one. x divides C and K, and KB is a multiple of x, so every output tile
+is whole channel blocks (codegen.schedules.conv2d_nchwc).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler.ir.types import TensorType
+from .nn import _CONV2D_ATTRS
+from .nn_packed import _conv_packed_ref, _conv_packed_rel
+from .registry import OpDef, OpPattern, make_call, register, register_compute, register_flops
+from .transform_layout import parse_layout
+from .type_relations import check_arity, fail, tensor_arg
+from .window import pad_tuple2d, pair
+
+__all__ = ["contrib_conv2d_NCHWc", "channel_block_of", "unblocked_attrs", "unblock_ref",
+           "block_ref"]
+
+OP = "nn.contrib_conv2d_NCHWc"
+
+
+def channel_block_of(layout: str) -> int | None:
+    """x of an "NCHW<x>c" layout string, None for any other layout."""
+    try:
+        tokens = parse_layout(layout)
+    except Exception:  # noqa: BLE001 - not a layout string at all
+        return None
+    letters = [t[0] for t in tokens]
+    return tokens[4][1] if letters == ["N", "C", "H", "W", "c"] else None
+
+
+class _Unblocked:
+    """The attributes of the NCHW conv a blocked call computes (for nn_packed's relation and
+    reference)."""
+
+    def __init__(self, attrs):
+        self._attrs = attrs
+
+    def __getattr__(self, name):
+        if name in ("data_layout", "out_layout", "kernel_layout"):
+            return {"kernel_layout": "OIHW"}.get(name, "NCHW")
+        return getattr(self._attrs, name)
+
+
+def _block(attrs, data: TensorType) -> int:
+    x = channel_block_of(attrs.data_layout)
+    if x is None or attrs.out_layout not in ("", attrs.data_layout) or attrs.groups != 1:
+        raise fail(OP, f"expected data_layout 'NCHW<x>c', out_layout the same and groups 1, "
+                       f"got data_layout={attrs.data_layout!r}, out_layout="
+                       f"{attrs.out_layout!r}, groups={attrs.groups}")
+    if data.ndim != 5 or data.shape[4] != x:
+        raise fail(OP, f"data must be [N, C/{x}, H, W, {x}] for {attrs.data_layout}, got "
+                       f"{data.shape}")
+    return x
+
+
+def _rel(types, attrs):
+    check_arity(OP, types, 2)
+    data, wp = tensor_arg(OP, types, 0, "data"), tensor_arg(OP, types, 1, "weight")
+    x = _block(attrs, data)
+    n, cb, h, w, _ = data.shape
+    k = attrs.channels
+    if k is None or k % x or wp.ndim != 6 or wp.shape[5] % x or wp.shape[2] != cb * x \
+            or attrs.kernel_layout != f"GOIHW{wp.shape[5]}o":
+        raise fail(OP, f"packed weight {wp.shape}, kernel_layout={attrs.kernel_layout!r} and "
+                       f"channels={k} do not fit data {data.shape}: expected [1, ceil(K/KB), "
+                       f"{cb * x}, R, S, KB] in 'GOIHW<KB>o' with KB and K multiples of {x}")
+    out = _conv_packed_rel([TensorType((n, cb * x, h, w), data.dtype), wp], _Unblocked(attrs))
+    n, k, oh, ow = out.shape
+    return TensorType((n, k // x, oh, ow, x), out.dtype)
+
+
+def unblocked_attrs(attrs):
+    """A blocked conv's attributes as its NCHW conv's (data, kernel and out layouts NCHW /
+    OIHW; the rest as they are)."""
+    return _Unblocked(attrs)
+
+
+def unblock_ref(data: np.ndarray) -> np.ndarray:
+    """NCHW<x>c -> NCHW (numpy)."""
+    n, cb, h, w, x = data.shape
+    return np.ascontiguousarray(data.transpose(0, 1, 4, 2, 3).reshape(n, cb * x, h, w))
+
+
+def block_ref(data: np.ndarray, x: int) -> np.ndarray:
+    """NCHW -> NCHW<x>c (numpy)."""
+    n, c, h, w = data.shape
+    return np.ascontiguousarray(data.reshape(n, c // x, x, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def _ref(inputs, attrs):
+    data, wp = inputs
+    out = _conv_packed_ref([unblock_ref(data), wp], _Unblocked(attrs))
+    return block_ref(out, data.shape[4])
+
+
+register(OpDef(name=OP, num_inputs=2, type_rel=_rel, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+               reference=_ref, attrs=dict(_CONV2D_ATTRS, data_layout="NCHW16c",
+                                          kernel_layout="GOIHW32o", out_layout="NCHW16c"),
+               attrs_type_key="relay.attrs.Conv2DAttrs"))
+
+
+@register_flops(OP)
+def _flops(arg_types, attrs, out_type):
+    data, wp = arg_types
+    reduction = data.shape[1] * data.shape[4] * wp.shape[3] * wp.shape[4]
+    return 2 * math.prod(out_type.shape) * reduction
+
+
+def contrib_conv2d_NCHWc(data, packed_weight, channels, kernel_block,  # noqa: N802 - TVM
+                         strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
+                         kernel_size=None, data_layout="NCHW16c", out_dtype=""):
+    """conv2d over NCHW<x>c data with a weight packed by contrib_conv2d_weight_pack in blocks
+    of kernel_block output channels; the output is in data_layout too."""
+    return make_call(OP, [data, packed_weight], strides=pair(strides),
+                     padding=pad_tuple2d(padding), dilation=pair(dilation), groups=1,
+                     channels=int(channels), kernel_size=None if kernel_size is None
+                     else pair(kernel_size), data_layout=data_layout,
+                     kernel_layout=f"GOIHW{int(kernel_block)}o", out_layout=data_layout,
+                     out_dtype=out_dtype)
+
+
+def _compute(inputs, attrs, out_type):
+    from codegen.schedules.conv2d_nchwc import conv2d_nchwc_packed
+    data, wp = inputs
+    return conv2d_nchwc_packed(data, wp, tuple(attrs.strides), tuple(attrs.padding),
+                               tuple(attrs.dilation), attrs.channels)
+
+
+register_compute(OP)(_compute)

@@ -1,0 +1,239 @@
+"""ConvertBlockedLayout: carry activations through the network in TVM's NCHW[x]c layout.
+
+A packed conv2d over whole channel blocks (x = the target's vector width, codegen.schedules)
+becomes nn.contrib_conv2d_NCHWc, whose tiles read each pixel's channel block as one 64-byte
+line and store each output channel block as one vector; what reads its output stays blocked
+where it can, so layout transforms are left only at the edges of the blocked region:
+
+    conv2d_packed(x NCHW)  ->  contrib_conv2d_NCHWc(layout_transform(x, NCHW, NCHW<x>c))
+    f(blocked, c)          ->  f(blocked, c')   f elementwise or broadcast (OpPattern), with no
+                                                axis or shape attribute; c' is a broadcast
+                                                operand re-laid out ([C,1,1] -> [1,C/x,1,1,x],
+                                                folded by FoldConstant when c is constant)
+    bias_add(blocked, b)   ->  add(blocked, b')
+    concatenate((a, b), 1) ->  concatenate((a', b'), 1)   on whole channel blocks
+    winograd conv          ->  the same with data_layout = out_layout = NCHW<x>c
+    anything else          ->  its blocked operands transformed back to NCHW (flatten, dense,
+                               pools, depthwise convs, the function's result)
+
+Algorithm: one bottom-up rewrite (rewrite_post_order, an explicit stack) that records which new
+nodes hold blocked values. A consumer asks for an operand as NCHW or as blocked; each node is
+transformed at most once per direction (shared by all its consumers), and a transform back to
+the layout a node was just transformed from returns that node (the pair cancels). A concatenate's
+tuple keeps its operands blocked when the concatenate is its only reader (readers counted in one
+post-order walk first). Ops come from the registry's OpPattern, not from a list. Functions with
+Let, If or nested functions are left as they are (the pass runs on relay.build's data-flow
+graphs).
+
+Opt-in: PassContext config "relayjit.blocked_layout" (True/False); unset, BLOCKED_LAYOUT_DEFAULT.
+"""
+from __future__ import annotations
+
+from codegen.schedules.common import vector_width
+from codegen.schedules.conv2d_nchwc import nchwc_applicable
+from compiler.ir.expr import Call, Function, If, Let, Op, RelayExpr, Tuple
+from compiler.ir.traversal import children, post_order, rewrite_post_order, with_children
+from compiler.ir.types import TensorType
+from compiler.op.nn_nchwc import contrib_conv2d_NCHWc
+from compiler.op.registry import OpPattern, get_def, make_call
+from compiler.op.tensor import add
+from compiler.op.transform import concatenate, layout_transform, reshape
+from compiler.transform import PassContext, function_pass, register_pass
+
+__all__ = ["ConvertBlockedLayout", "convert_blocked_layout", "BLOCKED_LAYOUT",
+           "BLOCKED_LAYOUT_DEFAULT"]
+
+BLOCKED_LAYOUT = "relayjit.blocked_layout"
+# what relay.build does when the config key is unset (a module attribute, for A/B in one process)
+BLOCKED_LAYOUT_DEFAULT = False
+
+F32 = "float32"
+WINOGRAD = "nn.contrib_conv2d_winograd_without_weight_transform"
+# attributes that make a broadcast op depend on the layout of its operands
+_LAYOUT_ATTRS = ("axis", "shape")
+
+
+def _op_name(node: RelayExpr) -> str | None:
+    return node.op.name if type(node) is Call and isinstance(node.op, Op) else None
+
+
+def _nchw_channels(ty, x: int) -> int | None:
+    """C of a 4-D float32 tensor type whose channels are whole blocks of x, else None."""
+    if isinstance(ty, TensorType) and ty.dtype == F32 and len(ty.shape) == 4 \
+            and ty.shape[1] % x == 0 and ty.shape[1] > 0:
+        return ty.shape[1]
+    return None
+
+
+def _layout_agnostic(call: Call) -> bool:
+    """Elementwise or broadcast (the registry's pattern) with no axis/shape attribute."""
+    d = get_def(call.op.name)
+    return d.pattern <= OpPattern.BROADCAST and not d.stateful \
+        and not any(a in d.attrs for a in _LAYOUT_ATTRS)
+
+
+class _Converter:
+    def __init__(self, x: int):
+        self.x = x
+        self.layout = f"NCHW{x}c"
+        self.blocked: set = set()  # new nodes holding blocked values
+        self.to_nchw: dict = {}  # blocked node -> its transform back
+        self.to_blocked: dict = {}  # NCHW node -> its transform to blocked
+        self.origin: dict = {}  # a transform we made -> the node it transformed
+
+    def nchw(self, node: RelayExpr) -> RelayExpr:
+        if node not in self.blocked:
+            return node
+        if node not in self.to_nchw:
+            back = self.origin.get(node)  # node = transform(y NCHW): y itself
+            self.to_nchw[node] = back if back is not None else \
+                layout_transform(node, self.layout, "NCHW")
+            self.origin.setdefault(self.to_nchw[node], node)
+        return self.to_nchw[node]
+
+    def block(self, node: RelayExpr) -> RelayExpr:
+        if node in self.blocked:
+            return node
+        if node not in self.to_blocked:
+            back = self.origin.get(node)  # node = transform(y blocked): y itself
+            out = back if back is not None and back in self.blocked else \
+                layout_transform(node, "NCHW", self.layout)
+            self.to_blocked[node] = out
+            self.blocked.add(out)
+            self.origin.setdefault(out, node)
+        return self.to_blocked[node]
+
+    def operand(self, node: RelayExpr, ty, channels: int) -> RelayExpr | None:
+        """An operand of a blocked broadcast op, in a shape that broadcasts against
+        [N, C/x, H, W, x]; None when it cannot (a rank over 4, channels not C or 1)."""
+        if node in self.blocked:
+            return node
+        if not isinstance(ty, TensorType) or len(ty.shape) > 4:
+            return None
+        shape = (1,) * (4 - len(ty.shape)) + tuple(ty.shape)
+        if all(d == 1 for d in shape):
+            return node
+        if shape[1] == 1:  # the same over channels: one block lane axis of 1
+            return reshape(node, (shape[0], 1, shape[2], shape[3], 1))
+        if shape[1] != channels:
+            return None
+        shaped = node if len(ty.shape) == 4 else reshape(node, shape)
+        return layout_transform(shaped, "NCHW", self.layout)
+
+    def mark(self, node: RelayExpr) -> RelayExpr:
+        self.blocked.add(node)
+        return node
+
+
+def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
+    """func with its packed convs over whole channel blocks in NCHW<x>c (x: the target's vector
+    width by default) and the layout carried through what can take it."""
+    x = vector_width() if x is None else x
+    nodes = post_order(func.body)
+    if any(type(n) in (Let, If, Function) for n in nodes):
+        return func
+    readers: dict = {}
+    for n in nodes:
+        for c in children(n):
+            readers[c] = readers.get(c, 0) + 1
+    cv = _Converter(x)
+
+    def conv(old: Call, new: Call) -> RelayExpr | None:
+        a = old.attrs
+        data_t, w_t = old.args[0].checked_type, old.args[1].checked_type
+        c, k = _nchw_channels(data_t, x), _nchw_channels(old.checked_type, x)
+        if c is None or k is None or a.out_dtype not in ("", F32) \
+                or not nchwc_applicable(c, k, a.groups, w_t.shape[-1], x):
+            return None
+        return cv.mark(contrib_conv2d_NCHWc(
+            cv.block(new.args[0]), new.args[1], channels=k, kernel_block=w_t.shape[-1],
+            strides=a.strides, padding=a.padding, dilation=a.dilation,
+            kernel_size=a.kernel_size, data_layout=cv.layout, out_dtype=a.out_dtype))
+
+    def winograd(old: Call, new: Call) -> RelayExpr | None:
+        """A Winograd conv reads and writes NCHW<x>c through its data_layout attribute."""
+        c = _nchw_channels(old.args[0].checked_type, x)
+        if c is None or _nchw_channels(old.checked_type, x) is None \
+                or old.attrs.data_layout != "NCHW" or old.attrs.out_dtype not in ("", F32):
+            return None
+        attrs = {key: new.attrs[key] for key in get_def(WINOGRAD).attrs}
+        attrs.update(data_layout=cv.layout, out_layout=cv.layout)
+        return cv.mark(make_call(WINOGRAD, [cv.block(new.args[0]), new.args[1]], **attrs))
+
+    def broadcast(old: Call, new: Call) -> RelayExpr | None:
+        channels = _nchw_channels(old.checked_type, x)
+        if channels is None or not any(arg in cv.blocked for arg in new.args):
+            return None
+        args = [cv.operand(n, o.checked_type, channels) for n, o in zip(new.args, old.args)]
+        if any(a is None for a in args):
+            return None
+        return cv.mark(Call(new.op, args, new.attrs, new.type_args, new.span))
+
+    def bias_add(old: Call, new: Call) -> RelayExpr | None:
+        """bias_add over the channel axis: an add of the bias as [1, C/x, 1, 1, x]."""
+        channels = _nchw_channels(old.checked_type, x)
+        bias_t = old.args[1].checked_type
+        if channels is None or old.attrs.axis not in (1, -3) or new.args[0] not in cv.blocked \
+                or not isinstance(bias_t, TensorType) or tuple(bias_t.shape) != (channels,):
+            return None
+        bias = layout_transform(reshape(new.args[1], (1, channels, 1, 1)), "NCHW", cv.layout)
+        return cv.mark(add(new.args[0], bias))
+
+    def concat(old: Call, new: Call) -> RelayExpr | None:
+        fields = new.args[0]
+        if type(fields) is not Tuple or old.attrs.axis not in (1, -3) \
+                or _nchw_channels(old.checked_type, x) is None \
+                or not any(f in cv.blocked for f in fields.fields) \
+                or any(_nchw_channels(f.checked_type, x) is None for f in old.args[0].fields):
+            return None
+        return cv.mark(concatenate(Tuple([cv.block(f) for f in fields.fields]), axis=1))
+
+    rules = {"nn.contrib_conv2d_packed": conv, WINOGRAD: winograd, "nn.bias_add": bias_add,
+             "concatenate": concat}
+
+    def concat_only_reader(old: Tuple) -> bool:
+        return readers.get(old, 0) == 1 and any(
+            _op_name(n) == "concatenate" and n.args[0] is old for n in nodes)
+
+    concat_tuples = {n for n in nodes if type(n) is Tuple and concat_only_reader(n)}
+
+    def rewrite(old: RelayExpr, new: RelayExpr) -> RelayExpr:
+        name = _op_name(new)
+        if name is not None:
+            rule = rules.get(name)
+            if rule is None and _layout_agnostic(new):
+                rule = broadcast
+            out = rule(old, new) if rule is not None else None
+            if out is not None:
+                return out
+        if old in concat_tuples:
+            return new  # its concatenate decides
+        if name == "concatenate" and type(new.args[0]) is Tuple:  # not blocked: NCHW fields
+            fields = Tuple([cv.nchw(f) for f in new.args[0].fields], new.args[0].span)
+            return Call(new.op, [fields], new.attrs, new.type_args, new.span)
+        kids = children(new)
+        return with_children(new, [cv.nchw(k) for k in kids])
+
+    body = cv.nchw(rewrite_post_order(func.body, rewrite))
+    if body is func.body:
+        return func
+    return Function(func.params, body, func.ret_type, func.type_params, func.attrs, func.span)
+
+
+def blocked_layout_enabled(ctx: PassContext) -> bool:
+    value = ctx.get_config(BLOCKED_LAYOUT, None)
+    return BLOCKED_LAYOUT_DEFAULT if value is None else bool(value)
+
+
+@register_pass
+def ConvertBlockedLayout():  # noqa: N802  (a pass factory, CapWords as TVM's)
+    """Carry packed convs' activations in NCHW<x>c (relay.build, opt_level 2, after the weights
+    are packed and before FoldConstant; PassContext config "relayjit.blocked_layout")."""
+
+    @function_pass(opt_level=2, name="ConvertBlockedLayout", required=["InferType"])
+    def convert_blocked_layout_pass(func: Function, mod, ctx) -> Function:
+        if not blocked_layout_enabled(ctx):
+            return func
+        return convert_blocked_layout(func)
+
+    return convert_blocked_layout_pass
