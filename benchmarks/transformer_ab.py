@@ -13,6 +13,8 @@ Switches:
   matmul_dense_nd   ONNX MatMul of [..., M, K] @ [K, N] lowers to nn.dense on the left
                     operand as it is; off: reshaped to 2-D around the dense (as before), which
                     keeps the bias add and GELU out of the dense's epilogue.
+  fold_transposes   FoldTransposeIntoBatchMatmul (attention's head split/merge reshapes and
+                    transposes become the batch matmul's axis orders); off: the pass skipped.
 """
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ def without_pass(name: str):
 
 SWITCHES = {
     "matmul_dense_nd": lambda: matmul_reshaped(),
+    "fold_transposes": lambda: without_pass("FoldTransposeIntoBatchMatmul"),
 }
 
 

@@ -54,6 +54,7 @@ from compiler.passes.convert_blocked_layout import BLOCKED_LAYOUT, ConvertBlocke
 from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
 from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fold_scale_axis import FoldScaleAxis
+from compiler.passes.fold_batch_matmul_axes import FoldTransposeIntoBatchMatmul
 from compiler.passes.fuse_conv_pool import FuseConvMaxPool
 from compiler.passes.fuse_ops import FuseOps
 from compiler.passes.infer_type import InferType, infer_module
@@ -157,7 +158,8 @@ def _pipeline() -> Sequential:
     """relay.build's passes, in order (each gated by its opt_level)."""
     return Sequential([InferType(), SimplifyInference(), FoldScaleAxis(), AlterOpLayout(),
                        PackConstantWeights(), ConvertBlockedLayout(), FoldConstant(),
-                       EliminateCommonSubexpr(), FuseConvMaxPool(), FuseOps(), InferType()],
+                       EliminateCommonSubexpr(), FoldTransposeIntoBatchMatmul(),
+                       FuseConvMaxPool(), FuseOps(), InferType()],
                       name="relay.build")
 
 

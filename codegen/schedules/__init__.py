@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from .conv2d import conv2d_applicable, conv2d_nchw, conv2d_nchw_packed, conv2d_pack_geometry
 from .conv2d_transpose import conv2d_transpose_applicable, conv2d_transpose_nchw
-from .gemm import (batch_matmul, dense, dense_pack_geometry, dense_packed, gemm_applicable,
-                   matmul)
+from .gemm import (batch_matmul, batch_matmul_axes, dense, dense_pack_geometry, dense_packed,
+                   gemm_applicable, matmul)
 
-__all__ = ["dense", "batch_matmul", "matmul", "conv2d_nchw", "gemm_applicable",
-           "conv2d_applicable", "conv2d_nchw_packed", "conv2d_pack_geometry", "dense_packed",
-           "dense_pack_geometry", "conv2d_transpose_nchw", "conv2d_transpose_applicable"]
+__all__ = ["dense", "batch_matmul", "batch_matmul_axes", "matmul", "conv2d_nchw",
+           "gemm_applicable", "conv2d_applicable", "conv2d_nchw_packed", "conv2d_pack_geometry",
+           "dense_packed", "dense_pack_geometry", "conv2d_transpose_nchw",
+           "conv2d_transpose_applicable"]

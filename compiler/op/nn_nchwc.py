@@ -13,43 +13,17 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from compiler.ir.types import TensorType
+from .blocked_layout import block_ref, channel_block_of, unblock_ref, unblocked_attrs
 from .nn import _CONV2D_ATTRS
 from .nn_packed import _conv_packed_ref, _conv_packed_rel
 from .registry import OpDef, OpPattern, make_call, register, register_compute, register_flops
-from .transform_layout import parse_layout
 from .type_relations import check_arity, fail, tensor_arg
 from .window import pad_tuple2d, pair
 
-__all__ = ["contrib_conv2d_NCHWc", "channel_block_of", "unblocked_attrs", "unblock_ref",
-           "block_ref"]
+__all__ = ["contrib_conv2d_NCHWc"]
 
 OP = "nn.contrib_conv2d_NCHWc"
-
-
-def channel_block_of(layout: str) -> int | None:
-    """x of an "NCHW<x>c" layout string, None for any other layout."""
-    try:
-        tokens = parse_layout(layout)
-    except Exception:  # noqa: BLE001 - not a layout string at all
-        return None
-    letters = [t[0] for t in tokens]
-    return tokens[4][1] if letters == ["N", "C", "H", "W", "c"] else None
-
-
-class _Unblocked:
-    """The attributes of the NCHW conv a blocked call computes (for nn_packed's relation and
-    reference)."""
-
-    def __init__(self, attrs):
-        self._attrs = attrs
-
-    def __getattr__(self, name):
-        if name in ("data_layout", "out_layout", "kernel_layout"):
-            return {"kernel_layout": "OIHW"}.get(name, "NCHW")
-        return getattr(self._attrs, name)
 
 
 def _block(attrs, data: TensorType) -> int:
@@ -75,32 +49,14 @@ def _rel(types, attrs):
         raise fail(OP, f"packed weight {wp.shape}, kernel_layout={attrs.kernel_layout!r} and "
                        f"channels={k} do not fit data {data.shape}: expected [1, ceil(K/KB), "
                        f"{cb * x}, R, S, KB] in 'GOIHW<KB>o' with KB and K multiples of {x}")
-    out = _conv_packed_rel([TensorType((n, cb * x, h, w), data.dtype), wp], _Unblocked(attrs))
+    out = _conv_packed_rel([TensorType((n, cb * x, h, w), data.dtype), wp], unblocked_attrs(attrs))
     n, k, oh, ow = out.shape
     return TensorType((n, k // x, oh, ow, x), out.dtype)
 
 
-def unblocked_attrs(attrs):
-    """A blocked conv's attributes as its NCHW conv's (data, kernel and out layouts NCHW /
-    OIHW; the rest as they are)."""
-    return _Unblocked(attrs)
-
-
-def unblock_ref(data: np.ndarray) -> np.ndarray:
-    """NCHW<x>c -> NCHW (numpy)."""
-    n, cb, h, w, x = data.shape
-    return np.ascontiguousarray(data.transpose(0, 1, 4, 2, 3).reshape(n, cb * x, h, w))
-
-
-def block_ref(data: np.ndarray, x: int) -> np.ndarray:
-    """NCHW -> NCHW<x>c (numpy)."""
-    n, c, h, w = data.shape
-    return np.ascontiguousarray(data.reshape(n, c // x, x, h, w).transpose(0, 1, 3, 4, 2))
-
-
 def _ref(inputs, attrs):
     data, wp = inputs
-    out = _conv_packed_ref([unblock_ref(data), wp], _Unblocked(attrs))
+    out = _conv_packed_ref([unblock_ref(data), wp], unblocked_attrs(attrs))
     return block_ref(out, data.shape[4])
 
 

@@ -1,4 +1,8 @@
-"""relay.nn pooling (max/avg, global, adaptive) and depth_to_space / space_to_depth."""
+"""relay.nn pooling (max/avg, global, adaptive) and depth_to_space / space_to_depth.
+
+Pools take NCHW, NHWC and TVM's channel-blocked NCHW<x>c (data [N, C/x, H, W, x] -> out
+[N, C/x, OH, OW, x], x any block size; the ConvertBlockedLayout pass keeps activations in it).
+"""
 from __future__ import annotations
 
 import math
@@ -6,7 +10,8 @@ import math
 import numpy as np
 
 from compiler.ir.types import TensorType
-from .registry import OpDef, OpPattern, make_call, register
+from .blocked_layout import BLOCKED_FORM, block_ref, channel_block_of, unblock_ref
+from .registry import OpDef, OpPattern, get_def, make_call, register
 from .type_relations import check_arity, fail, int_tuple, tensor_arg
 from .window import lowest_value, pad_tuple2d, pair, pool_counts, window_out_dim
 
@@ -18,18 +23,24 @@ _LAYOUTS = ("NCHW", "NHWC")
 
 def _data_4d(op: str, types, attrs) -> TensorType:
     data = tensor_arg(op, types, 0, "data")
-    if attrs.layout not in _LAYOUTS:
-        raise fail(op, f"layout={attrs.layout!r} is not supported; expected one of {_LAYOUTS}")
+    block = channel_block_of(attrs.layout)
+    if attrs.layout not in _LAYOUTS and block is None:
+        raise fail(op, f"layout={attrs.layout!r} is not supported; expected one of {_LAYOUTS} "
+                       f"or NCHW<x>c")
     if attrs.out_layout not in ("", attrs.layout):
         raise fail(op, f"out_layout={attrs.out_layout!r} must be '' or the input layout "
                        f"{attrs.layout!r}")
-    if data.ndim != 4:
+    if block is not None:  # NCHW<x>c: [N, C/x, H, W, x]
+        if data.ndim != 5 or data.shape[4] != block:
+            raise fail(op, f"layout={attrs.layout!r} needs data [N, C/{block}, H, W, {block}], "
+                           f"got shape {data.shape}")
+    elif data.ndim != 4:
         raise fail(op, f"data must be 4-D ({attrs.layout}), got shape {data.shape}")
     return data
 
 
 def _hw(layout: str) -> tuple:
-    return (2, 3) if layout == "NCHW" else (1, 2)
+    return (1, 2) if layout == "NHWC" else (2, 3)
 
 
 def _with_hw(shape: tuple, layout: str, h: int, w: int) -> tuple:
@@ -55,10 +66,15 @@ def _pool_rel(op: str):
 
 
 def _to_nchw(x: np.ndarray, layout: str) -> np.ndarray:
+    if channel_block_of(layout) is not None:
+        return unblock_ref(x)
     return x if layout == "NCHW" else x.transpose(0, 3, 1, 2)
 
 
 def _from_nchw(x: np.ndarray, layout: str) -> np.ndarray:
+    block = channel_block_of(layout)
+    if block is not None:
+        return block_ref(x, block)
     return x if layout == "NCHW" else x.transpose(0, 2, 3, 1)
 
 
@@ -113,6 +129,10 @@ register(OpDef(name="nn.avg_pool2d", num_inputs=1, type_rel=_pool_rel("nn.avg_po
                pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=_pool_ref("avg"),
                attrs={**_POOL_ATTRS, "count_include_pad": False},
                attrs_type_key="relay.attrs.AvgPool2DAttrs"))
+
+
+for _name in ("nn.max_pool2d", "nn.avg_pool2d"):
+    get_def(_name).set_attr(BLOCKED_FORM, "layout")
 
 
 def max_pool2d(data, pool_size=(1, 1), strides=(1, 1), dilation=(1, 1), padding=(0, 0),
@@ -189,6 +209,8 @@ for _kind in ("max", "avg"):
                    reference=_adaptive_ref(_kind, False),
                    attrs={"output_size": (), "layout": "NCHW", "out_layout": ""},
                    attrs_type_key="relay.attrs.AdaptivePool2DAttrs"))
+    for _name in (f"nn.global_{_kind}_pool2d", f"nn.adaptive_{_kind}_pool2d"):
+        get_def(_name).set_attr(BLOCKED_FORM, "layout")
 
 
 def global_max_pool2d(data, layout="NCHW", out_layout=""):

@@ -13,8 +13,9 @@ import numpy as np
 
 from compiler.ir.types import TensorType
 from .nn import _CONV2D_ATTRS, _conv2d_ref, _conv2d_rel
-from .nn_nchwc import block_ref, channel_block_of, unblock_ref, unblocked_attrs
-from .registry import OpDef, OpPattern, make_call, register, register_compute
+from .blocked_layout import (BLOCKED_FORM, block_ref, channel_block_of, unblock_ref,
+                             unblocked_attrs)
+from .registry import OpDef, OpPattern, get_def, make_call, register, register_compute
 from .type_relations import check_arity, fail, tensor_arg
 
 __all__ = ["contrib_conv2d_winograd_weight_transform",
@@ -113,6 +114,8 @@ register(OpDef(name="nn.contrib_conv2d_winograd_without_weight_transform", num_i
                type_rel=_conv_rel, pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=_conv_ref,
                attrs={**_CONV2D_ATTRS, "tile_size": 4},
                attrs_type_key="relay.attrs.Conv2DWinogradAttrs"))
+get_def("nn.contrib_conv2d_winograd_without_weight_transform").set_attr(BLOCKED_FORM,
+                                                                        "data_layout")
 
 
 def contrib_conv2d_winograd_weight_transform(weight, tile_size=4):

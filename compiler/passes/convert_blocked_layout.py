@@ -12,9 +12,10 @@ where it can, so layout transforms are left only at the edges of the blocked reg
                                                 folded by FoldConstant when c is constant)
     bias_add(blocked, b)   ->  add(blocked, b')
     concatenate((a, b), 1) ->  concatenate((a', b'), 1)   on whole channel blocks
-    winograd conv          ->  the same with data_layout = out_layout = NCHW<x>c
+    op(blocked)            ->  op(blocked) with its layout attribute NCHW<x>c, for the ops the
+                               registry gives a blocked form (BLOCKED_FORM: pools, Winograd)
     anything else          ->  its blocked operands transformed back to NCHW (flatten, dense,
-                               pools, depthwise convs, the function's result)
+                               depthwise convs, the function's result)
 
 Algorithm: one bottom-up rewrite (rewrite_post_order, an explicit stack) that records which new
 nodes hold blocked values. A consumer asks for an operand as NCHW or as blocked; each node is
@@ -34,6 +35,7 @@ from codegen.schedules.conv2d_nchwc import nchwc_applicable
 from compiler.ir.expr import Call, Function, If, Let, Op, RelayExpr, Tuple
 from compiler.ir.traversal import children, post_order, rewrite_post_order, with_children
 from compiler.ir.types import TensorType
+from compiler.op.blocked_layout import BLOCKED_FORM
 from compiler.op.nn_nchwc import contrib_conv2d_NCHWc
 from compiler.op.registry import OpPattern, get_def, make_call
 from compiler.op.tensor import add
@@ -48,7 +50,6 @@ BLOCKED_LAYOUT = "relayjit.blocked_layout"
 BLOCKED_LAYOUT_DEFAULT = False
 
 F32 = "float32"
-WINOGRAD = "nn.contrib_conv2d_winograd_without_weight_transform"
 # attributes that make a broadcast op depend on the layout of its operands
 _LAYOUT_ATTRS = ("axis", "shape")
 
@@ -150,15 +151,19 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
             strides=a.strides, padding=a.padding, dilation=a.dilation,
             kernel_size=a.kernel_size, data_layout=cv.layout, out_dtype=a.out_dtype))
 
-    def winograd(old: Call, new: Call) -> RelayExpr | None:
-        """A Winograd conv reads and writes NCHW<x>c through its data_layout attribute."""
-        c = _nchw_channels(old.args[0].checked_type, x)
-        if c is None or _nchw_channels(old.checked_type, x) is None \
-                or old.attrs.data_layout != "NCHW" or old.attrs.out_dtype not in ("", F32):
+    def blocked_form(old: Call, new: Call, attr: str) -> RelayExpr | None:
+        """An op with a blocked form (the registry's BLOCKED_FORM: pools, Winograd convs) on
+        a blocked input: the same op with its layout attribute `attr` NCHW<x>c."""
+        if new.args[0] not in cv.blocked or old.attrs[attr] != "NCHW" \
+                or _nchw_channels(old.checked_type, x) is None \
+                or old.attrs.get("out_dtype", "") not in ("", F32):
             return None
-        attrs = {key: new.attrs[key] for key in get_def(WINOGRAD).attrs}
-        attrs.update(data_layout=cv.layout, out_layout=cv.layout)
-        return cv.mark(make_call(WINOGRAD, [cv.block(new.args[0]), new.args[1]], **attrs))
+        name = old.op.name
+        attrs = {key: new.attrs[key] for key in get_def(name).attrs}
+        attrs[attr] = cv.layout
+        if "out_layout" in attrs:
+            attrs["out_layout"] = cv.layout
+        return cv.mark(make_call(name, [new.args[0], *new.args[1:]], **attrs))
 
     def broadcast(old: Call, new: Call) -> RelayExpr | None:
         channels = _nchw_channels(old.checked_type, x)
@@ -188,8 +193,7 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
             return None
         return cv.mark(concatenate(Tuple([cv.block(f) for f in fields.fields]), axis=1))
 
-    rules = {"nn.contrib_conv2d_packed": conv, WINOGRAD: winograd, "nn.bias_add": bias_add,
-             "concatenate": concat}
+    rules = {"nn.contrib_conv2d_packed": conv, "nn.bias_add": bias_add, "concatenate": concat}
 
     def concat_only_reader(old: Tuple) -> bool:
         return readers.get(old, 0) == 1 and any(
@@ -200,10 +204,13 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
     def rewrite(old: RelayExpr, new: RelayExpr) -> RelayExpr:
         name = _op_name(new)
         if name is not None:
-            rule = rules.get(name)
-            if rule is None and _layout_agnostic(new):
-                rule = broadcast
-            out = rule(old, new) if rule is not None else None
+            rule, form = rules.get(name), get_def(name).get_attr(BLOCKED_FORM)
+            if form is not None:
+                out = blocked_form(old, new, form)
+            else:
+                if rule is None and _layout_agnostic(new):
+                    rule = broadcast
+                out = rule(old, new) if rule is not None else None
             if out is not None:
                 return out
         if old in concat_tuples:

@@ -1,18 +1,32 @@
-"""The channel-blocked (NCHW[x]c) conv path: the schedule (codegen.schedules.conv2d_nchwc)
-against numpy over its edges (stride 2, padding, 1x1 and 3x3, batch 2, output size 1, channel
-blocks KB not dividing the output channels, residual add in the epilogue, several input-channel
-blocks), at both micro-kernel widths (x = 8 and 16)."""
+"""The channel-blocked (NCHW[x]c) conv path, at both micro-kernel widths (x = 8 and 16): the
+schedule (codegen.schedules.conv2d_nchwc) against numpy over its edges (stride 2, padding, 1x1
+and 3x3, batch 2, output size 1, channel blocks KB not dividing the output channels, residual
+add in the epilogue, several input-channel blocks); the ConvertBlockedLayout pass on a
+ResNet-style graph (layout transforms left at the input and output only, output against the
+interpreter), on channels not in whole blocks, and an exported blocked module."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import compiler as tvm
+import runtime
 from codegen import te
 from codegen.jit import build_te
 from codegen.schedules import conv2d_pack_geometry
+from codegen.schedules.common import vector_width
 from codegen.schedules.conv2d_nchwc import conv2d_nchwc_packed, nchwc_applicable
 from codegen.tir.ops import max as tir_max
+from compiler import relay
+from compiler.build import DISABLE_DISK_CACHE as NO_DISK
+from compiler.build import optimize
+from compiler.interpreter import evaluate
+from compiler.ir.expr import Call, Op
+from compiler.ir.traversal import post_order
 from compiler.op.nn_packed import _conv_pack_ref
+from compiler.passes.convert_blocked_layout import BLOCKED_LAYOUT
+from compiler.transform import PassContext
+from runtime import graph_executor
 
 RNG = np.random.default_rng(61)
 
@@ -106,3 +120,135 @@ def test_nchwc_rejects_channels_not_in_whole_blocks(width):
     wp = te.placeholder(conv2d_pack_geometry(2 * x, x + 1, 1, 1, 1), name="wp")
     with pytest.raises(ValueError, match="blocks of"):
         conv2d_nchwc_packed(data, wp, channels=2 * x)
+
+
+# --- the ConvertBlockedLayout pass and relay.build ------------------------------------------
+
+def _const(rng, *shape):
+    fan_in = np.prod(shape[1:]) if len(shape) > 1 else 1
+    return relay.const((rng.standard_normal(shape) / np.sqrt(fan_in)).astype("float32"))
+
+
+def _conv(rng, data, c, k, r, stride=1, relu=True):
+    """conv2d + bias + per-channel scale (a folded batch norm) (+ relu), as ONNX CNNs give."""
+    y = relay.nn.conv2d(data, _const(rng, k, c, r, r), strides=(stride, stride),
+                        padding=(r // 2, r // 2), channels=k, kernel_size=(r, r))
+    y = relay.multiply(relay.nn.bias_add(y, _const(rng, k)), _const(rng, k, 1, 1))
+    return relay.nn.relu(y) if relu else y
+
+
+def resnet_style(x: int, batch: int = 2, size: int = 24):
+    """A stem, a Winograd 3x3 (F(4x4): 64+ channels, 36 tiles), a max pool, two bottlenecks
+    (one strided, with a projection shortcut), a concat of two branches, an average pool, a
+    global pool, flatten and dense: every activation has whole blocks of x channels, so only
+    the input and the output need NCHW."""
+    rng = np.random.default_rng(5)
+    data = relay.var("x", shape=(batch, 2 * x, size, size))
+    y = _conv(rng, _conv(rng, data, 2 * x, 8 * x, 3), 8 * x, 8 * x, 3)
+    y = relay.nn.max_pool2d(y, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))
+    b = _conv(rng, _conv(rng, _conv(rng, y, 8 * x, 2 * x, 1), 2 * x, 2 * x, 3), 2 * x, 8 * x,
+              1, relu=False)
+    y = relay.nn.relu(relay.add(b, y))
+    b = _conv(rng, _conv(rng, _conv(rng, y, 8 * x, 4 * x, 1), 4 * x, 4 * x, 3, stride=2),
+              4 * x, 8 * x, 1, relu=False)
+    y = relay.nn.relu(relay.add(b, _conv(rng, y, 8 * x, 8 * x, 1, stride=2, relu=False)))
+    y = relay.concatenate([_conv(rng, y, 8 * x, 2 * x, 1), _conv(rng, y, 8 * x, 4 * x, 3)], 1)
+    y = relay.nn.avg_pool2d(y, pool_size=(2, 2), strides=(2, 2))
+    y = relay.nn.batch_flatten(relay.nn.global_avg_pool2d(y))
+    y = relay.nn.dense(y, _const(rng, 10, 6 * x))
+    return relay.Function([data], y), (batch, 2 * x, size, size)
+
+
+def _optimized(func, blocked: bool, opt_level: int = 3):
+    with PassContext(opt_level=opt_level, config={BLOCKED_LAYOUT: blocked}):
+        return optimize(tvm.IRModule.from_expr(func))["main"]
+
+
+def _ops(func) -> list:
+    """Op names of every call in the function, fused functions' bodies included."""
+    return [node.op.name for node in post_order(func.body)
+            if type(node) is Call and isinstance(node.op, Op)]
+
+
+def _run(func, data, blocked: bool, opt_level: int = 3):
+    with PassContext(opt_level=opt_level, config={BLOCKED_LAYOUT: blocked, NO_DISK: True}):
+        lib = relay.build(func, target="llvm")
+    gmod = graph_executor.GraphModule(lib["default"](runtime.cpu()))
+    gmod.run(x=data)
+    return gmod.get_output(0).numpy(), lib
+
+
+@pytest.mark.parametrize("opt_level", [2, 3])
+def test_resnet_style_graph_keeps_transforms_at_input_and_output_only(width, opt_level):
+    func, shape = resnet_style(width)
+    after = _optimized(func, True, opt_level)
+    ops = _ops(after)
+    assert ops.count("layout_transform") == 2
+    assert ops.count("nn.contrib_conv2d_NCHWc") == 10
+    assert "nn.contrib_conv2d_packed" not in ops
+    winograd = [n for n in post_order(after.body) if type(n) is Call and isinstance(n.op, Op)
+                and n.op.name == "nn.contrib_conv2d_winograd_without_weight_transform"]
+    assert len(winograd) == 1
+    assert all(w.attrs.data_layout == f"NCHW{width}c" for w in winograd)
+    assert all(op in ops for op in ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d",
+                                     "concatenate"))
+    off = _ops(_optimized(func, False, opt_level))
+    assert "layout_transform" not in off and "nn.contrib_conv2d_NCHWc" not in off
+
+
+def test_resnet_style_graph_matches_the_interpreter(width):
+    func, shape = resnet_style(width)
+    data = RNG.standard_normal(shape).astype("float32")
+    expected = evaluate(func, [data])
+    got, _ = _run(func, data, True)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_pass_is_opt_in():
+    func, _ = resnet_style(vector_width(), batch=1)
+    with PassContext(opt_level=3):
+        assert "layout_transform" not in _ops(optimize(tvm.IRModule.from_expr(func))["main"])
+
+
+@pytest.mark.parametrize("channels,converted", [(None, True), (12, False)])
+def test_channels_not_in_whole_blocks_stay_nchw(width, channels, converted):
+    """A conv whose input or output channels are not whole blocks keeps NCHW, and so do its
+    neighbours: no transform is made for nothing."""
+    x = width
+    rng = np.random.default_rng(3)
+    c = channels or 2 * x
+    data = relay.var("x", shape=(1, c, 7, 7))
+    y = _conv(rng, _conv(rng, data, c, 3 * x, 3, stride=2), 3 * x, x + 3 if channels else x, 1)
+    ops = _ops(_optimized(relay.Function([data], y), True))
+    assert ops.count("nn.contrib_conv2d_NCHWc") == (2 if converted else 0)
+    assert ops.count("layout_transform") == (2 if converted else 0)
+
+
+def test_blocked_output_of_size_one_and_a_shared_nchw_reader(width):
+    """A 1x1-output conv read by a blocked conv and by a flatten: one transform back, shared,
+    and the graph output through it."""
+    x = width
+    rng = np.random.default_rng(4)
+    data = relay.var("x", shape=(2, x, 3, 3))
+    a = _conv(rng, data, x, 2 * x, 3, stride=2)  # 2x2
+    a = _conv(rng, a, 2 * x, 2 * x, 3, stride=2)  # 1x1
+    b = _conv(rng, a, 2 * x, x, 1)
+    out = relay.add(relay.nn.batch_flatten(a), relay.nn.batch_flatten(relay.tile(b, (1, 2, 1,
+                                                                                      1))))
+    func = relay.Function([data], out)
+    ops = _ops(_optimized(func, True))
+    assert ops.count("layout_transform") == 3  # the input; a and b back to NCHW
+    sample = RNG.standard_normal((2, x, 3, 3)).astype("float32")
+    got, _ = _run(func, sample, True)
+    np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
+
+
+def test_exported_blocked_module_loads_and_runs(tmp_path):
+    func, shape = resnet_style(vector_width(), batch=1, size=8)
+    data = RNG.standard_normal(shape).astype("float32")
+    got, lib = _run(func, data, True)
+    path = tmp_path / "blocked.so"
+    lib.export_library(str(path))
+    gmod = graph_executor.GraphModule(runtime.load_module(str(path))["default"](runtime.cpu()))
+    gmod.run(x=data)
+    np.testing.assert_allclose(gmod.get_output(0).numpy(), got, rtol=0, atol=0)

@@ -14,7 +14,8 @@ from compiler.build_timing import COMPILE_STAGE_NAMES
 from compiler.transform import PassContext, PassTimingInstrument
 
 PIPELINE = ["InferType", "SimplifyInference", "FoldScaleAxis", "AlterOpLayout",
-            "PackConstantWeights", "ConvertBlockedLayout", "FoldConstant", "EliminateCommonSubexpr", "FuseConvMaxPool",
+            "PackConstantWeights", "ConvertBlockedLayout", "FoldConstant", "EliminateCommonSubexpr",
+            "FoldTransposeIntoBatchMatmul", "FuseConvMaxPool",
             "FuseOps"]
 NO_DISK = {"relayjit.disable_disk_cache": True}
 

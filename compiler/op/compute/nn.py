@@ -1,4 +1,4 @@
-"""Anchor ops (conv2d, conv2d_transpose, dense, matmul, batch_matmul).
+"""Anchor ops (conv2d, conv2d_transpose, dense, matmul, batch_matmul and its _axes variant).
 
 float32 conv2d / conv2d_transpose (groups 1) / dense / matmul / batch_matmul lower through the
 schedules written for speed
@@ -167,3 +167,42 @@ def _batch_matmul(inputs, attrs, out_type):
         bv = b[bb, n, k] if attrs.transpose_b else b[bb, k, n]
         return te.sum(_acc(av, dt) * _acc(bv, dt), k)
     return te.compute(out_type.shape, f, name="T_batch_matmul")
+
+
+@rule("nn.contrib_batch_matmul_axes")
+def _batch_matmul_axes(inputs, attrs, out_type):
+    a, b = inputs
+    dt = out_type.dtype
+    ea, eb = dict(zip(attrs.a_axes, a.shape)), dict(zip(attrs.b_axes, b.shape))
+    out_axes = attrs.out_axes
+    if _all_f32(a, b, out_type=out_type) and schedules.gemm_applicable(
+            ea["M"], eb["N"], ea["K"], dt):
+        return schedules.batch_matmul_axes(a, b, attrs.a_axes, attrs.b_axes, out_axes,
+                                           tuple(out_type.shape))
+    ext = {"B": ea["B"], "M": ea["M"], "N": eb["N"]}
+    perm = tuple(ext[c] for c in out_axes)
+
+    def c(*i):  # the out_axes-ordered result, then viewed as out_type's shape
+        k = te.reduce_axis(ea["K"], "k")
+        at = dict(zip(out_axes, i))
+        av = a[tuple({"B": at["B"], "M": at["M"], "K": k}[x] for x in attrs.a_axes)]
+        bv = b[tuple({"B": at["B"], "N": at["N"], "K": k}[x] for x in attrs.b_axes)]
+        return te.sum(_acc(av, dt) * _acc(bv, dt), k)
+    result = te.compute(perm, c, name="T_batch_matmul")
+    if perm == tuple(out_type.shape):
+        return result
+    return te.compute(tuple(out_type.shape), lambda *i: result[_unmerge(i, perm,
+                                                                        out_type.shape)],
+                      name="T_batch_matmul_view")
+
+
+def _unmerge(index, inner, outer) -> tuple:
+    """The row-major index into `inner` of element `index` of the same data shaped `outer`."""
+    flat = 0
+    for i, d in zip(index, outer):
+        flat = flat * d + i
+    out = []
+    for d in reversed(inner):
+        out.append(flat % d)
+        flat = flat // d
+    return tuple(reversed(out))

@@ -9,7 +9,7 @@ from .common import fail, is_bool, is_float, rule, te, tensor_name, tir
 
 
 def _hw(layout: str) -> tuple:
-    return (2, 3) if layout == "NCHW" else (1, 2)
+    return (1, 2) if layout == "NHWC" else (2, 3)  # NCHW, NCHW<x>c
 
 
 def _with(idx: tuple, hi: int, wi: int, y, x) -> tuple:

@@ -1,0 +1,99 @@
+"""nn.contrib_batch_matmul_axes: a batch matmul whose operands and output keep their axes in any
+order, so attention's head splits and merges (reshape -> transpose -> reshape) become the
+product's indexing instead of copies (produced by the FoldTransposeIntoBatchMatmul pass).
+
+    C[b, m, n] = sum_k A[b, m, k] * B[b, n, k]
+
+a_axes names the axes of tensor_a in memory order with the letters B, M, K (a query split into
+heads, [seq, heads, head_dim], is "MBK"); b_axes those of tensor_b with B, N, K (keys as
+[seq, heads, head_dim] are "NBK", values "KBN"); out_axes the memory order of the result with
+B, M, N, where N must be last (the micro-kernel stores rows of C contiguously). out_shape,
+when given, is the result's shape: the out_axes-ordered [., ., .] with adjacent axes merged
+and axes of 1 inserted (so "MBN" with out_shape [1, seq, heads * head_dim] is the merged
+heads as the next dense reads them). nn.batch_matmul(transpose_a, transpose_b) is the case
+"BMK"/"BKM", "BNK"/"BKN", "BMN".
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from codegen.schedules.gemm import merge_groups
+from compiler.ir.types import TensorType
+from .nn import _out_dtype
+from .registry import OpDef, OpPattern, make_call, register, register_flops
+from .type_relations import check_arity, fail, tensor_arg
+from .window import acc_dtype
+
+__all__ = ["contrib_batch_matmul_axes", "axes_extents"]
+
+OP = "nn.contrib_batch_matmul_axes"
+LETTERS = {"a_axes": "BMK", "b_axes": "BNK", "out_axes": "BMN"}
+
+
+def _check_axes(attrs) -> None:
+    for name, letters in LETTERS.items():
+        value = getattr(attrs, name)
+        if not isinstance(value, str) or sorted(value) != sorted(letters):
+            raise fail(OP, f"{name} must order the letters {letters}, got {value!r}")
+    if attrs.out_axes[-1] != "N":
+        raise fail(OP, f"out_axes must end with N (rows of C are contiguous), got "
+                       f"{attrs.out_axes!r}")
+
+
+def axes_extents(shape, axes: str) -> dict:
+    """{letter: extent} of a 3-D shape whose axes are `axes`."""
+    return dict(zip(axes, shape))
+
+
+def _rel(types, attrs):
+    check_arity(OP, types, 2)
+    _check_axes(attrs)
+    x, y = tensor_arg(OP, types, 0, "tensor_a"), tensor_arg(OP, types, 1, "tensor_b")
+    if x.ndim != 3 or y.ndim != 3:
+        raise fail(OP, f"tensor_a and tensor_b must be 3-D, got {x.shape} and {y.shape}")
+    a, b = axes_extents(x.shape, attrs.a_axes), axes_extents(y.shape, attrs.b_axes)
+    if a["K"] != b["K"] or a["B"] != b["B"]:
+        raise fail(OP, f"tensor_a {x.shape} ({attrs.a_axes}) and tensor_b {y.shape} "
+                       f"({attrs.b_axes}) differ in the batch or the reduction axis")
+    extents = {"B": a["B"], "M": a["M"], "N": b["N"]}
+    shape = tuple(extents[c] for c in attrs.out_axes)
+    if attrs.out_shape is not None:
+        out_shape = tuple(int(d) for d in attrs.out_shape)
+        if merge_groups(shape, out_shape) is None:
+            raise fail(OP, f"out_shape {out_shape} does not merge adjacent axes of the "
+                           f"{attrs.out_axes} result {shape}")
+        shape = out_shape
+    return TensorType(shape, _out_dtype(attrs, x))
+
+
+def _ref(inputs, attrs):
+    x, y = inputs
+    out_dtype = attrs.out_dtype or x.dtype
+    acc = acc_dtype(out_dtype)
+    a = np.einsum(f"{attrs.a_axes.lower()}->bmk", x.astype(acc))
+    b = np.einsum(f"{attrs.b_axes.lower()}->bnk", y.astype(acc))
+    c = np.einsum(f"bmn->{attrs.out_axes.lower()}", np.matmul(a, b.transpose(0, 2, 1)))
+    shape = c.shape if attrs.out_shape is None else tuple(attrs.out_shape)
+    return np.ascontiguousarray(c).reshape(shape).astype(out_dtype)
+
+
+register(OpDef(name=OP, num_inputs=2, type_rel=_rel, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+               reference=_ref, attrs={"out_dtype": "", "a_axes": "BMK", "b_axes": "BNK",
+                                      "out_axes": "BMN", "out_shape": None},
+               attrs_type_key="relay.attrs.BatchMatmulAxesAttrs"))
+
+
+@register_flops(OP)
+def _flops(arg_types, attrs, out_type):
+    k = axes_extents(arg_types[0].shape, attrs.a_axes)["K"]
+    return 2 * math.prod(out_type.shape) * k
+
+
+def contrib_batch_matmul_axes(tensor_a, tensor_b, a_axes="BMK", b_axes="BNK", out_axes="BMN",
+                              out_shape=None, out_dtype=""):
+    """C[b, m, n] = sum_k A[b, m, k] B[b, n, k] with each tensor's axes in the given order."""
+    return make_call(OP, [tensor_a, tensor_b], out_dtype=out_dtype, a_axes=a_axes,
+                     b_axes=b_axes, out_axes=out_axes,
+                     out_shape=None if out_shape is None else tuple(int(d) for d in out_shape))
