@@ -76,7 +76,7 @@ def max_with_nan(taps: list[Expr], dtype: str, row: int) -> Expr:
     return select(nan, const(float("nan"), dtype), top)
 
 
-def _span(first: int, step: int, lo: int, hi: int, count: int) -> tuple[int, int]:
+def span(first: int, step: int, lo: int, hi: int, count: int) -> tuple[int, int]:
     """[a, b): the k in [0, count) with lo <= first + k*step < hi."""
     a = min(count, max(0, -(-(lo - first) // step)))
     b = min(count, max(a, -(-(hi - first) // step)))
@@ -106,8 +106,8 @@ def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr
     the last (PHASE_ROWS_ROUNDED); the phases' own edge columns and the padding are short
     copies and plain fills."""
     wq, size, sw, w = g["wq"], g["size"], g["sw"], g["w"]
-    i0, i1 = _span(py - g["pt"], g["sh"], 0, g["h"], g["hq"])
-    cols = [_span(px - g["pl"], sw, 0, w, wq) for px in range(sw)]
+    i0, i1 = span(py - g["pt"], g["sh"], 0, g["h"], g["hq"])
+    cols = [span(px - g["pl"], sw, 0, w, wq) for px in range(sw)]
     c0 = max(a for a, _ in cols)
     c1 = max(c0, min(b for _, b in cols))  # the columns inside x in every phase
 
@@ -204,7 +204,7 @@ def _products(value: Expr) -> list[tuple[Expr, Expr]] | None:
     return [(t.a, t.b) for t in reversed(terms)]
 
 
-def _store_sum(dest: Buffer, index: tuple, value: Expr, then: Callable[[Expr], Expr],
+def store_sum(dest: Buffer, index: tuple, value: Expr, then: Callable[[Expr], Expr],
                name: str) -> Stmt:
     """Store(dest, index, then(value)); a sum of products goes through one-element
     accumulators, whose updates codegen may contract and reassociate: each product and add
@@ -260,7 +260,7 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
         def then(v: Expr) -> Expr:
             v = finish(v, ki, oi, oj)
             return epilogue(v, idx) if epilogue is not None else v
-        return _store_sum(out, idx, value, then, f"{name}_acc")
+        return store_sum(out, idx, value, then, f"{name}_acc")
 
     def along_row(tag: str, body: Callable[[Expr], Stmt]) -> Stmt | None:
         return _vector_loop(f"{name}_w{tag}", ow, body)

@@ -1,9 +1,12 @@
 """Pooling: max/avg with padding (guarded reductions), ceil_mode, count_include_pad, dilation;
-global and adaptive pools. NCHW and NHWC."""
+global and adaptive pools. NCHW, NHWC and NCHW<x>c (float NCHW and NCHW<x>c through
+schedules: window.py, window_nchwc.py)."""
 from __future__ import annotations
 
 from codegen.schedules.window import pool2d_nchw
+from codegen.schedules.window_nchwc import global_pool_nchwc, pool2d_nchwc
 from codegen.tir.dtype import min_value
+from compiler.op.blocked_layout import channel_block_of
 from compiler.op.window import has_empty_window, lowest_value
 from .common import fail, is_bool, is_float, rule, te, tensor_name, tir
 
@@ -119,6 +122,38 @@ def _plane_pool(kind: str, x, attrs, out_hw: tuple, op: str):
                        attrs.padding, out_hw, finish, tensor_name(op))
 
 
+def _padded_taps(o: int | None, k: int, s: int, d: int, begin: int, end: int, size: int
+                 ) -> int:
+    """Taps of output o's window inside input + pads (all k for an interior output: None)."""
+    if o is None:
+        return k
+    return sum(1 for t in range(k) if 0 <= o * s + t * d < begin + size + end)
+
+
+def _blocked_pool(kind: str, x, attrs, out_hw: tuple, op: str):
+    """Float NCHW<x>c pooling through codegen.schedules.window_nchwc: the schedule knows which
+    taps of each window fall inside the input, so the divisor of an average and the value of a
+    window over padding alone are constants."""
+    h, w, dt = x.shape[2], x.shape[3], x.dtype
+    (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
+    pt, pl, pb, pr = attrs.padding
+
+    def finish(value, rows, cols, oi, oj):
+        if value is None:  # a window over padding alone
+            return tir.const(lowest_value(dt) if kind == "max" else 0, dt)
+        if kind == "max":
+            return value
+        if attrs.count_include_pad:
+            count = _padded_taps(oi, kh, sh, dh, pt, pb, h) \
+                * _padded_taps(oj, kw, sw, dw, pl, pr, w)
+        else:
+            count = len(rows) * len(cols)
+        return value / tir.const(float(max(count, 1)), dt)
+
+    return pool2d_nchwc(x, kind, attrs.pool_size, attrs.strides, attrs.dilation,
+                        attrs.padding, out_hw, finish, tensor_name(op))
+
+
 def _pool(kind: str):
     def compute(inputs, attrs, out_type):
         (x,) = inputs
@@ -133,6 +168,8 @@ def _pool(kind: str):
         out_hw = (out_type.shape[hi], out_type.shape[wi])
         if is_float(x.dtype) and attrs.layout == "NCHW":
             return _plane_pool(kind, x, attrs, out_hw, op)
+        if is_float(x.dtype) and channel_block_of(attrs.layout) is not None:
+            return _blocked_pool(kind, x, attrs, out_hw, op)
         if is_float(x.dtype) and kh * kw <= MAX_UNROLLED_TAPS:
             return _unrolled(kind, x, attrs, out_type, hi, wi, op)
 
@@ -167,6 +204,8 @@ def _adaptive(kind: str, is_global: bool):
         hi, wi = _hw(attrs.layout)
         h, w = x.shape[hi], x.shape[wi]
         oh, ow = out_type.shape[hi], out_type.shape[wi]
+        if is_global and is_float(x.dtype) and channel_block_of(attrs.layout) is not None:
+            return global_pool_nchwc(x, kind, tensor_name(op))
         acc = x.dtype if is_float(x.dtype) else "int64"
         # the widest bin bounds the reduce axes; narrower bins mask the rest
         kh = max(-(-((i + 1) * h) // oh) - (i * h) // oh for i in range(oh))

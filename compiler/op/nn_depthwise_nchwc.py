@@ -1,0 +1,116 @@
+"""nn.contrib_depthwise_conv2d_NCHWc: depthwise conv2d (channel multiplier 1) on channel-blocked
+activations, TVM's op name and attributes.
+
+    contrib_depthwise_conv2d_NCHWc(data [N, C/x, H, W, x], weight [C/x, 1, R, S, 1, x];
+        conv2d attrs, groups = channels = C, data_layout = out_layout = "NCHW<x>c",
+        kernel_layout = "OIHW1i<x>o") -> [N, C/x, OH, OW, x]
+
+The weight is the depthwise OIHW weight [C, 1, R, S] laid out by depthwise_weight_pack (a
+layout_transform OIHW -> OIHW1i<x>o, which FoldConstant computes at compile time when the
+weight is a constant): weight[cb, 0, r, s, 0, v] = w[cb*x + v, 0, r, s], so a tap's weights
+for a channel block are one vector. Schedule: codegen.schedules.window_nchwc.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler.ir.types import TensorType
+from .blocked_layout import block_ref, channel_block_of, unblock_ref, unblocked_attrs
+from .nn import _CONV2D_ATTRS
+from .registry import OpDef, OpPattern, make_call, register, register_compute, register_flops
+from .transform_layout import layout_transform
+from .type_relations import check_arity, fail, tensor_arg
+from .window import conv_ref, conv_rel, pad_tuple2d, pair
+
+__all__ = ["contrib_depthwise_conv2d_NCHWc", "depthwise_weight_pack", "depthwise_kernel_layout"]
+
+OP = "nn.contrib_depthwise_conv2d_NCHWc"
+_nchw_rel = conv_rel(OP, "NCHW", "OIHW")
+
+
+def depthwise_kernel_layout(x: int) -> str:
+    """The packed weight's layout for blocks of x channels: "OIHW1i<x>o"."""
+    return f"OIHW1i{x}o"
+
+
+def depthwise_weight_pack(weight, x: int):
+    """[C, 1, R, S] (OIHW) -> [C/x, 1, R, S, 1, x]: a layout_transform, folded at compile time
+    for a constant weight."""
+    return layout_transform(weight, "OIHW", depthwise_kernel_layout(x))
+
+
+def _unpack_ref(wp: np.ndarray) -> np.ndarray:
+    """[C/x, 1, R, S, 1, x] -> [C, 1, R, S] (numpy)."""
+    cb, _, r, s, _, x = wp.shape
+    return np.ascontiguousarray(wp.transpose(0, 5, 1, 2, 3, 4).reshape(cb * x, 1, r, s))
+
+
+def _rel(types, attrs):
+    check_arity(OP, types, 2)
+    data, wp = tensor_arg(OP, types, 0, "data"), tensor_arg(OP, types, 1, "weight")
+    x = channel_block_of(attrs.data_layout)
+    if x is None or attrs.out_layout not in ("", attrs.data_layout) \
+            or attrs.kernel_layout != depthwise_kernel_layout(x):
+        raise fail(OP, f"expected data_layout 'NCHW<x>c', out_layout '' or the same and "
+                       f"kernel_layout 'OIHW1i<x>o', got data_layout={attrs.data_layout!r}, "
+                       f"out_layout={attrs.out_layout!r}, kernel_layout={attrs.kernel_layout!r}")
+    if data.ndim != 5 or data.shape[4] != x:
+        raise fail(OP, f"data must be [N, C/{x}, H, W, {x}] for {attrs.data_layout}, got "
+                       f"{data.shape}")
+    n, cb, h, w, _ = data.shape
+    c = cb * x
+    if wp.ndim != 6 or (wp.shape[0], wp.shape[1], wp.shape[4], wp.shape[5]) != (cb, 1, 1, x):
+        raise fail(OP, f"weight must be [{cb}, 1, R, S, 1, {x}] ({attrs.kernel_layout}) for "
+                       f"data {data.shape}, got {wp.shape}")
+    if attrs.groups != c or attrs.out_dtype not in ("", data.dtype):
+        raise fail(OP, f"groups={attrs.groups} and out_dtype={attrs.out_dtype!r}: expected "
+                       f"groups = channels = {c} (channel multiplier 1) and the data's dtype")
+    out = _nchw_rel([TensorType((n, c, h, w), data.dtype),
+                     TensorType((c, 1, wp.shape[2], wp.shape[3]), wp.dtype)],
+                    unblocked_attrs(attrs))
+    return TensorType((n, cb, out.shape[2], out.shape[3], x), out.dtype)
+
+
+def _ref(inputs, attrs):
+    data, wp = inputs
+    out = conv_ref([unblock_ref(data), _unpack_ref(wp)], unblocked_attrs(attrs))
+    return block_ref(out, data.shape[4])
+
+
+register(OpDef(name=OP, num_inputs=2, type_rel=_rel, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+               reference=_ref, attrs=dict(_CONV2D_ATTRS, data_layout="NCHW16c",
+                                          kernel_layout="OIHW1i16o", out_layout="NCHW16c"),
+               attrs_type_key="relay.attrs.Conv2DAttrs"))
+
+
+@register_flops(OP)
+def _flops(arg_types, attrs, out_type):
+    wp = arg_types[1]
+    return 2 * math.prod(out_type.shape) * wp.shape[2] * wp.shape[3]
+
+
+def contrib_depthwise_conv2d_NCHWc(data, weight, strides=(1, 1), padding=(0, 0),  # noqa: N802
+                                   dilation=(1, 1), groups=1, channels=None, kernel_size=None,
+                                   data_layout="NCHW16c", kernel_layout="OIHW1i16o",
+                                   out_layout="", out_dtype=""):
+    """relay.nn.contrib_depthwise_conv2d_nchwc: data in data_layout (NCHW<x>c), weight packed
+    by depthwise_weight_pack; groups = channels = C."""
+    return make_call(OP, [data, weight], strides=pair(strides), padding=pad_tuple2d(padding),
+                     dilation=pair(dilation), groups=int(groups),
+                     channels=None if channels is None else int(channels),
+                     kernel_size=None if kernel_size is None else pair(kernel_size),
+                     data_layout=data_layout, kernel_layout=kernel_layout,
+                     out_layout=out_layout, out_dtype=out_dtype)
+
+
+def _compute(inputs, attrs, out_type):
+    # codegen is imported lazily: the registry must load without it (as nn_packed's rules)
+    from codegen.schedules.window_nchwc import depthwise_conv2d_nchwc
+    data, wp = inputs
+    return depthwise_conv2d_nchwc(data, wp, tuple(attrs.strides), tuple(attrs.padding),
+                                  tuple(attrs.dilation))
+
+
+register_compute(OP)(_compute)
