@@ -84,10 +84,12 @@ def conv2d_nchwc_packed(x: te.Tensor, wp: te.Tensor, strides=(1, 1), padding=(0,
                      name=name, kernel_attrs={"prefer_vector_width": 32 * vector_width()})
 
 
-def _pad_blocked(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer | None, Stmt]:
-    """Xp[C/x][Hp][Wp][x] = zero-padded x[ni] (None when no padding is needed): per row, a
-    zero run, the copied pixels and a zero run, each pixel one vector."""
-    if g["hp"] == g["h"] and g["wp"] == g["w"]:
+def pad_blocked(xb: Buffer, ni, g: dict, name: str, always: bool = False
+                ) -> tuple[Buffer | None, Stmt]:
+    """Xp[C/x][Hp][Wp][x] = x[ni] (blocked) at row pt, column pl of zeros (None when no padding
+    is needed, unless always): per row, a zero run, the copied pixels and a zero run, each
+    pixel one vector. g: c, h, w, hp, wp, pt, pl and blk (x)."""
+    if g["hp"] == g["h"] and g["wp"] == g["w"] and not always:
         return None, seq()
     blk = g["blk"]
     xp = Buffer(f"{name}_xpad", (g["c"] // blk, g["hp"], g["wp"], blk), F32)
@@ -133,7 +135,7 @@ def _direct_blocked(xb: Buffer, wpk: Buffer, out: Buffer, g: dict, epilogue, nam
     single = ncb == 1 and not ctail
     acc = Buffer(f"{name}_acc", (1 if single else pblk, P, KB), F32)
     ni = var(f"{name}_n")
-    xp, pad = _pad_blocked(xb, ni, g, name)
+    xp, pad = pad_blocked(xb, ni, g, name)
     src = xp if xp is not None else xb
     rowstep, blockstep = g["wp"] * blk, g["hp"] * g["wp"] * blk
     kb2, pb, cb = (var(f"{name}_{t}") for t in ("kb", "pb", "cb"))

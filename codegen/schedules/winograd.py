@@ -27,6 +27,7 @@ from ..tir.expr import Expr, Load, Var
 from ..tir.ops import const, floordiv, floormod, ge, if_then_else, logical_and, lt
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
 from .common import F32, addr, ceil_div, imm, mark_epilogue, var, zero
+from .conv2d_nchwc import pad_blocked
 from .gemm import gemm_stmt
 
 # The GEMMs read U's rows in place (gemm_stmt's a_rows: its `_rows` micro-kernel, each row tile
@@ -107,10 +108,12 @@ def _bind(names: list[Var], values: list[Expr], body: Stmt) -> Stmt:
 
 
 def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0, 0, 0),
-                    m: int = 4, name: str = "T_conv2d_winograd", block: int = 0) -> te.Tensor:
-    """x [N, C, H, W] and U [a, a, K, C] (transform_weight) -> out_shape [N, K, OH, OW]; with
-    block x > 0, x and the output are channel-blocked, [N, C/x, H, W, x] and [N, K/x, OH, OW,
-    x] (NCHW[x]c: the padded copy of step 1 reads it, step 4 stores it)."""
+                    m: int = 4, name: str = "T_conv2d_winograd") -> te.Tensor:
+    """x [N, C, H, W] and U [a, a, K, C] (transform_weight) -> out_shape [N, K, OH, OW]; or
+    channel-blocked (NCHW[x]c), x [N, C/x, H, W, x] -> [N, K/x, OH, OW, x]: only the padded
+    padded copy of step 1 and the input transform (a channel block at once, vectorised over
+    its x channels), and the output transform's stores (whole vectors) change."""
+    block = x.shape[4] if len(x.shape) == 5 else 0
     if block:
         n, cb, h, wd, _ = x.shape
         c = cb * block
@@ -121,13 +124,6 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
     a = m + 2
     k = u.shape[2]
 
-    def x_at(ni, ci, iy, ix) -> tuple:
-        return (ni, floordiv(ci, block), iy, ix, floormod(ci, block)) if block \
-            else (ni, ci, iy, ix)
-
-    def out_at(ni, ko, oy, ox) -> tuple:
-        return (ni, floordiv(ko, block), oy, ox, floormod(ko, block)) if block \
-            else (ni, ko, oy, ox)
     th, tw = ceil_div(oh, m), ceil_div(ow, m)
     tiles = th * tw
     pt, pl = padding[0], padding[1]
@@ -137,44 +133,64 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
     def fcompute(ins, outs, epilogue=None):
         xb, ub = ins
         out = outs[0]
-        xpad = Buffer(f"{name}_xpad", (c, hp, wp), F32)
-        vbuf = Buffer(f"{name}_v", (a * a, c, tiles), F32)
+        # V[xi][c][t], blocked V[xi][c/x][t][x]: the input transform's stores are vectors, and
+        # the GEMM's packing of B gathers each panel's tiles x floats apart
+        vbuf = Buffer(f"{name}_v", (a * a, c // block, tiles, block) if block
+                      else (a * a, c, tiles), F32)
+
+        def v_at(xi, ci, t) -> tuple:
+            return (xi, floordiv(ci, block), t, floormod(ci, block)) if block else (xi, ci, t)
         mbuf = Buffer(f"{name}_m", (a * a, k, tiles), F32)
         ni = var(f"{name}_n")
-        # 1. zero-padded input, big enough for whole tiles
-        ci, yi, xi = var(f"{name}_pc"), var(f"{name}_py"), var(f"{name}_px")
-        iy, ix = yi - pt, xi - pl
-        inside = logical_and(logical_and(ge(iy, 0), lt(iy, h)),
-                             logical_and(ge(ix, 0), lt(ix, wd)))
-        pad = For(ci, c, For(yi, hp, For(xi, wp, Store(xpad, (ci, yi, xi), if_then_else(
-            inside, Load(xb, x_at(ni, ci, iy, ix), F32), zero())), "vectorized")),
-            "parallel" if c * hp * wp >= MIN_PARALLEL_WORK else "serial")
-        # 2. input transform: V[:, c, t] = B^T d B, d the tile's a x a patch
+        # 1. zero-padded input, big enough for whole tiles (blocked: Xp[C/x][Hp][Wp][x])
+        if block:
+            xpad, pad = pad_blocked(xb, ni, dict(c=c, h=h, w=wd, hp=hp, wp=wp, pt=pt, pl=pl,
+                                                 blk=block), name, always=True)
+        else:
+            xpad = Buffer(f"{name}_xpad", (c, hp, wp), F32)
+            ci, yi, xi = var(f"{name}_pc"), var(f"{name}_py"), var(f"{name}_px")
+            iy, ix = yi - pt, xi - pl
+            inside = logical_and(logical_and(ge(iy, 0), lt(iy, h)),
+                                 logical_and(ge(ix, 0), lt(ix, wd)))
+            pad = For(ci, c, For(yi, hp, For(xi, wp, Store(xpad, (ci, yi, xi), if_then_else(
+                inside, Load(xb, (ni, ci, iy, ix), F32), zero())), "vectorized")),
+                "parallel" if c * hp * wp >= MIN_PARALLEL_WORK else "serial")
+        # 2. input transform: V[:, c, t] = B^T d B, d the tile's a x a patch (blocked: the x
+        # channels of a block at once, one vector load a patch value)
         c2, ty, tx = var(f"{name}_vc"), var(f"{name}_vy"), var(f"{name}_vx")
+        cb2, cv = var(f"{name}_vcb"), var(f"{name}_vcv")  # blocked: c2 = cb2 * x + cv
         d = [[Var(f"{name}_d{i}{j}", F32) for j in range(a)] for i in range(a)]
         rowt = [[Var(f"{name}_r{i}{j}", F32) for j in range(a)] for i in range(a)]
         t = ty * tw + tx
-        stores = [Store(vbuf, (imm(p * a + q), c2, t),
+        stores = [Store(vbuf, (imm(p * a + q), cb2, t, cv) if block else (imm(p * a + q), c2, t),
                         _lincomb([bt[p][i] for i in range(a)], [rowt[i][q] for i in range(a)]))
                   for p in range(a) for q in range(a)]
         body = _bind([rowt[i][q] for i in range(a) for q in range(a)],
                      [_lincomb(bt[q], d[i]) for i in range(a) for q in range(a)], seq(*stores))
-        body = _bind([d[i][j] for i in range(a) for j in range(a)],
-                     [Load(xpad, (c2, ty * m + i, tx * m + j), F32)
-                      for i in range(a) for j in range(a)], body)
-        transform_in = For(c2, c, For(ty, th, For(tx, tw, body)),
-                           "parallel" if c * tiles >= 256 else "serial")
+        in_kind = "parallel" if c * tiles >= 256 else "serial"
+        if block:
+            body = _bind([d[i][j] for i in range(a) for j in range(a)],
+                         [Load(xpad, (cb2, ty * m + i, tx * m + j, cv), F32)
+                          for i in range(a) for j in range(a)], body)
+            transform_in = For(cb2, c // block, For(ty, th, For(tx, tw, For(
+                cv, block, body, "vectorized"))), in_kind)
+        else:
+            body = _bind([d[i][j] for i in range(a) for j in range(a)],
+                         [Load(xpad, (c2, ty * m + i, tx * m + j), F32)
+                          for i in range(a) for j in range(a)], body)
+            transform_in = For(c2, c, For(ty, th, For(tx, tw, body)), in_kind)
         # 3. a*a GEMMs over the input channels
         gemm = gemm_stmt(k, tiles, c, (a * a,),
                          lambda b, i, j: Load(ub, (floordiv(b[0], a), floormod(b[0], a), i, j),
                                               F32),
-                         lambda b, i, j: Load(vbuf, (b[0], j, i), F32), mbuf, "mk", "kn",
+                         lambda b, i, j: Load(vbuf, v_at(b[0], j, i), F32), mbuf, "mk", "kn",
                          None, f"{name}_gemm",
                          a_rows=(lambda b, i, j: addr(ub, floordiv(b[0], a), floormod(b[0], a),
                                                       i, j), c) if U_IN_PLACE else None,
                          prefetch_a=PREFETCH_U)
         # 4. output transform + epilogue: out tile = A^T M A
         ko, uy, ux = var(f"{name}_ok"), var(f"{name}_oy"), var(f"{name}_ox")
+        kbo, kv = var(f"{name}_okb"), var(f"{name}_okv")  # blocked: ko = kbo * x + kv
         tt = uy * tw + ux
         mv = [[Var(f"{name}_m{p}{q}", F32) for q in range(a)] for p in range(a)]
         half = [[Var(f"{name}_h{p}{j}", F32) for j in range(m)] for p in range(a)]
@@ -182,7 +198,8 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
         for i in range(m):
             for j in range(m):
                 val = _lincomb(at[i], [half[p][j] for p in range(a)])
-                idx = out_at(ni, ko, uy * m + i, ux * m + j)
+                idx = (ni, kbo, uy * m + i, ux * m + j, kv) if block \
+                    else (ni, ko, uy * m + i, ux * m + j)
                 if epilogue is not None:
                     val = epilogue(val, idx)
                 st: Stmt = Store(out, idx, val)
@@ -201,8 +218,12 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
         body = _bind([mv[p][q] for p in range(a) for q in range(a)],
                      [Load(mbuf, (imm(p * a + q), ko, tt), F32)
                       for p in range(a) for q in range(a)], body)
-        transform_out = For(ko, k, For(uy, th, For(ux, tw, body)),
-                            "parallel" if k * tiles >= 256 else "serial")
+        out_kind = "parallel" if k * tiles >= 256 else "serial"
+        if block:  # a tile's channel block innermost: its stores are whole vectors
+            transform_out = For(kbo, k // block, For(uy, th, For(ux, tw, For(
+                kv, block, LetStmt(ko, kbo * block + kv, body), "vectorized"))), out_kind)
+        else:
+            transform_out = For(ko, k, For(uy, th, For(ux, tw, body)), out_kind)
         stmt = For(ni, n, seq(pad, transform_in, gemm, transform_out))
         for buf in (mbuf, vbuf, xpad):
             stmt = Allocate(buf, stmt)

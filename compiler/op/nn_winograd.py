@@ -150,7 +150,7 @@ def _conv_compute(inputs, attrs, out_type):
     from codegen.schedules.winograd import conv2d_winograd
     data, u = inputs
     return conv2d_winograd(data, u, tuple(out_type.shape), tuple(attrs.padding),
-                           attrs.tile_size, block=channel_block_of(attrs.data_layout) or 0)
+                           attrs.tile_size)
 
 
 register_compute("nn.contrib_conv2d_winograd_weight_transform")(_transform_compute)

@@ -128,7 +128,7 @@ def test_blocked_pool_rejects_unblocked_data():
         infer(relay.nn.max_pool2d(relay.var("x", shape=(1, 32, 5, 5)), layout="NCHW16c"))
 
 
-def test_blocked_winograd_matches_the_nchw_one():
+def test_blocked_winograd_matches_the_nchw_one(width):
     from codegen.schedules.common import vector_width
     x = vector_width()
     c = k = 4 * x
