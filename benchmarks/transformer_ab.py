@@ -13,6 +13,8 @@ Switches:
   matmul_dense_nd   ONNX MatMul of [..., M, K] @ [K, N] lowers to nn.dense on the left
                     operand as it is; off: reshaped to 2-D around the dense (as before), which
                     keeps the bias add and GELU out of the dense's epilogue.
+  softmax_groups    softmax rows in interleaved groups of softmax.ROW_GROUP; off: one row at
+                    a time (ROW_GROUP = 1).
   fold_transposes   FoldTransposeIntoBatchMatmul (attention's head split/merge reshapes and
                     transposes become the batch matmul's axis orders); off: the pass skipped.
 """
@@ -30,6 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from benchmarks.generated_models import GENERATED_MODELS  # noqa: E402
 from benchmarks.generated_models import build as build_generated  # noqa: E402
+from codegen.schedules import softmax as softmax_schedule  # noqa: E402
 from compiler import relay  # noqa: E402
 from compiler.frontend.onnx_ops import common as onnx_common  # noqa: E402
 from compiler.frontend.onnx_ops.common import num_elements, reshape  # noqa: E402
@@ -64,9 +67,21 @@ def without_pass(name: str):
     yield {"disabled_pass": [name]}
 
 
+@contextlib.contextmanager
+def attribute(module, name: str, value):
+    """Build with module.name set to value."""
+    old = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, old)
+
+
 SWITCHES = {
     "matmul_dense_nd": lambda: matmul_reshaped(),
     "fold_transposes": lambda: without_pass("FoldTransposeIntoBatchMatmul"),
+    "softmax_groups": lambda: attribute(softmax_schedule, "ROW_GROUP", 1),
 }
 
 
