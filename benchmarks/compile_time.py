@@ -3,6 +3,7 @@
     nice python benchmarks/compile_time.py                     # the nine light models
     nice python benchmarks/compile_time.py resnet50 densenet121 --detail   # + full tables
     nice python benchmarks/compile_time.py resnet50 densenet121 --jobs 1,2,auto --repeat 5
+    nice python benchmarks/compile_time.py densenet121 --jobs 1,auto --families 0,1 --repeat 3
     nice python benchmarks/compile_time.py --scaling           # Python passes vs graph size
 
 Each build runs in a fresh process, as a user's first build does (imports not counted):
@@ -15,7 +16,9 @@ stages: digest, parse, jobs, link, cache, load; with several compile jobs these 
 parent's share). `jobs` is RELAYJIT_COMPILE_JOBS as resolved in that build. --jobs runs each
 model under each listed RELAYJIT_COMPILE_JOBS value, --repeat N rounds of them interleaved
 (model by model, the settings in turn): each row is then the median of N, `jobs` lists what
-each run resolved to. Figures only: nothing is asserted. The machine is shared and noisy;
+each run resolved to. --families 0,1 does the same for RELAYJIT_KERNEL_FAMILIES (kernels that
+differ only in an extent compiled as one body, codegen.kernel_families: off, on), crossed
+with --jobs. Figures only: nothing is asserted. The machine is shared and noisy;
 run it with `nice` and compare medians of several runs, never one. The build and kernel caches
 are keyed by the compiler's own source: while others commit to the checkout, a warm build may
 find nothing and rebuild; run a snapshot (`git archive HEAD | tar -x -C DIR`, then
@@ -67,10 +70,9 @@ def build_once(name: str) -> dict:
                                             f"{frontend:.3f} s not in the table)")}
 
 
-def build_in_subprocess(name: str, cache_dir: str, jobs: str | None = None) -> dict:
-    env = dict(os.environ, RELAYJIT_CACHE_DIR=cache_dir)
-    if jobs is not None:
-        env["RELAYJIT_COMPILE_JOBS"] = jobs
+def build_in_subprocess(name: str, cache_dir: str, settings: dict[str, str] | None = None
+                        ) -> dict:
+    env = dict(os.environ, RELAYJIT_CACHE_DIR=cache_dir, **(settings or {}))
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", name],
                           env=env, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -91,11 +93,14 @@ def stage_split(report: dict) -> dict[str, float]:
     return split
 
 
-def model_table(names: list[str], detail: bool, jobs: list[str | None], repeat: int) -> None:
+def model_table(names: list[str], detail: bool, settings: list[dict[str, str]],
+                repeat: int) -> None:
     from compiler.model_zoo import LIGHT_MODELS
 
     names = names or list(LIGHT_MODELS)
-    head = (f"{'model':<14} {'frontend':>8} {'cold':>6} {'warm':>6} {'kernels':>7} {'jobs':>6}"
+    width = max([14] + [len(name) + len(_label(s)) + 1 for name in names or ["x"]
+                         for s in settings])
+    head = (f"{'model':<{width}} {'frontend':>8} {'cold':>6} {'warm':>6} {'kernels':>7} {'jobs':>6}"
             f" | {'passes':>6} {'fold':>6} {'lower':>6} {'emit':>6} {'opt':>6} {'mc':>6}"
             f" {'llvm+':>6}")
     print(f"relay.build seconds, opt_level {OPT_LEVEL}, one process each "
@@ -105,33 +110,40 @@ def model_table(names: list[str], detail: bool, jobs: list[str | None], repeat: 
     print("-" * len(head))
     tables = []
     for name in names:
-        runs: dict[str | None, list[tuple[dict, dict]]] = {j: [] for j in jobs}
+        runs: list[list[tuple[dict, dict]]] = [[] for _ in settings]
         for _ in range(repeat):
-            for j in jobs:
+            for k, setting in enumerate(settings):
                 with tempfile.TemporaryDirectory(prefix="relayjit-compile-time-") as cache:
-                    cold = build_in_subprocess(name, cache, j)
-                    warm = build_in_subprocess(name, cache, j)
-                runs[j].append((cold, warm))
-        for j in jobs:
-            colds = [cold for cold, _ in runs[j]]
+                    cold = build_in_subprocess(name, cache, setting)
+                    warm = build_in_subprocess(name, cache, setting)
+                runs[k].append((cold, warm))
+        for k, setting in enumerate(settings):
+            colds = [cold for cold, _ in runs[k]]
             splits = [stage_split(cold) for cold in colds]
             resolved = ",".join(str(c["counts"].get("compile_jobs", 1)) for c in colds)
-            label = name if j is None else f"{name} j={j}"
-            print(f"{label:<14} {_median(c['frontend'] for c in colds):>8.2f} "
+            label = f"{name} {_label(setting)}".strip()
+            print(f"{label:<{width}} {_median(c['frontend'] for c in colds):>8.2f} "
                   f"{_median(c['wall'] for c in colds):>6.2f} "
-                  f"{_median(w['wall'] for _, w in runs[j]):>6.2f} "
+                  f"{_median(w['wall'] for _, w in runs[k]):>6.2f} "
                   f"{colds[0]['counts'].get('kernels', 0):>7} {resolved:>6} | "
                   + " ".join(f"{_median(sp[k] for sp in splits):>6.2f}"
                              for k in ("passes", "fold", "lower", "emit", "opt", "mc", "llvm+")),
                   flush=True)
             if repeat > 1:
-                print(f"{'':<14} cold runs: "
+                print(f"{'':<{width}} cold runs: "
                       + " ".join(f"{c['wall']:.2f}" for c in colds), flush=True)
             tables.append(colds[-1]["table"])
     if detail:
         for table in tables:
             print()
             print(table)
+
+
+def _label(setting: dict[str, str]) -> str:
+    return " ".join(f"{_SHORT[k]}={v}" for k, v in setting.items())
+
+
+_SHORT = {"RELAYJIT_COMPILE_JOBS": "j", "RELAYJIT_KERNEL_FAMILIES": "fam"}
 
 
 def _median(values) -> float:
@@ -193,6 +205,8 @@ def main() -> None:
     p.add_argument("--detail", action="store_true", help="print each cold build's full table")
     p.add_argument("--jobs", help="comma-separated RELAYJIT_COMPILE_JOBS values to compare "
                    "(e.g. 1,2,auto; default: the environment's)")
+    p.add_argument("--families", help="comma-separated RELAYJIT_KERNEL_FAMILIES values to "
+                   "compare (0,1: kernels sharing one family body off and on)")
     p.add_argument("--repeat", type=int, default=1, help="interleaved rounds per model "
                    "(rows are medians)")
     p.add_argument("--scaling", action="store_true", help="pass timings vs graph size")
@@ -205,8 +219,12 @@ def main() -> None:
     elif args.scaling:
         scaling([int(n) for n in args.sizes.split(",")])
     else:
-        jobs = args.jobs.split(",") if args.jobs else [None]
-        model_table(args.models, args.detail, jobs, max(1, args.repeat))
+        settings = [{}]
+        for env, values in (("RELAYJIT_COMPILE_JOBS", args.jobs),
+                            ("RELAYJIT_KERNEL_FAMILIES", args.families)):
+            if values:
+                settings = [{**s, env: v} for s in settings for v in values.split(",")]
+        model_table(args.models, args.detail, settings, max(1, args.repeat))
 
 
 if __name__ == "__main__":

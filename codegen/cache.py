@@ -49,7 +49,8 @@ CODEGEN_VERSION = "1"
 MAGIC = b"RELAYJIT-OBJCACHE-2\n"  # the format version is part of the magic
 _SUFFIX = ".rjc"
 # Sources whose edits change the machine code produced for the same TIR.
-_CODEGEN_SOURCES = ("llvm", "jit.py", "cache.py", os.path.join("tir", "structural.py"))
+_CODEGEN_SOURCES = ("llvm", "jit.py", "kernel_families.py", "cache.py",
+                    os.path.join("tir", "structural.py"))
 _PRUNE_EVERY = 16  # writes between directory size checks
 
 _disabled: ContextVar[bool] = ContextVar("relayjit_disk_cache_disabled", default=False)

@@ -39,6 +39,7 @@ from . import cache as disk_cache
 from .compile_jobs import (auto_compile_jobs, collect, fork_jobs, measure_busy_cores,
                            note_compile_request, requested_compile_jobs, split_work)
 from .errors import CodegenError
+from .kernel_families import Family, emit_family, families_enabled, find_families
 from .llvm import microkernels
 from .llvm.emit import emit_module
 from .tir.stmt import PrimFunc
@@ -74,6 +75,8 @@ class CompileStats:
     kernel_sets: int = 0         # build_library / compile_primfuncs calls
     kernels: int = 0             # kernels in those sets
     kernels_compiled: int = 0    # kernels that went through LLVM's pipeline here
+    families: int = 0            # of those, families compiled as one body each...
+    family_members: int = 0      # ...holding this many kernels
     hand_scheduled_compiled: int = 0  # of those, how many at HAND_SCHEDULED_SPEED_LEVEL
     microkernels_compiled: int = 0  # micro-kernels compiled (not found in the caches)
     jobs: int = 1                # most processes one kernel set was compiled in
@@ -152,7 +155,31 @@ def structural_key(funcs: list[PrimFunc], opt_level: int) -> str:
     cpu = current_target()
     pipelines = ",".join(sorted({str(tuple(pipeline_for(f, opt_level))) for f in funcs}))
     return structural_digest(funcs, f"opt{opt_level}\0{pipelines}\0{cpu.triple}\0{cpu.cpu}"
-                                    f"\0{cpu.features}")
+                                    f"\0{cpu.features}\0families{int(families_enabled())}")
+
+
+
+Unit = PrimFunc | Family  # what one compile unit is: a kernel, or a family of them
+
+
+def compile_units(funcs: list[PrimFunc]) -> list[Unit]:
+    """The kernels as compile units: families where they form (families_enabled)."""
+    return find_families(funcs) if families_enabled() else list(funcs)
+
+
+def _lead(unit: Unit) -> PrimFunc:
+    """The kernel whose text stands for the unit (a family's members share their pipeline
+    and the micro-kernels they call)."""
+    return unit.members[0] if isinstance(unit, Family) else unit
+
+
+def _emit_units(units: list[Unit]) -> ir.Module:
+    """One LLVM module: each kernel, and each family's body with its members' wrappers."""
+    module = emit_module([u for u in units if isinstance(u, PrimFunc)])
+    for unit in units:
+        if isinstance(unit, Family):
+            emit_family(module, unit)
+    return module
 
 
 def _optimised_module(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.ModuleRef,
@@ -161,17 +188,23 @@ def _optimised_module(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.Modul
     linked in (what get_llvm_ir and get_assembly show)."""
     with _timed("digest"):
         names = microkernels_called(funcs)
-    mod, tm = _optimised_kernels(funcs, opt_level)
+        units = compile_units(funcs)
+    mod, tm = _optimised_kernels(units, opt_level)
     _keep_microkernels(_link_microkernels(mod, tm, names))
     return mod, tm
 
 
 class Share(NamedTuple):
-    """What one compile job turns into one object file: kernels and the micro-kernels they
-    call (linked into the object as internal copies)."""
+    """What one compile job turns into one object file: kernels (and kernel families) and the
+    micro-kernels they call (linked into the object as internal copies)."""
 
-    funcs: list[PrimFunc]
+    units: list[Unit]
     microkernels: list[str]
+
+    def kernels(self) -> list[PrimFunc]:
+        """The kernels the share's object defines (a family's members one by one)."""
+        return [f for u in self.units
+                for f in (u.members if isinstance(u, Family) else (u,))]
 
 
 def _compile_share(share: Share, table: list[PrimFunc] | None, opt_level: int
@@ -179,7 +212,7 @@ def _compile_share(share: Share, table: list[PrimFunc] | None, opt_level: int
     """One object file: the share's kernels optimised, its micro-kernels linked in, and the
     signature table of the kernels `table` when given: (object code, the optimised bitcode
     it was emitted from, {micro-kernel: bitcode} of those compiled here)."""
-    mod, tm = _optimised_kernels(share.funcs, opt_level)
+    mod, tm = _optimised_kernels(share.units, opt_level)
     compiled = _link_microkernels(mod, tm, share.microkernels)
     if table is not None:
         with _timed("link"):
@@ -214,14 +247,14 @@ def pipeline_for(func: PrimFunc, opt_level: int) -> Pipeline:
     return Pipeline(opt_level)
 
 
-def _optimised_kernels(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.ModuleRef,
-                                                                         llvm.TargetMachine]:
+def _optimised_kernels(units: list[Unit], opt_level: int) -> tuple[llvm.ModuleRef,
+                                                                     llvm.TargetMachine]:
     """The kernels alone optimised at opt_level (the micro-kernels they call only declared):
     one module per pipeline (pipeline_for), linked into one."""
     tm = _target_machine(opt_level)
-    groups: dict[Pipeline, list[PrimFunc]] = {}
-    for f in funcs:
-        groups.setdefault(pipeline_for(f, opt_level), []).append(f)
+    groups: dict[Pipeline, list[Unit]] = {}
+    for unit in units:
+        groups.setdefault(pipeline_for(_lead(unit), opt_level), []).append(unit)
     if not groups:  # no kernels (a graph of reshapes and constants): one empty module
         groups[Pipeline(opt_level)] = []
     mods = [_optimised_group(group, tm, pipeline) for pipeline, group in groups.items()]
@@ -231,11 +264,11 @@ def _optimised_kernels(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.Modu
     return mods[0], tm
 
 
-def _optimised_group(funcs: list[PrimFunc], tm: llvm.TargetMachine,
+def _optimised_group(units: list[Unit], tm: llvm.TargetMachine,
                      pipeline: Pipeline) -> llvm.ModuleRef:
     """The kernels in one module, through `pipeline`."""
     with _timed("emit_ir"):
-        ir_module = emit_module(list(funcs))
+        ir_module = _emit_units(units)
         ir_module.triple = tm.triple
         ir_module.data_layout = str(tm.target_data)
         text = str(ir_module)
@@ -244,7 +277,7 @@ def _optimised_group(funcs: list[PrimFunc], tm: llvm.TargetMachine,
             mod = llvm.parse_assembly(text)
             mod.verify()
     except RuntimeError as err:
-        names = [f.name for f in funcs]
+        names = [u.name for u in units]
         raise CodegenError(f"LLVM rejected the IR for kernels {names}: {err}") from None
     if pipeline.speed_level > 0:
         with _timed("optimise"):
@@ -379,7 +412,10 @@ def _compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
     else:
         jobs = 1
     with _timed("digest"):
-        shares = _shares(funcs, jobs)
+        units = compile_units(funcs)
+        shares = _shares(units, jobs)
+    families = [u for u in units if isinstance(u, Family)]
+    _note(families=len(families), family_members=sum(len(f.members) for f in families))
     if stats is not None:
         stats.jobs = max(stats.jobs, len(shares))
     with _timed("jobs_wait"):
@@ -421,18 +457,20 @@ PARALLEL_MIN_KERNELS = 8  # fewer kernels per process than this: not worth a for
 # text, about 4 us a character on the Zen 4 VM (ResNet-50/DenseNet-121: 70 ms for a pooling
 # kernel of 5k characters, 180 ms for a Winograd conv of 31k); a micro-kernel about 10k.
 _KERNEL_COST, _MICROKERNEL_COST = 12_000, 10_000
+_MEMBER_COST = 500  # a family member's wrapper
 
 
-def _shares(funcs: list[PrimFunc], jobs: int) -> list[Share]:
-    """The kernels in at most `jobs` shares of about equal estimated cost (split_work), each in
-    library order; kernels that call a common micro-kernel share a share, so every
+def _shares(units: list[Unit], jobs: int) -> list[Share]:
+    """The compile units in at most `jobs` shares of about equal estimated cost (split_work),
+    each in library order; units that call a common micro-kernel share a share, so every
     micro-kernel is compiled and emitted once."""
-    texts = [kernel_text(f) for f in funcs]
+    texts = [kernel_text(_lead(u)) for u in units]
     calls = [list(dict.fromkeys(_MICROKERNEL_CALL.findall(text))) for text in texts]
     if jobs < 2:
-        return [Share(list(funcs), list(dict.fromkeys(n for names in calls for n in names)))]
-    costs = [_KERNEL_COST + len(text) for text in texts]
-    return [Share([funcs[k] for k in share],
+        return [Share(list(units), list(dict.fromkeys(n for names in calls for n in names)))]
+    costs = [_KERNEL_COST + len(text) + _MEMBER_COST * len(getattr(u, "members", ()))
+             for u, text in zip(units, texts)]
+    return [Share([units[k] for k in share],
                   list(dict.fromkeys(n for k in share for n in calls[k])))
             for share in split_work(costs, calls, _MICROKERNEL_COST, jobs)]
 
@@ -571,7 +609,7 @@ def get_llvm_ir(funcs: list[PrimFunc], optimized: bool = True, opt_level: int = 
     """LLVM IR text of the kernels, after the O-level pipeline when optimized (then with the
     micro-kernels they call linked in; unoptimised, those are only declared)."""
     if not optimized:
-        return str(emit_module(list(funcs)))
+        return str(_emit_units(compile_units(funcs)))
     mod, _ = _optimised_module(funcs, opt_level)
     return str(mod)
 

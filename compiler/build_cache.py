@@ -49,6 +49,7 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from codegen import cache as kernel_cache
+from codegen.kernel_families import families_enabled
 from codegen.schedules.common import vector_width
 from compiler.ir.expr import Constant
 from compiler.ir.module import IRModule
@@ -116,7 +117,8 @@ def build_key(mod: IRModule, cpu: TargetInfo, mod_name: str) -> str | None:
                 "disabled": sorted(ctx.disabled_pass),
                 "config": sorted((str(k), repr(v)) for k, v in ctx.config.items()),
                 "cpu": [cpu.triple, cpu.cpu, cpu.features], "mod_name": mod_name,
-                "vector_width": vector_width()}  # RELAYJIT_VECTOR_WIDTH can force another
+                "vector_width": vector_width(),  # RELAYJIT_VECTOR_WIDTH can force another
+                "kernel_families": families_enabled()}  # RELAYJIT_KERNEL_FAMILIES=0: off
     kinds, contents = [], []
     for _, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
         for node in post_order(func):

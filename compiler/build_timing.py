@@ -145,9 +145,12 @@ class TimingRecorder:
 
     def add_compile_stats(self, stats: CompileStats) -> None:
         """One stage per compile stage codegen.jit reported."""
+        bodies = stats.kernels_compiled - stats.family_members + stats.families
+        families = (f", as {bodies} bodies: {stats.family_members} in {stats.families} "
+                    f"families" if stats.families else "")
         notes = {"optimise": (f"{stats.kernels_compiled} kernels ("
                               f"{stats.hand_scheduled_compiled} hand-scheduled at "
-                              f"O{HAND_SCHEDULED_SPEED_LEVEL}); InstCombine, "
+                              f"O{HAND_SCHEDULED_SPEED_LEVEL}{families}); InstCombine, "
                               f"{stats.microkernels_compiled} micro-kernels"),
                  "jobs_wait": (f"{stats.jobs} jobs, an object each; the forked ones compiled "
                                f"for {stats.jobs_seconds:.3f} s" if stats.jobs > 1

@@ -223,6 +223,9 @@ class FunctionEmitter(ExprEmitter):
             raise self.fail(f"cannot emit statement {t.__name__}")
 
     def _for(self, s: For) -> None:
+        if not isinstance(s.extent, int):  # a kernel family's extent: may be 0 at run time
+            self._loop(s.var, self.const(I64, 0), self.expr(s.extent), s.body, guard=True)
+            return
         if s.extent == 0:
             return
         # extent > 0 is static: a bottom-tested loop needs no guard
@@ -267,8 +270,9 @@ class FunctionEmitter(ExprEmitter):
         """
         if s.var in self.vars:
             raise self.fail(f"loop variable {s.var.name} is already bound by an outer loop")
-        if s.extent == 0:
+        if isinstance(s.extent, int) and s.extent == 0:
             return
+        extent = self.const(I64, s.extent) if isinstance(s.extent, int) else self.expr(s.extent)
         vars_used, bufs_used = _free_values(s.body)
         captured: list[tuple[Var | Buffer, ir.Value]] = []
         for v in vars_used:
@@ -289,7 +293,7 @@ class FunctionEmitter(ExprEmitter):
             b.store(val, slot)
         launch = self.module.globals.get(PARALLEL_FOR) or ir.Function(
             self.module, ir.FunctionType(I32, [PTR, PTR, I64]), PARALLEL_FOR)
-        st = b.call(launch, [task_fn, frame, ir.Constant(I64, s.extent)])
+        st = b.call(launch, [task_fn, frame, extent])
         b.store(b.or_(b.load(self.status, typ=I32), st), self.status)
         self.forget_loads()  # the loop stored through these buffers
 
@@ -401,6 +405,8 @@ def _free_values(body: Stmt) -> tuple[list[Var], list[Buffer]]:
         if t is SeqStmt:
             stack.extend(reversed(s.stmts))
         elif t is For:
+            if not isinstance(s.extent, int):
+                exprs(s.extent)
             stack.append(s.body)
         elif t is Store:
             seen_bufs.setdefault(s.buffer)

@@ -102,10 +102,13 @@ class ConstantBuffer(Buffer):
 
 @dataclass(**_NODE)
 class For(Stmt):
-    """for var in [0, extent): body; kind is a hint to the emitter (vectorized adds metadata)."""
+    """for var in [0, extent): body; kind is a hint to the emitter (vectorized adds metadata).
+
+    The extent is a static int, except in a kernel family's shared body, where it may be an
+    expression of the family's extent argument (codegen.kernel_families)."""
 
     var: Var
-    extent: int
+    extent: int | Expr
     body: Stmt
     kind: str = "serial"
 
@@ -113,9 +116,13 @@ class For(Stmt):
         if self.kind not in LOOP_KINDS:
             raise CodegenError(f"For {self.var.name}: kind must be one of {sorted(LOOP_KINDS)}, "
                                f"got {self.kind!r}")
-        if not isinstance(self.extent, int) or self.extent < 0:
-            raise CodegenError(f"For {self.var.name}: extent must be a static int >= 0, "
-                               f"got {self.extent!r}")
+        if isinstance(self.extent, Expr):  # a kernel family's extent (codegen.kernel_families)
+            if self.extent.dtype != "int64":
+                raise CodegenError(f"For {self.var.name}: an extent expression must be int64, "
+                                   f"got {self.extent.dtype}")
+        elif not isinstance(self.extent, int) or self.extent < 0:
+            raise CodegenError(f"For {self.var.name}: extent must be a static int >= 0 or an "
+                               f"int64 expression, got {self.extent!r}")
 
 
 @dataclass(**_NODE)

@@ -137,7 +137,8 @@ def _kernel_text(func: PrimFunc) -> str:
         if t is SeqStmt:
             work.extend(reversed(s.stmts))
         elif t is For:
-            body.append(f"for {num.var(s.var)} {s.extent} {s.kind} {{")
+            extent = s.extent if isinstance(s.extent, int) else num.expr(s.extent)
+            body.append(f"for {num.var(s.var)} {extent} {s.kind} {{")
             work += ["}", s.body]
         elif t is Store:
             idx = " ".join(num.expr(i) for i in s.indices)

@@ -85,9 +85,9 @@ def test_parallel_jobs_compile_each_micro_kernel_once():
     distinct = jit.microkernels_called(funcs)
     assert len(distinct) == len(SIZES)  # kernels share micro-kernels
     shares = jit._shares(funcs, 2)
-    assert len(shares) == 2 and sorted(f.name for s in shares for f in s.funcs) == \
+    assert len(shares) == 2 and sorted(f.name for s in shares for f in s.kernels()) == \
         sorted(f.name for f in funcs)
-    called = [set(jit.microkernels_called(share.funcs)) for share in shares]
+    called = [set(jit.microkernels_called(share.kernels())) for share in shares]
     assert called == [set(share.microkernels) for share in shares]
     assert not called[0] & called[1]  # no micro-kernel is compiled (or emitted) twice
     jit.clear_cache()

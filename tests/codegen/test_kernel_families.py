@@ -1,0 +1,161 @@
+"""Kernel families: kernels that differ only in an extent compile to one shared body."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import runtime
+from codegen import cache, jit, te, tir
+from codegen.kernel_families import FAMILIES_ENV, Family, find_families
+from codegen.lower import lower
+from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
+from runtime import graph_executor
+from tests.runtime import _runtime_kernels as K
+
+RNG = np.random.default_rng(11)
+
+
+def _bn_relu(name: str, channels: int, size: int = 6):
+    """relu(x * scale[c] + shift[c]) over (1, C, size, size): DenseNet's BN+ReLU kernels."""
+    x = te.placeholder((1, channels, size, size), name="x")
+    scale = te.placeholder((channels, 1, 1), name="scale")
+    shift = te.placeholder((channels, 1, 1), name="shift")
+    y = te.compute(x.shape, lambda n, c, h, w: tir.max(
+        x[n, c, h, w] * scale[c, 0, 0] + shift[c, 0, 0], tir.const(0.0, "float32")),
+        name="bn_relu")
+    return lower(name, [x, scale, shift], [y])
+
+
+def _bn_relu_inputs(channels: int, size: int = 6):
+    return (RNG.standard_normal((1, channels, size, size)).astype("float32"),
+            RNG.standard_normal((channels, 1, 1)).astype("float32"),
+            RNG.standard_normal((channels, 1, 1)).astype("float32"))
+
+
+def _conv(name: str, channels: int, size: int = 14):
+    """A 1x1 conv onto 64 channels on a pre-packed weight (DenseNet's bottleneck convs; the
+    schedule calls a conv micro-kernel with the channel count as an argument)."""
+    x = te.placeholder((1, channels, size, size), name="x")
+    wp = te.placeholder(conv2d_pack_geometry(64, channels, 1, 1), name="wp")
+    return lower(name, [x, wp], [conv2d_nchw_packed(x, wp, channels=64)])
+
+
+def _pack(w: np.ndarray) -> np.ndarray:
+    """w [K, C, 1, 1] -> Wp[1, K/KB, C, 1, 1, KB] (conv2d_pack_geometry)."""
+    k, c = w.shape[:2]
+    wp = np.zeros(conv2d_pack_geometry(k, c, 1, 1), np.float32)
+    kb = wp.shape[-1]
+    for kk in range(k):
+        wp[0, kk // kb, :, :, :, kk % kb] = w[kk]
+    return wp
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches(tmp_path, monkeypatch):
+    monkeypatch.setenv("RELAYJIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(FAMILIES_ENV, raising=False)
+    jit.clear_cache()
+    yield
+    jit.clear_cache()
+
+
+def test_kernels_differing_in_channels_share_one_body_and_each_runs_correctly():
+    channels = (16, 24, 40)
+    funcs = [_bn_relu(f"bn_relu_{c}", c) for c in channels]
+    units = find_families(funcs)
+    assert len(units) == 1 and isinstance(units[0], Family)
+    assert units[0].members == tuple(funcs) and units[0].extents == channels
+    text = jit.get_llvm_ir(funcs)
+    bodies = [line for line in text.splitlines()
+              if line.startswith("define") and "_family.body(" in line]
+    assert len(bodies) == 1 and "noinline" in text  # one shared body, called by every member
+    with jit.record_compile_stats() as stats:
+        lib = jit.build_library(funcs)
+    assert (stats.families, stats.family_members) == (1, 3)
+    for c, f in zip(channels, funcs):
+        x, scale, shift = _bn_relu_inputs(c)
+        out = np.empty_like(x)
+        lib[f.name](x, scale, shift, out)
+        np.testing.assert_allclose(out, np.maximum(x * scale + shift, 0), rtol=1e-6)
+        assert lib.signatures[f.name][0] == ((1, c, 6, 6), "float32")  # each member its own
+
+
+def test_conv_family_calls_the_micro_kernel_with_each_members_channels():
+    channels = (96, 128, 160)
+    funcs = [_conv(f"conv_{c}", c) for c in channels]
+    units = find_families(funcs)
+    assert [type(u) for u in units] == [Family] and units[0].extents == channels
+    assert jit.microkernels_called(funcs) == jit.microkernels_called(funcs[:1])
+    lib = jit.build_library(funcs)
+    for c, f in zip(channels, funcs):
+        x = RNG.standard_normal((1, c, 14, 14)).astype("float32")
+        w = RNG.standard_normal((64, c, 1, 1)).astype("float32")
+        out = np.empty((1, 64, 14, 14), "float32")
+        lib[f.name](x, _pack(w), out)
+        np.testing.assert_allclose(out, np.einsum("nchw,kc->nkhw", x, w[:, :, 0, 0]),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_a_member_given_another_members_shape_is_refused_by_the_runtime():
+    funcs = [_bn_relu("bn_relu_a", 16), _bn_relu("bn_relu_b", 24)]
+    lib = jit.build_library(funcs)
+    nodes = [K.null("x"), K.null("scale"), K.null("shift"),
+             K.op("bn", "bn_relu_a", [[0, 0, 0], [1, 0, 0], [2, 0, 0]])]
+    right = [[1, 16, 6, 6], [16, 1, 1], [16, 1, 1], [1, 16, 6, 6]]
+    m = graph_executor.create(K.graph(nodes, [[3, 0]], right, [0, 1, 2, 3]), lib, runtime.cpu())
+    x, scale, shift = _bn_relu_inputs(16)
+    m.run(x=x, scale=scale, shift=shift)
+    np.testing.assert_allclose(m.get_output(0).numpy(), np.maximum(x * scale + shift, 0),
+                               rtol=1e-6)
+    wrong = [[1, 24, 6, 6], [24, 1, 1], [24, 1, 1], [1, 24, 6, 6]]  # bn_relu_b's extent
+    with pytest.raises(ValueError, match=r"argument 0 of kernel 'bn_relu_a' is \(1, 16, 6, 6\) "
+                                         r"float32, the graph gives entry 0 as \(1, 24, 6, 6\)"):
+        graph_executor.create(K.graph(nodes, [[3, 0]], wrong, [0, 1, 2, 3]), lib, runtime.cpu())
+
+
+def test_only_affine_variation_forms_a_family():
+    # channels and size vary independently: the kernels of one size form a family
+    funcs = [_bn_relu("a", 16, 6), _bn_relu("b", 24, 6), _bn_relu("c", 16, 10),
+             _bn_relu("d", 32, 6)]
+    units = find_families(funcs)
+    families = [u for u in units if isinstance(u, Family)]
+    assert len(families) == 1 and [f.name for f in families[0].members] == ["a", "b", "d"]
+    assert units[1] is funcs[2]  # alone, as it is
+    # different computations never merge
+    other = te.placeholder((1, 16, 6, 6), name="x")
+    doubled = lower("doubled", [other], [te.compute(other.shape, lambda *i: other[i] * 2.0,
+                                                    name="y")])
+    assert find_families([funcs[0], doubled]) == [funcs[0], doubled]
+
+
+def test_families_can_be_turned_off_and_the_cache_keys_differ(monkeypatch):
+    funcs = [_bn_relu("on_a", 16), _bn_relu("on_b", 24)]
+    key_on = jit.structural_key(funcs, 3)
+    monkeypatch.setenv(FAMILIES_ENV, "0")
+    assert jit.compile_units(funcs) == funcs
+    assert jit.structural_key(funcs, 3) != key_on
+    with jit.record_compile_stats() as stats:
+        lib = jit.build_library(funcs)
+    assert stats.families == 0 and "_family" not in jit.get_llvm_ir(funcs)
+    x, scale, shift = _bn_relu_inputs(24)
+    out = np.empty_like(x)
+    lib["on_b"](x, scale, shift, out)
+    np.testing.assert_allclose(out, np.maximum(x * scale + shift, 0), rtol=1e-6)
+    monkeypatch.setenv(FAMILIES_ENV, "yes")
+    with pytest.raises(ValueError, match=FAMILIES_ENV):
+        jit.compile_units(funcs)
+
+
+def test_a_cached_family_loads_under_other_kernel_names():
+    first = [_bn_relu("first_a", 16), _bn_relu("first_b", 24)]
+    jit.build_library(first)
+    jit.clear_cache()  # as a new process: only the disk cache remains
+    cache.reset_disk_cache_stats()
+    second = [_bn_relu("second_a", 16), _bn_relu("second_b", 24)]
+    with jit.record_compile_stats() as stats:
+        lib = jit.build_library(second)
+    assert stats.disk_hits == 1 and stats.misses == 0
+    x, scale, shift = _bn_relu_inputs(24)
+    out = np.empty_like(x)
+    lib["second_b"](x, scale, shift, out)
+    np.testing.assert_allclose(out, np.maximum(x * scale + shift, 0), rtol=1e-6)
