@@ -24,7 +24,8 @@ the layout a node was just transformed from returns that node (the pair cancels)
 tuple keeps its operands blocked when the concatenate is its only reader (readers counted in one
 post-order walk first). Ops come from the registry's OpPattern, not from a list. Functions with
 Let, If or nested functions are left as they are (the pass runs on relay.build's data-flow
-graphs).
+graphs). A function whose blocked form would transform activations between its ops more than
+MAX_INNER_TRANSFORMS times per blocked conv is left as it is (all or nothing).
 
 Opt-in: PassContext config "relayjit.blocked_layout" (True/False); unset, BLOCKED_LAYOUT_DEFAULT.
 """
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 from codegen.schedules.common import vector_width
 from codegen.schedules.conv2d_nchwc import nchwc_applicable
-from compiler.ir.expr import Call, Function, If, Let, Op, RelayExpr, Tuple
+from compiler.ir.expr import Call, Function, If, Let, Op, RelayExpr, Tuple, Var
 from compiler.ir.traversal import children, post_order, rewrite_post_order, with_children
 from compiler.ir.types import TensorType
 from compiler.op.blocked_layout import BLOCKED_FORM
@@ -50,6 +51,10 @@ BLOCKED_LAYOUT = "relayjit.blocked_layout"
 BLOCKED_LAYOUT_DEFAULT = False
 
 F32 = "float32"
+# The function is left in NCHW when the blocked one would copy activations between layouts
+# more than this many times per blocked conv (inside the graph, not at its inputs or outputs):
+# MobileNet-v2's depthwise convs, NCHW only, cost a transform pair each (1.31x its time).
+MAX_INNER_TRANSFORMS = 0.25
 # attributes that make a broadcast op depend on the layout of its operands
 _LAYOUT_ATTRS = ("axis", "shape")
 
@@ -81,15 +86,19 @@ class _Converter:
         self.to_nchw: dict = {}  # blocked node -> its transform back
         self.to_blocked: dict = {}  # NCHW node -> its transform to blocked
         self.origin: dict = {}  # a transform we made -> the node it transformed
+        self.made: list = []  # the activation transforms made (not the cancelled ones)
+        self.convs = 0  # convs made blocked
 
     def nchw(self, node: RelayExpr) -> RelayExpr:
         if node not in self.blocked:
             return node
         if node not in self.to_nchw:
             back = self.origin.get(node)  # node = transform(y NCHW): y itself
-            self.to_nchw[node] = back if back is not None else \
-                layout_transform(node, self.layout, "NCHW")
-            self.origin.setdefault(self.to_nchw[node], node)
+            if back is None:
+                back = layout_transform(node, self.layout, "NCHW")
+                self.made.append(back)
+            self.to_nchw[node] = back
+            self.origin.setdefault(back, node)
         return self.to_nchw[node]
 
     def block(self, node: RelayExpr) -> RelayExpr:
@@ -97,8 +106,12 @@ class _Converter:
             return node
         if node not in self.to_blocked:
             back = self.origin.get(node)  # node = transform(y blocked): y itself
-            out = back if back is not None and back in self.blocked else \
-                layout_transform(node, "NCHW", self.layout)
+            if back is not None and back in self.blocked:
+                out = back
+            else:
+                out = layout_transform(node, "NCHW", self.layout)
+                if type(node) is not Var:  # a graph input's transform is no extra copy
+                    self.made.append(out)
             self.to_blocked[node] = out
             self.blocked.add(out)
             self.origin.setdefault(out, node)
@@ -125,6 +138,11 @@ class _Converter:
         self.blocked.add(node)
         return node
 
+    def inner_transforms(self, body: RelayExpr) -> int:
+        """Transforms made between ops (not of a graph input, nor for the function's result)."""
+        outputs = set(body.fields) if type(body) is Tuple else {body}
+        return sum(1 for t in self.made if t not in outputs)
+
 
 def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
     """func with its packed convs over whole channel blocks in NCHW<x>c (x: the target's vector
@@ -146,6 +164,7 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
         if c is None or k is None or a.out_dtype not in ("", F32) \
                 or not nchwc_applicable(c, k, a.groups, w_t.shape[-1], x):
             return None
+        cv.convs += 1
         return cv.mark(contrib_conv2d_NCHWc(
             cv.block(new.args[0]), new.args[1], channels=k, kernel_block=w_t.shape[-1],
             strides=a.strides, padding=a.padding, dilation=a.dilation,
@@ -195,11 +214,9 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
 
     rules = {"nn.contrib_conv2d_packed": conv, "nn.bias_add": bias_add, "concatenate": concat}
 
-    def concat_only_reader(old: Tuple) -> bool:
-        return readers.get(old, 0) == 1 and any(
-            _op_name(n) == "concatenate" and n.args[0] is old for n in nodes)
-
-    concat_tuples = {n for n in nodes if type(n) is Tuple and concat_only_reader(n)}
+    # tuples a concatenate is the only reader of
+    concat_tuples = {n.args[0] for n in nodes if _op_name(n) == "concatenate"
+                     and type(n.args[0]) is Tuple and readers.get(n.args[0], 0) == 1}
 
     def rewrite(old: RelayExpr, new: RelayExpr) -> RelayExpr:
         name = _op_name(new)
@@ -222,7 +239,7 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
         return with_children(new, [cv.nchw(k) for k in kids])
 
     body = cv.nchw(rewrite_post_order(func.body, rewrite))
-    if body is func.body:
+    if body is func.body or cv.inner_transforms(body) > MAX_INNER_TRANSFORMS * cv.convs:
         return func
     return Function(func.params, body, func.ret_type, func.type_params, func.attrs, func.span)
 

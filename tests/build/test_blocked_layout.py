@@ -24,6 +24,7 @@ from compiler.interpreter import evaluate
 from compiler.ir.expr import Call, Op
 from compiler.ir.traversal import post_order
 from compiler.op.nn_packed import _conv_pack_ref
+from compiler.passes import convert_blocked_layout
 from compiler.passes.convert_blocked_layout import BLOCKED_LAYOUT
 from compiler.transform import PassContext
 from runtime import graph_executor
@@ -224,9 +225,10 @@ def test_channels_not_in_whole_blocks_stay_nchw(width, channels, converted):
     assert ops.count("layout_transform") == (2 if converted else 0)
 
 
-def test_blocked_output_of_size_one_and_a_shared_nchw_reader(width):
+def test_blocked_output_of_size_one_and_a_shared_nchw_reader(width, monkeypatch):
     """A 1x1-output conv read by a blocked conv and by a flatten: one transform back, shared,
-    and the graph output through it."""
+    and the graph output through it (the guard against inner transforms off: 2 for 3 convs)."""
+    monkeypatch.setattr(convert_blocked_layout, "MAX_INNER_TRANSFORMS", 1.0)
     x = width
     rng = np.random.default_rng(4)
     data = relay.var("x", shape=(2, x, 3, 3))
@@ -241,6 +243,30 @@ def test_blocked_output_of_size_one_and_a_shared_nchw_reader(width):
     sample = RNG.standard_normal((2, x, 3, 3)).astype("float32")
     got, _ = _run(func, sample, True)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
+
+
+def mobilenet_style(x: int):
+    """Inverted residual blocks: 1x1 expand, depthwise 3x3 (NCHW only), 1x1 project + add."""
+    rng = np.random.default_rng(8)
+    data = relay.var("x", shape=(1, 2 * x, 8, 8))
+    y = data
+    for _ in range(3):
+        e = _conv(rng, y, 2 * x, 6 * x, 1)
+        e = relay.nn.conv2d(e, _const(rng, 6 * x, 1, 3, 3), padding=(1, 1), groups=6 * x,
+                            channels=6 * x, kernel_size=(3, 3))
+        y = relay.add(y, _conv(rng, relay.nn.relu(e), 6 * x, 2 * x, 1, relu=False))
+    return relay.Function([data], y)
+
+
+@pytest.mark.parametrize("limit,blocked", [(None, False), (10.0, True)])
+def test_functions_with_many_inner_transforms_stay_nchw(width, monkeypatch, limit, blocked):
+    """Each depthwise conv would need a transform pair: over MAX_INNER_TRANSFORMS per blocked
+    conv the pass leaves the function as it is."""
+    if limit is not None:
+        monkeypatch.setattr(convert_blocked_layout, "MAX_INNER_TRANSFORMS", limit)
+    ops = _ops(_optimized(mobilenet_style(width), True))
+    assert ops.count("nn.contrib_conv2d_NCHWc") == (6 if blocked else 0)
+    assert ops.count("layout_transform") == (8 if blocked else 0)
 
 
 def test_exported_blocked_module_loads_and_runs(tmp_path):
