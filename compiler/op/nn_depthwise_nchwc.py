@@ -24,7 +24,8 @@ from .transform_layout import layout_transform
 from .type_relations import check_arity, fail, tensor_arg
 from .window import conv_ref, conv_rel, pad_tuple2d, pair
 
-__all__ = ["contrib_depthwise_conv2d_NCHWc", "depthwise_weight_pack", "depthwise_kernel_layout"]
+__all__ = ["contrib_depthwise_conv2d_NCHWc", "depthwise_weight_pack", "depthwise_kernel_layout",
+           "depthwise_blockable", "blocked_depthwise"]
 
 OP = "nn.contrib_depthwise_conv2d_NCHWc"
 _nchw_rel = conv_rel(OP, "NCHW", "OIHW")
@@ -103,6 +104,29 @@ def contrib_depthwise_conv2d_NCHWc(data, weight, strides=(1, 1), padding=(0, 0),
                      kernel_size=None if kernel_size is None else pair(kernel_size),
                      data_layout=data_layout, kernel_layout=kernel_layout,
                      out_layout=out_layout, out_dtype=out_dtype)
+
+
+def depthwise_blockable(attrs, data_type, weight_type, x: int) -> bool:
+    """Whether an nn.conv2d (its attrs and argument types) is a depthwise conv this op computes
+    in NCHW<x>c: NCHW / OIHW float32, groups = C = K (channel multiplier 1), C whole blocks."""
+    if not isinstance(data_type, TensorType) or not isinstance(weight_type, TensorType) \
+            or data_type.ndim != 4 or weight_type.ndim != 4 or data_type.dtype != "float32":
+        return False
+    c = data_type.shape[1]
+    return attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" \
+        and attrs.out_layout in ("", "NCHW") and attrs.out_dtype in ("", "float32") \
+        and attrs.groups == c and c % x == 0 and weight_type.shape[:2] == (c, 1)
+
+
+def blocked_depthwise(attrs, blocked_data, weight, x: int):
+    """The depthwise_blockable nn.conv2d with these attrs over blocked_data (already
+    NCHW<x>c) and its OIHW weight: contrib_depthwise_conv2d_NCHWc, the weight packed by
+    depthwise_weight_pack (ConvertBlockedLayout's rewrite of a depthwise conv)."""
+    return contrib_depthwise_conv2d_NCHWc(
+        blocked_data, depthwise_weight_pack(weight, x), strides=attrs.strides,
+        padding=attrs.padding, dilation=attrs.dilation, groups=attrs.groups,
+        channels=attrs.channels, kernel_size=attrs.kernel_size, data_layout=f"NCHW{x}c",
+        kernel_layout=depthwise_kernel_layout(x), out_dtype=attrs.out_dtype)
 
 
 def _compute(inputs, attrs, out_type):

@@ -15,7 +15,8 @@ from compiler import relay
 from compiler.errors import TypeInferenceError
 from compiler.ir.module import IRModule
 from compiler.op.blocked_layout import block_ref
-from compiler.op.nn_depthwise_nchwc import contrib_depthwise_conv2d_NCHWc, depthwise_weight_pack
+from compiler.op.nn_depthwise_nchwc import (blocked_depthwise, contrib_depthwise_conv2d_NCHWc,
+                                            depthwise_blockable, depthwise_weight_pack)
 from compiler.op.registry import get_def
 from runtime import graph_executor
 from tests.op._opcheck import infer
@@ -214,3 +215,50 @@ def test_blocked_depthwise_rejects(case, match):
     call = contrib_depthwise_conv2d_NCHWc(d, w, **kw)
     with pytest.raises(TypeInferenceError, match=match):
         infer(call)
+
+
+def test_depthwise_conv2d_rewritten_blocked_computes_the_same(width):
+    """depthwise_blockable / blocked_depthwise (ConvertBlockedLayout's rewrite): a depthwise
+    nn.conv2d + bias + relu6 rewritten over NCHW<x>c between two layout_transforms gives the
+    NCHW graph's output."""
+    x = width
+    c, h = 3 * x, 9
+    data = RNG.standard_normal((2, c, h, h)).astype("float32")
+    wv = RNG.standard_normal((c, 1, 3, 3)).astype("float32")
+    bias = RNG.standard_normal((c, 1, 1)).astype("float32")
+    d = relay.var("d", shape=data.shape)
+    conv = relay.nn.conv2d(d, relay.const(wv), strides=(2, 2), padding=(1, 0, 2, 1), groups=c,
+                           channels=c, kernel_size=(3, 3))
+    assert depthwise_blockable(conv.attrs, relay.TensorType(data.shape),
+                               relay.TensorType(wv.shape), x)
+    blocked = blocked_depthwise(conv.attrs, relay.layout_transform(d, "NCHW", f"NCHW{x}c"),
+                                relay.const(wv), x)
+    bias_b = relay.const(block_ref(bias[None], x))
+    out = relay.layout_transform(relay.clip(relay.add(blocked, bias_b), 0.0, 6.0),
+                                 f"NCHW{x}c", "NCHW")
+    want = _run(_build(relay.clip(relay.add(conv, relay.const(bias)), 0.0, 6.0), [d]), d=data)
+    np.testing.assert_allclose(_run(_build(out, [d]), d=data), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["groups 1", "channels not whole blocks", "multiplier 2",
+                                  "NHWC", "float64"])
+def test_depthwise_blockable_rejects(case, width):
+    x = width
+    c, groups, k, layout, dtype = 2 * x, 2 * x, 2 * x, "NCHW", "float32"
+    if case == "groups 1":
+        groups = 1
+    elif case == "channels not whole blocks":
+        c = groups = k = x + 4
+    elif case == "multiplier 2":
+        k = 2 * c
+    elif case == "NHWC":
+        layout = "NHWC"
+    else:
+        dtype = "float64"
+    shape = (1, c, 8, 8) if layout == "NCHW" else (1, 8, 8, c)
+    d = relay.var("d", shape=shape, dtype=dtype)
+    w = relay.var("w", shape=(k, c // groups, 3, 3), dtype=dtype)
+    conv = relay.nn.conv2d(d, w, groups=groups, data_layout=layout,
+                           kernel_layout="OIHW")
+    assert not depthwise_blockable(conv.attrs, relay.TensorType(shape, dtype),
+                                   relay.TensorType((k, c // groups, 3, 3), dtype), x)
