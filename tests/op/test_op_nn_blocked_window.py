@@ -262,3 +262,21 @@ def test_depthwise_blockable_rejects(case, width):
                            kernel_layout="OIHW")
     assert not depthwise_blockable(conv.attrs, relay.TensorType(shape, dtype),
                                    relay.TensorType((k, c // groups, 3, 3), dtype), x)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64", "int32"])
+@pytest.mark.parametrize("kind", ["max", "avg", "global_max", "global_avg"])
+def test_blocked_pool_dtypes(kind, dtype):
+    """Other floats through the blocked schedule, integers through the generic rule."""
+    data = (RNG.standard_normal((1, 2, 9, 9, 8)) * 50).astype(dtype)
+    d = relay.var("d", shape=data.shape, dtype=dtype)
+    if kind.startswith("global"):
+        call = getattr(relay.nn, f"{kind}_pool2d")(d, layout="NCHW8c")
+    else:
+        call = getattr(relay.nn, f"{kind}_pool2d")(d, (3, 3), (2, 2), padding=(1, 1),
+                                                   layout="NCHW8c")
+    got = _run(_build(call, [d]), d=data)
+    want = _reference(call, data)
+    assert got.dtype == want.dtype
+    tol = {"float16": 1e-3, "float64": 1e-12}.get(dtype, 0)
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 50)
