@@ -15,6 +15,8 @@ Switches:
                     keeps the bias add and GELU out of the dense's epilogue.
   softmax_groups    softmax rows in interleaved groups of softmax.ROW_GROUP; off: one row at
                     a time (ROW_GROUP = 1).
+  layer_norm        FuseLayerNorm (decomposed layer norms become one nn.layer_norm row
+                    kernel); off: the pass skipped.
   fold_transposes   FoldTransposeIntoBatchMatmul (attention's head split/merge reshapes and
                     transposes become the batch matmul's axis orders); off: the pass skipped.
 """
@@ -81,6 +83,7 @@ def attribute(module, name: str, value):
 SWITCHES = {
     "matmul_dense_nd": lambda: matmul_reshaped(),
     "fold_transposes": lambda: without_pass("FoldTransposeIntoBatchMatmul"),
+    "layer_norm": lambda: without_pass("FuseLayerNorm"),
     "softmax_groups": lambda: attribute(softmax_schedule, "ROW_GROUP", 1),
 }
 

@@ -5,8 +5,8 @@ The driver (TVM's relay.build with the graph executor):
 1. Accept an IRModule or a Function; bind `params` by name into `main`.
 2. Under the current PassContext run InferType, SimplifyInference, FoldScaleAxis,
    AlterOpLayout, PackConstantWeights (constant weights packed for the schedules from
-   opt_level 2 on), FoldConstant, EliminateCommonSubexpr, FuseOps, InferType (each gated
-   by its opt_level).
+   opt_level 2 on), FoldConstant, EliminateCommonSubexpr, FoldTransposeIntoBatchMatmul,
+   FuseLayerNorm, FuseOps, InferType (each gated by its opt_level).
 3. Every Primitive function called from `main` is lowered by the backend's
    lower_primitive_function to a codegen PrimFunc (tuple parameters are flattened first).
    Structurally equal functions share one kernel; names read like TVM's
@@ -56,6 +56,7 @@ from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fold_scale_axis import FoldScaleAxis
 from compiler.passes.fold_batch_matmul_axes import FoldTransposeIntoBatchMatmul
 from compiler.passes.fuse_conv_pool import FuseConvMaxPool
+from compiler.passes.fuse_layer_norm import FuseLayerNorm
 from compiler.passes.fuse_ops import FuseOps
 from compiler.passes.infer_type import InferType, infer_module
 from compiler.passes.simplify_inference import SimplifyInference
@@ -159,7 +160,7 @@ def _pipeline() -> Sequential:
     return Sequential([InferType(), SimplifyInference(), FoldScaleAxis(), AlterOpLayout(),
                        PackConstantWeights(), ConvertBlockedLayout(), FoldConstant(),
                        EliminateCommonSubexpr(), FoldTransposeIntoBatchMatmul(),
-                       FuseConvMaxPool(), FuseOps(), InferType()],
+                       FuseLayerNorm(), FuseConvMaxPool(), FuseOps(), InferType()],
                       name="relay.build")
 
 

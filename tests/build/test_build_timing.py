@@ -15,7 +15,7 @@ from compiler.transform import PassContext, PassTimingInstrument
 
 PIPELINE = ["InferType", "SimplifyInference", "FoldScaleAxis", "AlterOpLayout",
             "PackConstantWeights", "ConvertBlockedLayout", "FoldConstant", "EliminateCommonSubexpr",
-            "FoldTransposeIntoBatchMatmul", "FuseConvMaxPool",
+            "FoldTransposeIntoBatchMatmul", "FuseLayerNorm", "FuseConvMaxPool",
             "FuseOps"]
 NO_DISK = {"relayjit.disable_disk_cache": True}
 

@@ -2,6 +2,7 @@
 norm, lrn and dropout."""
 from __future__ import annotations
 
+from codegen.schedules.layer_norm import layer_norm_rows
 from codegen.schedules.softmax import softmax_rows
 from .common import in_float32, is_float, rule, te, tir
 
@@ -96,6 +97,9 @@ def _layer_norm(inputs, attrs, out_type):
     x, gamma, beta = inputs
     _require_float("nn.layer_norm", x)
     axis = attrs.axis % x.ndim
+    if x.dtype == "float32" and axis == x.ndim - 1 and all(d > 0 for d in x.shape):
+        return layer_norm_rows(x, gamma if attrs.scale else None,
+                               beta if attrs.center else None, attrs.epsilon)
     y = normalize(x, (axis,), attrs.epsilon, "T_layer_norm_n")
     return _affine(y, gamma, beta, axis, attrs, "T_layer_norm")
 

@@ -1,0 +1,62 @@
+"""Row kernels (softmax, layer norm): float32 rows along the last axis, each reduced with one
+accumulator per vector lane while it sits in L1, and rows taken in groups whose passes run
+interleaved (one pass over every row of the group, then the next pass): a row's reductions are
+chains of dependent operations too short to fill the core alone, and the rows' are independent.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..parallel import MIN_PARALLEL_WORK
+from ..tir.expr import Expr, Load
+from ..tir.ops import const, floordiv, floormod
+from ..tir.stmt import Allocate, Buffer, For, Stmt, Store, seq
+from .common import F32, imm, tree_reduce, var
+
+
+def leading_indices(row: Expr, outer: list) -> tuple:
+    """The flat row index as the tensor's leading indices (row-major)."""
+    lead, rest = [], row
+    for d in reversed(outer):
+        lead.insert(0, floormod(rest, d) if d > 1 else imm(0))
+        rest = floordiv(rest, d)
+    return tuple(lead)
+
+
+def lane_pass(lanes: Buffer, r: int, n: int, init: float, update: Callable, name: str) -> Stmt:
+    """lanes[r, l] = init for every lane l, then update(lane index, column) -> Stmt for each
+    column of an n-long row: whole vectors lane by lane, the tail on lane 0."""
+    vw = lanes.shape[1]
+    full, tail = divmod(n, vw)
+    kb, lane, t = var(f"{name}_kb{r}"), var(f"{name}_l{r}"), var(f"{name}_t{r}")
+    body = [For(lane, vw, Store(lanes, (imm(r), lane), const(init, F32)), "vectorized"),
+            For(kb, full, For(lane, vw, update(lane, kb * vw + lane), "vectorized"))
+            if full else None]
+    if tail:
+        body.append(For(t, tail, update(imm(0), imm(full * vw) + t)))
+    return seq(*body)
+
+
+def lanes_reduce(lanes: Buffer, r: int, combine) -> Expr:
+    """combine over row r's lane accumulators (a balanced tree)."""
+    return tree_reduce([Load(lanes, (imm(r), imm(i)), F32) for i in range(lanes.shape[1])],
+                       combine)
+
+
+def grouped_rows(rows: int, group: int, n: int, buffers: list, rows_stmt: Callable,
+                 name: str) -> Stmt:
+    """rows_stmt([row index expressions]) for groups of `group` rows (in parallel when the
+    work pays), then the rows left over one at a time; buffers are allocated per group."""
+    groups, rest = divmod(rows, group)
+    g, rt = var(f"{name}_g"), var(f"{name}_rt")
+
+    def allocated(body: Stmt) -> Stmt:
+        for buf in buffers:
+            body = Allocate(buf, body)
+        return body
+
+    kind = "parallel" if rows * n * 8 >= MIN_PARALLEL_WORK and groups > 1 else "serial"
+    main = For(g, groups, allocated(rows_stmt([g * group + r for r in range(group)])), kind)
+    if not rest:
+        return main
+    return seq(main, For(rt, rest, allocated(rows_stmt([imm(groups * group) + rt]))))
