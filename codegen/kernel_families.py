@@ -11,8 +11,9 @@ slots (integer constants, loop extents, buffer dimensions and strides). Kernels 
 skeletons are candidates. One varying slot is the family's parameter t; every slot that
 varies must be a*t + b (whole a, b) on every member, else the candidates are split by the
 value of one slot (DenseNet: by spatial size) and each part fitted again. Scratch buffers
-must keep their size, and kernels with guarded (speculated) loads or checked indices are
-left alone (both read buffer dimensions the flat addressing below does not keep).
+must keep their size, and a guarded (if_then_else) load may not read a buffer whose shape
+varies (the emitter may speculate it with each index clamped to its dimension, which the flat
+addressing below does not keep).
 
 Compiling it. The family body is written from the first member with each varying slot
 replaced by a*t + b over a new variable t: loop extents become expressions, and buffers whose
@@ -38,8 +39,7 @@ from .tir.dtype import INDEX_DTYPE, itemsize
 from .tir.expr import (
     BinaryOp, Call, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Reduce, Var,
 )
-from .tir.functor import children, rewrite
-from .tir.ops import CHECKED_INDEX
+from .tir.functor import children, post_order, rewrite
 from .tir.stmt import (
     Allocate, Buffer, ConstantBuffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt,
     Stmt, Store,
@@ -87,6 +87,7 @@ class _Reading:
         self.values: list[int] = []
         self.where: list[tuple] = []  # ("imm", IntImm) | ("extent", For) | ("dim"|"stride", Buffer, d)
         self.supported = True
+        self.guarded: list[IfThenElseExpr] = []  # loads speculated with clamped indices
         self._nodes: dict[int, int] = {}
         self._buffers: dict[int, int] = {}
         self._vars: dict[int, int] = {}
@@ -158,10 +159,10 @@ class _Reading:
             head = f"load {n.dtype} {self._buffer(n.buffer)}"
         elif t is Call:
             head = f"call {n.name} {n.dtype}"
-            if n.name == CHECKED_INDEX:
-                self.supported = False
         else:
-            if t is IfThenElseExpr or t is Reduce:
+            if t is IfThenElseExpr:
+                self.guarded.append(n)
+            elif t is Reduce:
                 self.supported = False
             head = f"{t.__name__} {n.dtype}"
         self.tokens.append(f"{head} {' '.join(kids)}")
@@ -284,6 +285,8 @@ def find_families(funcs: list[PrimFunc]) -> list[PrimFunc | Family]:
         if len(readings) < MIN_MEMBERS:
             continue
         for members, (t_slot, fits) in _families_of(readings):
+            if _clamps_varying_buffer(members[0], fits):
+                continue
             family = _generalise(members, t_slot, fits, taken)
             for r in members:
                 family_of[id(r.func)] = family
@@ -297,6 +300,15 @@ def find_families(funcs: list[PrimFunc]) -> list[PrimFunc | Family]:
             placed.add(id(family))
             units.append(family)
     return units
+
+
+def _clamps_varying_buffer(first: _Reading, fits: dict[int, tuple[int, int]]) -> bool:
+    """Whether a guarded (if_then_else) arm loads a buffer whose shape varies: the emitter
+    may speculate such loads with each index clamped to its dimension, which the family
+    body's flat addressing does not keep."""
+    varying = {id(first.where[s][1]) for s in fits if first.where[s][0] in ("dim", "stride")}
+    return any(type(n) is Load and id(n.buffer) in varying
+               for e in first.guarded for arm in (e.a, e.b) for n in post_order(arm))
 
 
 # ---- the family body ---------------------------------------------------------------------------

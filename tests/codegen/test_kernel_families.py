@@ -159,3 +159,33 @@ def test_a_cached_family_loads_under_other_kernel_names():
     out = np.empty_like(x)
     lib["second_b"](x, scale, shift, out)
     np.testing.assert_allclose(out, np.maximum(x * scale + shift, 0), rtol=1e-6)
+
+
+def _guarded(name: str, channels: int, guard_x: bool):
+    """y[c, i] = x[c, i] * (i < 4 ? g[i] : 1), or (guard_x) i < 4 ? x[c, i] : 0: a guarded
+    load of a buffer whose shape is the same for every channel count, or of x, whose is not."""
+    x = te.placeholder((channels, 8), name="x")
+    g = te.placeholder((8,), name="g")
+    one, zero = tir.const(1.0, "float32"), tir.const(0.0, "float32")
+    if guard_x:
+        y = te.compute(x.shape, lambda c, i: tir.ops.if_then_else(i < 4, x[c, i], zero) + g[i],
+                       name="y")
+    else:
+        y = te.compute(x.shape, lambda c, i: x[c, i] * tir.ops.if_then_else(i < 4, g[i], one),
+                       name="y")
+    return lower(name, [x, g], [y])
+
+
+def test_a_guarded_load_of_a_varying_buffer_keeps_the_kernels_apart():
+    apart = [_guarded(f"apart_{c}", c, True) for c in (16, 24)]
+    assert find_families(apart) == apart
+    together = [_guarded(f"together_{c}", c, False) for c in (16, 24)]
+    units = find_families(together)
+    assert len(units) == 1 and isinstance(units[0], Family)
+    lib = jit.build_library(together)
+    for c, f in zip((16, 24), together):
+        x = RNG.standard_normal((c, 8)).astype("float32")
+        g = RNG.standard_normal(8).astype("float32")
+        out = np.empty_like(x)
+        lib[f.name](x, g, out)
+        np.testing.assert_allclose(out, x * np.where(np.arange(8) < 4, g, 1), rtol=1e-6)
