@@ -13,7 +13,8 @@ varies must be a*t + b (whole a, b) on every member, else the candidates are spl
 value of one slot (DenseNet: by spatial size) and each part fitted again. Scratch buffers
 must keep their size, and a guarded (if_then_else) load may not read a buffer whose shape
 varies (the emitter may speculate it with each index clamped to its dimension, which the flat
-addressing below does not keep).
+addressing below does not keep), and nothing may be divided by a varying constant (a divide
+by t costs far more than one by a constant, which becomes a multiply or a shift).
 
 Compiling it. The family body is written from the first member with each varying slot
 replaced by a*t + b over a new variable t: loop extents become expressions, and buffers whose
@@ -76,6 +77,9 @@ class Family:
         return self.body.name
 
 
+_DIVISIONS = ("div", "mod", "floordiv", "floormod")
+
+
 # ---- reading a kernel: skeleton and slots ----------------------------------------------------
 
 class _Reading:
@@ -88,6 +92,8 @@ class _Reading:
         self.where: list[tuple] = []  # ("imm", IntImm) | ("extent", For) | ("dim"|"stride", Buffer, d)
         self.supported = True
         self.guarded: list[IfThenElseExpr] = []  # loads speculated with clamped indices
+        self.divisors: set[int] = set()  # slots of integer constants something is divided by
+        self._imm_slots: dict[int, int] = {}
         self._nodes: dict[int, int] = {}
         self._buffers: dict[int, int] = {}
         self._vars: dict[int, int] = {}
@@ -145,6 +151,7 @@ class _Reading:
         if t is IntImm:
             if type(n.value) is int and n.dtype == INDEX_DTYPE:
                 self.tokens.append(f"int {n.dtype}")
+                self._imm_slots[id(n)] = len(self.values)
                 self._slot(n.value, ("imm", n))
             else:  # bools and narrower integers stay in the skeleton
                 self.tokens.append(f"int {n.dtype} {n.value!r}")
@@ -155,6 +162,8 @@ class _Reading:
             head = f"ref {self._var(n)}"
         elif t is BinaryOp:
             head = f"{n.kind} {n.dtype}"
+            if n.kind in _DIVISIONS and id(n.b) in self._imm_slots:
+                self.divisors.add(self._imm_slots[id(n.b)])
         elif t is Load:
             head = f"load {n.dtype} {self._buffer(n.buffer)}"
         elif t is Call:
@@ -285,8 +294,8 @@ def find_families(funcs: list[PrimFunc]) -> list[PrimFunc | Family]:
         if len(readings) < MIN_MEMBERS:
             continue
         for members, (t_slot, fits) in _families_of(readings):
-            if _clamps_varying_buffer(members[0], fits):
-                continue
+            if _clamps_varying_buffer(members[0], fits) or members[0].divisors & fits.keys():
+                continue  # (a division by t would cost a hardware divide where a shift was)
             family = _generalise(members, t_slot, fits, taken)
             for r in members:
                 family_of[id(r.func)] = family

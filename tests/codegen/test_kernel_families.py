@@ -189,3 +189,12 @@ def test_a_guarded_load_of_a_varying_buffer_keeps_the_kernels_apart():
         out = np.empty_like(x)
         lib[f.name](x, g, out)
         np.testing.assert_allclose(out, x * np.where(np.arange(8) < 4, g, 1), rtol=1e-6)
+
+
+def test_kernels_dividing_by_the_varying_extent_stay_apart():
+    def tiled(name: str, n: int):
+        x = te.placeholder((n,), name="x")
+        return lower(name, [x], [te.compute((64,), lambda i: x[i % n] * 2.0, name="y")])
+
+    funcs = [tiled("tile_12", 12), tiled("tile_20", 20)]
+    assert find_families(funcs) == funcs
