@@ -27,8 +27,7 @@ from ..tir.ops import cast, floordiv, floormod, ge, gt, logical_and, lt
 from ..tir.ops import min as tir_min
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
 from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, vector_width, zero
-from .conv2d import ACC_BLOCK_TILES, MIN_TASKS, PREFETCH_WEIGHTS, W_BLOCK_BYTES, _c_blocks
-from .conv2d import row_tile_pixels
+from .conv2d import ACC_BLOCK_TILES, MIN_TASKS, PREFETCH_WEIGHTS, _c_blocks, row_tile_pixels
 
 MAX_TILE_PIXELS = 12  # pixels a tile at most (24 accumulators of two vectors with AVX-512)
 

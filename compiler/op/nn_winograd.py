@@ -92,7 +92,8 @@ def _conv_rel(types, attrs):
     # NCHW<x>c (ConvertBlockedLayout): the NCHW conv's type, blocked
     if data.ndim != 5 or data.shape[4] != x or attrs.out_layout not in ("", attrs.data_layout):
         raise fail(op, f"data {data.shape} in {attrs.data_layout!r} (out_layout "
-                       f"{attrs.out_layout!r}): expected [N, C/{x}, H, W, {x}], out_layout the same")
+                       f"{attrs.out_layout!r}): expected [N, C/{x}, H, W, {x}] and out_layout "
+                       f"the same")
     n, cb, h, w, _ = data.shape
     out = _conv2d_rel([TensorType((n, cb * x, h, w), data.dtype),
                        TensorType((k, c, 3, 3), u.dtype)], unblocked_attrs(attrs))

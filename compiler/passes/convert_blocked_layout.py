@@ -11,11 +11,12 @@ where it can, so layout transforms are left only at the edges of the blocked reg
                                                 operand re-laid out ([C,1,1] -> [1,C/x,1,1,x],
                                                 folded by FoldConstant when c is constant)
     bias_add(blocked, b)   ->  add(blocked, b')
+    depthwise conv2d       ->  nn.contrib_depthwise_conv2d_NCHWc (compiler/op/nn_depthwise_nchwc)
     concatenate((a, b), 1) ->  concatenate((a', b'), 1)   on whole channel blocks
     op(blocked)            ->  op(blocked) with its layout attribute NCHW<x>c, for the ops the
                                registry gives a blocked form (BLOCKED_FORM: pools, Winograd)
     anything else          ->  its blocked operands transformed back to NCHW (flatten, dense,
-                               depthwise convs, the function's result)
+                               grouped convs, LRN, the function's result)
 
 Algorithm: one bottom-up rewrite (rewrite_post_order, an explicit stack) that records which new
 nodes hold blocked values. A consumer asks for an operand as NCHW or as blocked; each node is
@@ -37,6 +38,7 @@ from compiler.ir.expr import Call, Function, If, Let, Op, RelayExpr, Tuple, Var
 from compiler.ir.traversal import children, post_order, rewrite_post_order, with_children
 from compiler.ir.types import TensorType
 from compiler.op.blocked_layout import BLOCKED_FORM
+from compiler.op.nn_depthwise_nchwc import blocked_depthwise, depthwise_blockable
 from compiler.op.nn_nchwc import contrib_conv2d_NCHWc
 from compiler.op.registry import OpPattern, get_def, make_call
 from compiler.op.tensor import add
@@ -87,7 +89,7 @@ class _Converter:
         self.to_blocked: dict = {}  # NCHW node -> its transform to blocked
         self.origin: dict = {}  # a transform we made -> the node it transformed
         self.made: list = []  # the activation transforms made (not the cancelled ones)
-        self.convs = 0  # convs made blocked
+        self.convs = 0  # convs made blocked (ops with a weight: NCHWc and Winograd convs)
 
     def nchw(self, node: RelayExpr) -> RelayExpr:
         if node not in self.blocked:
@@ -170,6 +172,14 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
             strides=a.strides, padding=a.padding, dilation=a.dilation,
             kernel_size=a.kernel_size, data_layout=cv.layout, out_dtype=a.out_dtype))
 
+    def depthwise(old: Call, new: Call) -> RelayExpr | None:
+        """A depthwise conv2d over a blocked input: nn.contrib_depthwise_conv2d_NCHWc."""
+        if new.args[0] not in cv.blocked or not depthwise_blockable(
+                old.attrs, old.args[0].checked_type, old.args[1].checked_type, x):
+            return None
+        cv.convs += 1
+        return cv.mark(blocked_depthwise(new.attrs, new.args[0], new.args[1], x))
+
     def blocked_form(old: Call, new: Call, attr: str) -> RelayExpr | None:
         """An op with a blocked form (the registry's BLOCKED_FORM: pools, Winograd convs) on
         a blocked input: the same op with its layout attribute `attr` NCHW<x>c."""
@@ -182,6 +192,7 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
         attrs[attr] = cv.layout
         if "out_layout" in attrs:
             attrs["out_layout"] = cv.layout
+        cv.convs += len(new.args) > 1
         return cv.mark(make_call(name, [new.args[0], *new.args[1:]], **attrs))
 
     def broadcast(old: Call, new: Call) -> RelayExpr | None:
@@ -212,7 +223,8 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
             return None
         return cv.mark(concatenate(Tuple([cv.block(f) for f in fields.fields]), axis=1))
 
-    rules = {"nn.contrib_conv2d_packed": conv, "nn.bias_add": bias_add, "concatenate": concat}
+    rules = {"nn.contrib_conv2d_packed": conv, "nn.conv2d": depthwise, "nn.bias_add": bias_add,
+             "concatenate": concat}
 
     # tuples a concatenate is the only reader of
     concat_tuples = {n.args[0] for n in nodes if _op_name(n) == "concatenate"

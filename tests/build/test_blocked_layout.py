@@ -245,26 +245,39 @@ def test_blocked_output_of_size_one_and_a_shared_nchw_reader(width, monkeypatch)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
 
 
-def mobilenet_style(x: int):
-    """Inverted residual blocks: 1x1 expand, depthwise 3x3 (NCHW only), 1x1 project + add."""
+def inverted_residuals(x: int, groups: int | None = None):
+    """Inverted residual blocks: 1x1 expand, a 3x3 over groups (depthwise when None), 1x1
+    project + add, as MobileNet-v2's."""
     rng = np.random.default_rng(8)
     data = relay.var("x", shape=(1, 2 * x, 8, 8))
     y = data
+    g = groups or 6 * x
     for _ in range(3):
         e = _conv(rng, y, 2 * x, 6 * x, 1)
-        e = relay.nn.conv2d(e, _const(rng, 6 * x, 1, 3, 3), padding=(1, 1), groups=6 * x,
+        e = relay.nn.conv2d(e, _const(rng, 6 * x, 6 * x // g, 3, 3), padding=(1, 1), groups=g,
                             channels=6 * x, kernel_size=(3, 3))
         y = relay.add(y, _conv(rng, relay.nn.relu(e), 6 * x, 2 * x, 1, relu=False))
     return relay.Function([data], y)
 
 
+def test_depthwise_convs_stay_blocked(width):
+    func = inverted_residuals(width)
+    ops = _ops(_optimized(func, True))
+    assert ops.count("nn.contrib_depthwise_conv2d_NCHWc") == 3
+    assert ops.count("nn.contrib_conv2d_NCHWc") == 6
+    assert ops.count("layout_transform") == 2
+    sample = RNG.standard_normal((1, 2 * width, 8, 8)).astype("float32")
+    got, _ = _run(func, sample, True)
+    np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("limit,blocked", [(None, False), (10.0, True)])
 def test_functions_with_many_inner_transforms_stay_nchw(width, monkeypatch, limit, blocked):
-    """Each depthwise conv would need a transform pair: over MAX_INNER_TRANSFORMS per blocked
-    conv the pass leaves the function as it is."""
+    """Each grouped (not depthwise) conv would need a transform pair: over MAX_INNER_TRANSFORMS
+    per blocked conv the pass leaves the function as it is."""
     if limit is not None:
         monkeypatch.setattr(convert_blocked_layout, "MAX_INNER_TRANSFORMS", limit)
-    ops = _ops(_optimized(mobilenet_style(width), True))
+    ops = _ops(_optimized(inverted_residuals(width, groups=2), True))
     assert ops.count("nn.contrib_conv2d_NCHWc") == (6 if blocked else 0)
     assert ops.count("layout_transform") == (8 if blocked else 0)
 
