@@ -219,14 +219,18 @@ def batch_matmul(x: te.Tensor, y: te.Tensor, transpose_a: bool = False,
 
 
 def batch_matmul_axes(x: te.Tensor, y: te.Tensor, a_axes: str, b_axes: str, out_axes: str,
-                      out_shape: tuple, name: str = "T_batch_matmul") -> te.Tensor:
+                      out_shape: tuple, a_window: tuple | None = None,
+                      b_window: tuple | None = None,
+                      name: str = "T_batch_matmul") -> te.Tensor:
     """C[b, m, n] = sum_k A[b, m, k] B[b, n, k] with x's axes in a_axes order (letters B, M, K),
     y's in b_axes (B, N, K) and the result's in out_axes (B, M, N; N last), viewed as
     out_shape (out_axes' shape with adjacent axes merged: compiler.op.nn_batch_matmul_axes).
+    a_window / b_window = (begin, shape): the operand is that window of x / y (default whole).
 
-    A is read in place when K is its last axis (rows lda = the stride of M apart); C's rows
-    are ldc = the stride of M apart in the output."""
-    ext = {**dict(zip(a_axes, x.shape)), **dict(zip(b_axes, y.shape))}
+    A is read in place when K is its last axis (rows lda = the stride of M in x apart); C's
+    rows are ldc = the stride of M apart in the output."""
+    (a0, xs), (b0, ys) = (a_window or ((0, 0, 0), x.shape)), (b_window or ((0, 0, 0), y.shape))
+    ext = {**dict(zip(a_axes, xs)), **dict(zip(b_axes, ys))}
     batch, m, n, k = ext["B"], ext["M"], ext["N"], ext["K"]
     perm_shape = tuple(ext[c] for c in out_axes)
     groups = merge_groups(perm_shape, tuple(out_shape))
@@ -234,8 +238,8 @@ def batch_matmul_axes(x: te.Tensor, y: te.Tensor, a_axes: str, b_axes: str, out_
         raise ValueError(f"{name}: out_shape {out_shape} does not merge adjacent axes of "
                          f"{out_axes} {perm_shape}")
 
-    def order(axes: str, **index):
-        return tuple(index[c] for c in axes)
+    def order(axes: str, begin=(0, 0, 0), **index):
+        return tuple(index[c] + b if b else index[c] for c, b in zip(axes, begin))
 
     def out_index(b, i, j):
         flat = order(out_axes, B=b[0], M=i, N=j)
@@ -249,12 +253,12 @@ def batch_matmul_axes(x: te.Tensor, y: te.Tensor, a_axes: str, b_axes: str, out_
 
     def fcompute(ins, outs, epilogue=None):
         xb, yb = ins
-        a_load = lambda b, i, j: Load(xb, order(a_axes, B=b[0], M=i, K=j), F32)  # noqa: E731
-        b_load = lambda b, i, j: Load(yb, order(b_axes, B=b[0], N=i, K=j), F32)  # noqa: E731
+        a_load = lambda b, i, j: Load(xb, order(a_axes, a0, B=b[0], M=i, K=j), F32)  # noqa: E731
+        b_load = lambda b, i, j: Load(yb, order(b_axes, b0, B=b[0], N=i, K=j), F32)  # noqa: E731
         a_rows = None
         if a_axes[-1] == "K":
             lda = _stride(x.shape, a_axes.index("M"))
-            a_rows = (lambda b, i, j: addr(xb, *order(a_axes, B=b[0], M=i, K=j)), lda)
+            a_rows = (lambda b, i, j: addr(xb, *order(a_axes, a0, B=b[0], M=i, K=j)), lda)
         return gemm_stmt(m, n, k, (batch,), a_load, b_load, outs[0],
                          "mk" if a_axes.index("K") > a_axes.index("M") else "km",
                          "kn" if b_axes[-1] == "N" else "nk", epilogue, name,

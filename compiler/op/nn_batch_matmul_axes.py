@@ -12,6 +12,11 @@ when given, is the result's shape: the out_axes-ordered [., ., .] with adjacent 
 and axes of 1 inserted (so "MBN" with out_shape [1, seq, heads * head_dim] is the merged
 heads as the next dense reads them). nn.batch_matmul(transpose_a, transpose_b) is the case
 "BMK"/"BKM", "BNK"/"BKN", "BMN".
+
+a_begin / a_shape (b_begin / b_shape), when given, take the operand as a window of its tensor:
+A[b, m, k] is tensor_a[begin + index] over a window of a_shape in tensor_a's own axis order
+(GPT-2's query, key and value are windows of heads 0-11, 12-23 and 24-35 of the fused QKV
+projection seen as [seq, 36, head_dim], so its Split is never copied).
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from .registry import OpDef, OpPattern, make_call, register, register_flops
 from .type_relations import check_arity, fail, tensor_arg
 from .window import acc_dtype
 
-__all__ = ["contrib_batch_matmul_axes", "axes_extents"]
+__all__ = ["contrib_batch_matmul_axes", "axes_extents", "window"]
 
 OP = "nn.contrib_batch_matmul_axes"
 LETTERS = {"a_axes": "BMK", "b_axes": "BNK", "out_axes": "BMN"}
@@ -47,15 +52,29 @@ def axes_extents(shape, axes: str) -> dict:
     return dict(zip(axes, shape))
 
 
+def window(shape: tuple, begin, extent, name: str) -> tuple[tuple, tuple]:
+    """(begin, shape) of an operand's window inside a tensor of `shape` (the whole tensor by
+    default), checked."""
+    begin = (0, 0, 0) if begin is None else tuple(int(v) for v in begin)
+    extent = tuple(shape) if extent is None else tuple(int(v) for v in extent)
+    if len(begin) != 3 or len(extent) != 3 or any(
+            b < 0 or e < 1 or b + e > d for b, e, d in zip(begin, extent, shape)):
+        raise fail(OP, f"{name} window at {begin} of shape {extent} does not lie inside the "
+                       f"tensor's shape {tuple(shape)}")
+    return begin, extent
+
+
 def _rel(types, attrs):
     check_arity(OP, types, 2)
     _check_axes(attrs)
     x, y = tensor_arg(OP, types, 0, "tensor_a"), tensor_arg(OP, types, 1, "tensor_b")
     if x.ndim != 3 or y.ndim != 3:
         raise fail(OP, f"tensor_a and tensor_b must be 3-D, got {x.shape} and {y.shape}")
-    a, b = axes_extents(x.shape, attrs.a_axes), axes_extents(y.shape, attrs.b_axes)
+    _, xs = window(x.shape, attrs.a_begin, attrs.a_shape, "tensor_a")
+    _, ys = window(y.shape, attrs.b_begin, attrs.b_shape, "tensor_b")
+    a, b = axes_extents(xs, attrs.a_axes), axes_extents(ys, attrs.b_axes)
     if a["K"] != b["K"] or a["B"] != b["B"]:
-        raise fail(OP, f"tensor_a {x.shape} ({attrs.a_axes}) and tensor_b {y.shape} "
+        raise fail(OP, f"tensor_a {xs} ({attrs.a_axes}) and tensor_b {ys} "
                        f"({attrs.b_axes}) differ in the batch or the reduction axis")
     extents = {"B": a["B"], "M": a["M"], "N": b["N"]}
     shape = tuple(extents[c] for c in attrs.out_axes)
@@ -71,6 +90,10 @@ def _rel(types, attrs):
 def _ref(inputs, attrs):
     x, y = inputs
     out_dtype = attrs.out_dtype or x.dtype
+    (ab, ae), (bb, be) = (window(x.shape, attrs.a_begin, attrs.a_shape, "tensor_a"),
+                          window(y.shape, attrs.b_begin, attrs.b_shape, "tensor_b"))
+    x = x[tuple(slice(b, b + e) for b, e in zip(ab, ae))]
+    y = y[tuple(slice(b, b + e) for b, e in zip(bb, be))]
     acc = acc_dtype(out_dtype)
     a = np.einsum(f"{attrs.a_axes.lower()}->bmk", x.astype(acc))
     b = np.einsum(f"{attrs.b_axes.lower()}->bnk", y.astype(acc))
@@ -81,19 +104,27 @@ def _ref(inputs, attrs):
 
 register(OpDef(name=OP, num_inputs=2, type_rel=_rel, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
                reference=_ref, attrs={"out_dtype": "", "a_axes": "BMK", "b_axes": "BNK",
-                                      "out_axes": "BMN", "out_shape": None},
+                                      "out_axes": "BMN", "out_shape": None, "a_begin": None,
+                                      "a_shape": None, "b_begin": None, "b_shape": None},
                attrs_type_key="relay.attrs.BatchMatmulAxesAttrs"))
 
 
 @register_flops(OP)
 def _flops(arg_types, attrs, out_type):
-    k = axes_extents(arg_types[0].shape, attrs.a_axes)["K"]
-    return 2 * math.prod(out_type.shape) * k
+    _, xs = window(arg_types[0].shape, attrs.a_begin, attrs.a_shape, "tensor_a")
+    return 2 * math.prod(out_type.shape) * axes_extents(xs, attrs.a_axes)["K"]
+
+
+def _ints(value) -> tuple | None:
+    return None if value is None else tuple(int(d) for d in value)
 
 
 def contrib_batch_matmul_axes(tensor_a, tensor_b, a_axes="BMK", b_axes="BNK", out_axes="BMN",
-                              out_shape=None, out_dtype=""):
-    """C[b, m, n] = sum_k A[b, m, k] B[b, n, k] with each tensor's axes in the given order."""
+                              out_shape=None, out_dtype="", a_begin=None, a_shape=None,
+                              b_begin=None, b_shape=None):
+    """C[b, m, n] = sum_k A[b, m, k] B[b, n, k] with each tensor's axes in the given order
+    (and each operand, optionally, a window of its tensor)."""
     return make_call(OP, [tensor_a, tensor_b], out_dtype=out_dtype, a_axes=a_axes,
-                     b_axes=b_axes, out_axes=out_axes,
-                     out_shape=None if out_shape is None else tuple(int(d) for d in out_shape))
+                     b_axes=b_axes, out_axes=out_axes, out_shape=_ints(out_shape),
+                     a_begin=_ints(a_begin), a_shape=_ints(a_shape), b_begin=_ints(b_begin),
+                     b_shape=_ints(b_shape))

@@ -306,7 +306,7 @@ def _split_ref(inputs, attrs):
 
 
 _injective("split", 1, _split_rel, _split_ref, {"indices_or_sections": 1, "axis": 0},
-           "relay.attrs.SplitAttrs")
+           "relay.attrs.SplitAttrs", exact_reference="values")
 
 
 def split(data, indices_or_sections, axis=0):

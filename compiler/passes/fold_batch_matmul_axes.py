@@ -33,9 +33,9 @@ import math
 import numpy as np
 
 from codegen.schedules.gemm import merge_groups
-from compiler.ir.expr import Call, Function, Op, RelayExpr
+from compiler.ir.expr import Call, Function, Op, RelayExpr, TupleGetItem
 from compiler.ir.traversal import children, post_order, rewrite_post_order
-from compiler.ir.types import TensorType
+from compiler.ir.types import TensorType, TupleType
 from compiler.op.nn_batch_matmul_axes import OP as AXES_OP
 from compiler.op.nn_batch_matmul_axes import contrib_batch_matmul_axes
 from compiler.op.registry import get_def
@@ -47,6 +47,7 @@ __all__ = ["FoldTransposeIntoBatchMatmul", "fold_batch_matmul_axes"]
 BATCH_MATMUL = "nn.batch_matmul"
 F32 = "float32"
 PERMUTATIONS = list(itertools.permutations(range(3)))
+WINDOW_ATTRS = ("a_begin", "a_shape", "b_begin", "b_shape")
 
 
 def _op_name(node: RelayExpr) -> str | None:
@@ -69,24 +70,62 @@ def _is_move(node: RelayExpr) -> bool:
 def _run_chain(chain: list, values: np.ndarray) -> np.ndarray:
     """values through the chain's ops (chain[0] reads them, chain[-1] is the result)."""
     for node in chain:
-        values = np.asarray(get_def(node.op.name).reference([values], node.attrs))
+        if type(node) is TupleGetItem:
+            split = node.tuple_value
+            values = get_def(split.op.name).reference([values], split.attrs)[node.index]
+        else:
+            values = get_def(node.op.name).reference([values], node.attrs)
+        values = np.asarray(values)
     return values
 
 
-def _operand_fold(chain: list, letters: str) -> tuple[str, tuple] | None:
-    """(axes, shape) when the chain (from the operand down to its source, innermost last) is
-    a permutation of its source's elements viewed as `shape`: then operand = the source
-    reshaped to `shape` read in `axes` order."""
-    source = chain[-1].args[0].checked_type
+def _step_source(node: RelayExpr) -> RelayExpr | None:
+    """What one step of an operand's chain reads: a moving call's input, or the input of the
+    moving multi-output call (split) a TupleGetItem takes a field of; None for anything else."""
+    if type(node) is TupleGetItem:
+        inner = node.tuple_value
+        if _op_name(inner) is None or len(inner.args) != 1 or \
+                not isinstance(inner.checked_type, TupleType):
+            return None
+        opdef = get_def(inner.op.name)
+        src = inner.args[0].checked_type
+        if opdef.exact_reference == "values" and isinstance(src, TensorType) and \
+                all(isinstance(f, TensorType) and f.dtype == src.dtype
+                    for f in inner.checked_type.fields):
+            return inner.args[0]
+        return None
+    return node.args[0] if _is_move(node) else None
+
+
+def _operand_fold(chain: list, letters: str) -> tuple | None:
+    """(axes, shape, begin, window) when the chain (from the operand down to its source,
+    innermost last) takes a window of the source's elements viewed as `shape`, in `axes`
+    order: operand = the source reshaped to `shape`, window `window` from `begin` (in that
+    tensor's axes). Found by value: for each axis order, the operand's element positions in
+    the source must be off + i * s0 + j * s1 + k."""
+    source = _step_source(chain[-1]).checked_type
     size = math.prod(source.shape)
-    order = np.arange(size, dtype=np.int64)
-    values = _run_chain(list(reversed(chain)), order.reshape(source.shape))
-    if values.ndim != 3 or values.size != size:
+    values = _run_chain(list(reversed(chain)),
+                        np.arange(size, dtype=np.int64).reshape(source.shape))
+    if values.ndim != 3:
         return None
     for perm in PERMUTATIONS:
         moved = values.transpose(perm)
-        if np.array_equal(moved.ravel(), order):
-            return "".join(letters[p] for p in perm), moved.shape
+        t0, t1, t2 = moved.shape
+        off = int(moved[0, 0, 0])
+        s1 = int(moved[0, 1, 0]) - off if t1 > 1 else t2
+        s0 = int(moved[1, 0, 0]) - off if t0 > 1 else s1 * t1
+        if s1 < t2 or s0 < s1 * t1 or s0 % s1 or size % s0:
+            continue
+        grid = off + (np.arange(t0)[:, None, None] * s0 + np.arange(t1)[None, :, None] * s1
+                      + np.arange(t2)[None, None, :])
+        if not np.array_equal(moved, grid):
+            continue
+        shape = (size // s0, s0 // s1, s1)
+        begin = (off // s0, off % s0 // s1, off % s1)
+        if any(b + t > d for b, t, d in zip(begin, moved.shape, shape)):
+            continue
+        return "".join(letters[p] for p in perm), shape, begin, moved.shape
     return None
 
 
@@ -119,6 +158,14 @@ def _letters(bmm: Call) -> tuple[str, str]:
     return ("BKM" if a.transpose_a else "BMK"), ("BNK" if a.transpose_b else "BKN")
 
 
+def _window_attrs(a_win, b_win) -> dict:
+    attrs = {}
+    for side, win in (("a", a_win), ("b", b_win)):
+        if win is not None:
+            attrs[f"{side}_begin"], attrs[f"{side}_shape"] = win
+    return attrs
+
+
 def fold_batch_matmul_axes(expr: RelayExpr) -> RelayExpr:
     """Fold the movement chains around each batch_matmul into its indexing (module docstring)."""
     readers: dict = {}
@@ -128,30 +175,34 @@ def fold_batch_matmul_axes(expr: RelayExpr) -> RelayExpr:
     memo: dict = {}
 
     def operand(old_arg: RelayExpr, new_arg: RelayExpr, letters: str):
-        """(new operand, axes, folded): the longest foldable chain below old_arg that holds
-        more than reshapes, as a reshape of its source."""
+        """(new operand, axes, window, folded): the longest foldable chain below old_arg that
+        holds more than reshapes, as a reshape of its source (window: begin and shape, or
+        None for the whole of it)."""
         chain, node = [], old_arg
-        while _is_move(node):
+        while _step_source(node) is not None:
             chain.append(node)
-            node = node.args[0]
+            node = _step_source(node)
         for end in range(len(chain), 0, -1):
             part = chain[:end]
-            if all(get_def(n.op.name).reshape_only for n in part):
+            if all(_op_name(n) and get_def(n.op.name).reshape_only for n in part):
                 break
             found = _operand_fold(part, letters)
             if found is not None:
-                axes, shape = found
-                source = memo.get(part[-1].args[0], part[-1].args[0])
-                return reshape(source, list(shape)), axes, True
-        return new_arg, letters, False
+                axes, shape, begin, window = found
+                source = _step_source(part[-1])
+                whole = window == shape
+                return (reshape(memo.get(source, source), list(shape)), axes,
+                        None if whole else (begin, window), True)
+        return new_arg, letters, None, False
 
     def rewrite_product(old: Call, new: Call) -> RelayExpr:
         (la, lb), a = _letters(old), old.attrs
-        x, a_axes, folded_a = operand(old.args[0], new.args[0], la)
-        y, b_axes, folded_b = operand(old.args[1], new.args[1], lb)
+        x, a_axes, a_win, folded_a = operand(old.args[0], new.args[0], la)
+        y, b_axes, b_win, folded_b = operand(old.args[1], new.args[1], lb)
         if not (folded_a or folded_b):
             return new
-        return contrib_batch_matmul_axes(x, y, a_axes, b_axes, "BMN", out_dtype=a.out_dtype)
+        return contrib_batch_matmul_axes(x, y, a_axes, b_axes, "BMN", out_dtype=a.out_dtype,
+                                         **_window_attrs(a_win, b_win))
 
     def rewrite_output(old: Call, new: RelayExpr) -> RelayExpr:
         chain, node = [old], old.args[0]
@@ -164,13 +215,15 @@ def fold_batch_matmul_axes(expr: RelayExpr) -> RelayExpr:
         if out_axes is None:
             return new
         product = memo[node]
+        windows = {}
         if _op_name(product) == AXES_OP:
             x, y, a_axes, b_axes = (*product.args, product.attrs.a_axes, product.attrs.b_axes)
+            windows = {k: product.attrs[k] for k in WINDOW_ATTRS}
         else:
             (a_axes, b_axes), (x, y) = _letters(node), product.args
         return contrib_batch_matmul_axes(x, y, a_axes, b_axes, out_axes,
                                          out_shape=old.checked_type.shape,
-                                         out_dtype=node.attrs.out_dtype)
+                                         out_dtype=node.attrs.out_dtype, **windows)
 
     def rewrite(old: RelayExpr, new: RelayExpr) -> RelayExpr:
         if _op_name(old) == BATCH_MATMUL and _fits(old):

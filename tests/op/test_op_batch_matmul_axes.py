@@ -110,3 +110,34 @@ def test_type_relation_names_the_problem(kwargs, match):
     call = contrib_batch_matmul_axes(x, y, **kwargs)
     with pytest.raises(TypeInferenceError, match=match):
         relay.transform.InferType()(IRModule.from_expr(relay.Function([x, y], call)))
+
+
+@pytest.mark.parametrize("a_axes,b_axes,out_axes", [("MBK", "NBK", "BMN"), ("MBK", "KBN", "MBN"),
+                                                    ("BKM", "BNK", "BMN")])
+def test_operands_as_windows_of_their_tensors(a_axes, b_axes, out_axes):
+    """Query and key as heads 0-2 and 3-5 (and a window in every axis) of one tensor each."""
+    ext = {"B": 3, "M": 11, "N": 11, "K": 20}
+    full_a = {"B": 9, "M": 13, "K": 24}
+    full_b = {"B": 9, "N": 13, "K": 24}
+    x = operand(a_axes, full_a, "float32")
+    y = operand(b_axes, full_b, "float32")
+    a_begin = tuple({"B": 0, "M": 2, "K": 4}[c] for c in a_axes)
+    b_begin = tuple({"B": 3, "N": 1, "K": 4}[c] for c in b_axes)
+    a_shape = tuple(ext[c] for c in a_axes)
+    b_shape = tuple(ext[c] for c in b_axes)
+    got = run(x, y, lambda u, v: contrib_batch_matmul_axes(
+        u, v, a_axes, b_axes, out_axes, a_begin=a_begin, a_shape=a_shape, b_begin=b_begin,
+        b_shape=b_shape))
+    a = x[tuple(slice(b, b + e) for b, e in zip(a_begin, a_shape))]
+    b = y[tuple(slice(b, b + e) for b, e in zip(b_begin, b_shape))]
+    np.testing.assert_allclose(got, expected(a, b, a_axes, b_axes, out_axes), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_window_outside_the_tensor_names_it():
+    x = relay.var("x", shape=(2, 3, 5))
+    y = relay.var("y", shape=(2, 4, 5))
+    call = contrib_batch_matmul_axes(x, y, a_begin=(1, 0, 0), a_shape=(2, 3, 5))
+    with pytest.raises(TypeInferenceError, match=r"tensor_a window at \(1, 0, 0\) of shape "
+                                                 r"\(2, 3, 5\) does not lie inside"):
+        relay.transform.InferType()(IRModule.from_expr(relay.Function([x, y], call)))

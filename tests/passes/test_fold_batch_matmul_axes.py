@@ -92,7 +92,7 @@ def test_scale_joins_the_product_and_the_transposes_leave_the_kernels():
         lib = relay.build(func)
     kernels = [n["attrs"]["func_name"] for n in json.loads(lib.get_graph_json())["nodes"]
                if n["op"] == "tvm_op"]
-    assert not any("transpose" in k for k in kernels), kernels
+    assert not any("transpose" in k or "split" in k for k in kernels), kernels
     assert any("batch_matmul_axes_divide" in k for k in kernels), kernels
 
 
@@ -153,12 +153,15 @@ def test_transposed_operand_flags_and_broadcast_batch():
     assert "transpose" in op_names(fold(bcast))
 
 
-def onnx_attention(seq, heads, dim, mask: bool):
+def onnx_attention(seq, heads, dim, mask: bool, fused_qkv: bool = False):
     hidden = heads * dim
     inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
              (("split", [1, seq, heads, dim]), ("merged", [1, seq, hidden]))]
     inits.append(numpy_helper.from_array(np.array(math.sqrt(dim), np.float32), "scale"))
     nodes = []
+    if fused_qkv:  # GPT-2's one projection, split three ways
+        inits.append(numpy_helper.from_array(np.array([hidden] * 3, np.int64), "sizes"))
+        nodes.append(helper.make_node("Split", ["qkv", "sizes"], ["q", "k", "v"], axis=2))
     for name, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
         nodes += [helper.make_node("Reshape", [name, "split"], [f"{name}4"]),
                   helper.make_node("Transpose", [f"{name}4"], [f"{name}h"], perm=perm)]
@@ -174,17 +177,23 @@ def onnx_attention(seq, heads, dim, mask: bool):
               helper.make_node("MatMul", ["p", "vh"], ["c"]),
               helper.make_node("Transpose", ["c"], ["ct"], perm=[0, 2, 1, 3]),
               helper.make_node("Reshape", ["ct", "merged"], ["y"])]
-    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, seq, hidden]) for n in "qkv"]
+    inputs = [helper.make_tensor_value_info("qkv", TensorProto.FLOAT, [1, seq, 3 * hidden])] \
+        if fused_qkv else [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, seq, hidden])
+                           for n in "qkv"]
     graph = helper.make_graph(nodes, "attn", inputs,
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT,
                                                              [1, seq, hidden])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("seq,heads,dim,mask", [(10, 2, 7, False), (32, 4, 16, True)])
-def test_onnx_attention_matches_onnxruntime(seq, heads, dim, mask):
-    model = onnx_attention(seq, heads, dim, mask)
-    feeds = {n: RNG.standard_normal((1, seq, heads * dim)).astype("float32") for n in "qkv"}
+@pytest.mark.parametrize("seq,heads,dim,mask,fused", [(10, 2, 7, False, False),
+                                                     (32, 4, 16, True, False),
+                                                     (32, 4, 16, True, True),
+                                                     (9, 3, 5, False, True)])
+def test_onnx_attention_matches_onnxruntime(seq, heads, dim, mask, fused):
+    model = onnx_attention(seq, heads, dim, mask, fused)
+    feeds = {"qkv": RNG.standard_normal((1, seq, 3 * heads * dim)).astype("float32")} if fused \
+        else {n: RNG.standard_normal((1, seq, heads * dim)).astype("float32") for n in "qkv"}
     want = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     mod, params = relay.frontend.from_onnx(model)
@@ -195,4 +204,28 @@ def test_onnx_attention_matches_onnxruntime(seq, heads, dim, mask):
     np.testing.assert_allclose(gm.get_output(0).numpy(), want, rtol=1e-5, atol=1e-5)
     kernels = [n["attrs"]["func_name"] for n in json.loads(lib.get_graph_json())["nodes"]
                if n["op"] == "tvm_op"]
-    assert not any("transpose" in k for k in kernels), kernels
+    assert not any("transpose" in k or "split" in k for k in kernels), kernels
+
+
+def test_split_heads_fold_as_windows_of_the_fused_projection():
+    """GPT-2's fused QKV: split three ways, each split into heads: the products read windows
+    of the one [seq, 3 * heads, dim] view, and no split or transpose is left."""
+    seq, heads, dim = 12, 3, 8
+    hidden = heads * dim
+    qkv = relay.var("qkv", shape=(1, seq, 3 * hidden))
+    q, k, v = (relay.TupleGetItem(relay.split(qkv, 3, axis=2).astuple(), i) for i in range(3))
+    scores = relay.nn.batch_matmul(split_heads(q, seq, heads, dim, (0, 2, 1, 3)),
+                                   split_heads(k, seq, heads, dim, (0, 2, 3, 1)),
+                                   transpose_b=False)
+    ctx = relay.nn.batch_matmul(scores, split_heads(v, seq, heads, dim, (0, 2, 1, 3)),
+                                transpose_b=False)
+    out = relay.reshape(relay.transpose(relay.reshape(ctx, (1, heads, seq, dim)),
+                                        (0, 2, 1, 3)), (1, seq, hidden))
+    func = relay.Function([qkv], out)
+    names = op_names(fold(func))
+    assert "split" not in names and "transpose" not in names, names
+    xv = RNG.standard_normal((1, seq, 3 * hidden)).astype("float32")
+    qv, kv, vv = (xv[0, :, i * hidden:(i + 1) * hidden].reshape(seq, heads, dim)
+                  .transpose(1, 0, 2).astype(np.float64) for i in range(3))
+    want = ((qv @ kv.transpose(0, 2, 1)) @ vv).transpose(1, 0, 2).reshape(1, seq, hidden)
+    np.testing.assert_allclose(run(func, {"qkv": xv}), want, rtol=1e-4, atol=1e-4)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from codegen import schedules
 from compiler.ir.types import TensorType
+from compiler.op.nn_batch_matmul_axes import window
 
 from .common import rule, te, tir
 from .conv_layout import any_layout
@@ -173,20 +174,24 @@ def _batch_matmul(inputs, attrs, out_type):
 def _batch_matmul_axes(inputs, attrs, out_type):
     a, b = inputs
     dt = out_type.dtype
-    ea, eb = dict(zip(attrs.a_axes, a.shape)), dict(zip(attrs.b_axes, b.shape))
+    (a0, xs) = window(a.shape, attrs.a_begin, attrs.a_shape, "tensor_a")
+    (b0, ys) = window(b.shape, attrs.b_begin, attrs.b_shape, "tensor_b")
+    ea, eb = dict(zip(attrs.a_axes, xs)), dict(zip(attrs.b_axes, ys))
     out_axes = attrs.out_axes
     if _all_f32(a, b, out_type=out_type) and schedules.gemm_applicable(
             ea["M"], eb["N"], ea["K"], dt):
         return schedules.batch_matmul_axes(a, b, attrs.a_axes, attrs.b_axes, out_axes,
-                                           tuple(out_type.shape))
+                                           tuple(out_type.shape), (a0, xs), (b0, ys))
     ext = {"B": ea["B"], "M": ea["M"], "N": eb["N"]}
     perm = tuple(ext[c] for c in out_axes)
 
     def c(*i):  # the out_axes-ordered result, then viewed as out_type's shape
         k = te.reduce_axis(ea["K"], "k")
         at = dict(zip(out_axes, i))
-        av = a[tuple({"B": at["B"], "M": at["M"], "K": k}[x] for x in attrs.a_axes)]
-        bv = b[tuple({"B": at["B"], "N": at["N"], "K": k}[x] for x in attrs.b_axes)]
+        av = a[tuple({"B": at["B"], "M": at["M"], "K": k}[x] + o
+                     for x, o in zip(attrs.a_axes, a0))]
+        bv = b[tuple({"B": at["B"], "N": at["N"], "K": k}[x] + o
+                     for x, o in zip(attrs.b_axes, b0))]
         return te.sum(_acc(av, dt) * _acc(bv, dt), k)
     result = te.compute(perm, c, name="T_batch_matmul")
     if perm == tuple(out_type.shape):
