@@ -11,6 +11,8 @@ where it can, so layout transforms are left only at the edges of the blocked reg
                                                 operand re-laid out ([C,1,1] -> [1,C/x,1,1,x],
                                                 folded by FoldConstant when c is constant)
     bias_add(blocked, b)   ->  add(blocked, b')
+    mean(blocked, (2, 3))  ->  the same over the blocks' H, W (any one-input float reduction:
+                               sum, max, ...; without keepdims reshaped to [N, C])
     depthwise conv2d       ->  nn.contrib_depthwise_conv2d_NCHWc (compiler/op/nn_depthwise_nchwc)
     concatenate((a, b), 1) ->  concatenate((a', b'), 1)   on whole channel blocks
     op(blocked)            ->  op(blocked) with its layout attribute NCHW<x>c, for the ops the
@@ -73,6 +75,13 @@ def _nchw_channels(ty, x: int) -> int | None:
     return None
 
 
+def _spatial_reducible(call: Call) -> bool:
+    """A one-input reduction (the registry's COMM_REDUCE) with only axis/keepdims/exclude."""
+    d = get_def(call.op.name)
+    return d.pattern == OpPattern.COMM_REDUCE and d.num_inputs == 1 \
+        and set(d.attrs) == {"axis", "keepdims", "exclude"}
+
+
 def _layout_agnostic(call: Call) -> bool:
     """Elementwise or broadcast (the registry's pattern) with no axis/shape attribute."""
     d = get_def(call.op.name)
@@ -89,6 +98,7 @@ class _Converter:
         self.to_blocked: dict = {}  # NCHW node -> its transform to blocked
         self.origin: dict = {}  # a transform we made -> the node it transformed
         self.made: list = []  # the activation transforms made (not the cancelled ones)
+        self.nchw_shape: dict = {}  # a blocked node made by a rule -> its NCHW shape
         self.convs = 0  # convs made blocked (ops with a weight: NCHWc and Winograd convs)
 
     def nchw(self, node: RelayExpr) -> RelayExpr:
@@ -96,7 +106,10 @@ class _Converter:
             return node
         if node not in self.to_nchw:
             back = self.origin.get(node)  # node = transform(y NCHW): y itself
-            if back is None:
+            shape = self.nchw_shape.get(node)
+            if back is None and shape is not None and shape[2] * shape[3] == 1:
+                back = reshape(node, shape)  # one pixel: the blocks are NCHW's order
+            elif back is None:
                 back = layout_transform(node, self.layout, "NCHW")
                 self.made.append(back)
             self.to_nchw[node] = back
@@ -180,6 +193,23 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
         cv.convs += 1
         return cv.mark(blocked_depthwise(new.attrs, new.args[0], new.args[1], x))
 
+    def spatial_reduce(old: Call, new: Call) -> RelayExpr | None:
+        """A float reduction (the registry's COMM_REDUCE, one input) over exactly H and W of a
+        blocked input reduces the same axes of the blocks: blocked with keepdims, else
+        [N, C/x, x], which is [N, C] reshaped (a global pool written as mean / max)."""
+        a, data_t = old.attrs, old.args[0].checked_type
+        if new.args[0] not in cv.blocked or a.exclude or a.axis is None \
+                or not isinstance(old.checked_type, TensorType) \
+                or old.checked_type.dtype != F32 or len(data_t.shape) != 4:
+            return None
+        axes = sorted(int(v) % 4 for v in ((a.axis,) if isinstance(a.axis, int) else a.axis))
+        if axes != [2, 3]:
+            return None
+        attrs = {key: new.attrs[key] for key in get_def(old.op.name).attrs}
+        attrs["axis"] = (2, 3)
+        out = make_call(old.op.name, [new.args[0]], **attrs)
+        return cv.mark(out) if a.keepdims else reshape(out, data_t.shape[:2])
+
     def blocked_form(old: Call, new: Call, attr: str) -> RelayExpr | None:
         """An op with a blocked form (the registry's BLOCKED_FORM: pools, Winograd convs) on
         a blocked input: the same op with its layout attribute `attr` NCHW<x>c."""
@@ -239,8 +269,12 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
             else:
                 if rule is None and _layout_agnostic(new):
                     rule = broadcast
+                elif rule is None and _spatial_reducible(new):
+                    rule = spatial_reduce
                 out = rule(old, new) if rule is not None else None
             if out is not None:
+                if out in cv.blocked:
+                    cv.nchw_shape[out] = tuple(old.checked_type.shape)
                 return out
         if old in concat_tuples:
             return new  # its concatenate decides

@@ -180,11 +180,17 @@ def _run(func, data, blocked: bool, opt_level: int = 3):
 
 
 @pytest.mark.parametrize("opt_level", [2, 3])
-def test_resnet_style_graph_keeps_transforms_at_input_and_output_only(width, opt_level):
+def test_resnet_style_graph_keeps_one_transform_at_the_input(width, opt_level):
+    """The global pool's blocked [N, C/x, 1, 1, x] is NCHW's order already: the flatten reads
+    it through a reshape, so the input's transform is the only one left."""
     func, shape = resnet_style(width)
     after = _optimized(func, True, opt_level)
     ops = _ops(after)
-    assert ops.count("layout_transform") == 2
+    assert ops.count("layout_transform") == 1
+    transform = next(n for n in post_order(after.body) if type(n) is Call
+                     and isinstance(n.op, Op) and n.op.name == "layout_transform")
+    assert (transform.attrs.src_layout, transform.attrs.dst_layout) == ("NCHW", f"NCHW{width}c")
+    assert "reshape" in ops  # the pooled [N, C/x, 1, 1, x] to the flatten
     assert ops.count("nn.contrib_conv2d_NCHWc") == 10
     assert "nn.contrib_conv2d_packed" not in ops
     winograd = [n for n in post_order(after.body) if type(n) is Call and isinstance(n.op, Op)
@@ -225,22 +231,43 @@ def test_channels_not_in_whole_blocks_stay_nchw(width, channels, converted):
     assert ops.count("layout_transform") == (2 if converted else 0)
 
 
-def test_blocked_output_of_size_one_and_a_shared_nchw_reader(width, monkeypatch):
-    """A 1x1-output conv read by a blocked conv and by a flatten: one transform back, shared,
-    and the graph output through it (the guard against inner transforms off: 2 for 3 convs)."""
+@pytest.mark.parametrize("size,transforms", [(5, 3), (3, 1)])
+def test_readers_in_nchw_share_one_transform_back(width, monkeypatch, size, transforms):
+    """A conv read by a blocked conv and by a flatten, and that conv by a tile: each blocked
+    value goes back to NCHW once, shared; as a reshape where it is one pixel (size 3: 1x1).
+    The guard against inner transforms is off (2 for 3 convs)."""
     monkeypatch.setattr(convert_blocked_layout, "MAX_INNER_TRANSFORMS", 1.0)
     x = width
     rng = np.random.default_rng(4)
-    data = relay.var("x", shape=(2, x, 3, 3))
-    a = _conv(rng, data, x, 2 * x, 3, stride=2)  # 2x2
-    a = _conv(rng, a, 2 * x, 2 * x, 3, stride=2)  # 1x1
+    data = relay.var("x", shape=(2, x, size, size))
+    a = _conv(rng, data, x, 2 * x, 3, stride=2)
+    a = _conv(rng, a, 2 * x, 2 * x, 3, stride=2)
     b = _conv(rng, a, 2 * x, x, 1)
     out = relay.add(relay.nn.batch_flatten(a), relay.nn.batch_flatten(relay.tile(b, (1, 2, 1,
                                                                                       1))))
     func = relay.Function([data], out)
     ops = _ops(_optimized(func, True))
-    assert ops.count("layout_transform") == 3  # the input; a and b back to NCHW
-    sample = RNG.standard_normal((2, x, 3, 3)).astype("float32")
+    assert ops.count("layout_transform") == transforms  # the input (and a, b back to NCHW)
+    sample = RNG.standard_normal((2, x, size, size)).astype("float32")
+    got, _ = _run(func, sample, True)
+    np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("reduce,axis,keepdims,transforms", [
+    ("mean", (2, 3), False, 1), ("max", (-1, -2), True, 1), ("sum", (1,), True, 2),
+    ("mean", (3,), False, 2)])
+def test_reductions_over_h_and_w_stay_blocked(width, monkeypatch, reduce, axis, keepdims,
+                                              transforms):
+    """A reduction over exactly H and W (a global pool written as mean / max) reduces the
+    blocks; over channels or one spatial axis it needs NCHW."""
+    monkeypatch.setattr(convert_blocked_layout, "MAX_INNER_TRANSFORMS", 1.0)
+    rng = np.random.default_rng(6)
+    data = relay.var("x", shape=(2, width, 5, 4))
+    y = _conv(rng, _conv(rng, data, width, 2 * width, 3), 2 * width, 2 * width, 1)
+    func = relay.Function([data], getattr(relay, reduce)(y, axis=axis, keepdims=keepdims))
+    ops = _ops(_optimized(func, True))
+    assert ops.count("layout_transform") == transforms and reduce in ops
+    sample = RNG.standard_normal((2, width, 5, 4)).astype("float32")
     got, _ = _run(func, sample, True)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
 
