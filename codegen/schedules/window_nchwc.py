@@ -28,12 +28,14 @@ from __future__ import annotations
 
 from typing import Callable
 
+from runtime.target import current_target
+
 from .. import te
 from ..parallel import MIN_PARALLEL_WORK, fused_parallel
 from ..tir.expr import Expr, IntImm, Load
 from ..tir.ops import const, eq, lt
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
-from .common import Epilogue, ceil_div, imm, mark_epilogue, tree_reduce, var, vector_width
+from .common import Epilogue, ceil_div, imm, mark_epilogue, tree_reduce, var
 from .window import max_with_nan, span, store_sum
 
 # Tasks a blocked window kernel aims for (over images, channel blocks and groups of rows): at
@@ -52,8 +54,9 @@ Finish = Callable[[Expr | None, list[int], list[int], int | None, int | None], E
 
 def tile_pixels(taps: int, weights: bool) -> int:
     """Output pixels a tile: accumulators and (for a depthwise conv) the R*S weight vectors
-    within the vector registers (32 with AVX-512, else 16), 2 to 8."""
-    registers = 32 if vector_width() == 16 else 16
+    within the vector registers (32 when the target has AVX-512, whatever the block width,
+    else 16), 2 to 8."""
+    registers = 32 if "avx512f" in current_target().enabled_features() else 16
     free = registers - (taps if weights else 0) - 3
     return max(2, min(8, free))
 
