@@ -15,6 +15,7 @@ from compiler.op.nn_batch_matmul_axes import contrib_batch_matmul_axes
 from compiler.transform import PassContext
 from runtime import cpu, graph_executor
 
+OPS_TESTED = {"nn.contrib_batch_matmul_axes"}
 RNG = np.random.default_rng(5)
 
 
