@@ -27,12 +27,15 @@ the layout a node was just transformed from returns that node (the pair cancels)
 tuple keeps its operands blocked when the concatenate is its only reader (readers counted in one
 post-order walk first). Ops come from the registry's OpPattern, not from a list. Functions with
 Let, If or nested functions are left as they are (the pass runs on relay.build's data-flow
-graphs). A function whose blocked form would transform activations between its ops more than
-MAX_INNER_TRANSFORMS times per blocked conv is left as it is (all or nothing).
+graphs). A function whose blocked form would transform more activation elements between its
+ops than MAX_TRANSFORM_ELEMENTS_PER_FLOP per FLOP of its blocked convs is left as it is (all or
+nothing: the transforms would cost more than the blocked convs save).
 
 Opt-in: PassContext config "relayjit.blocked_layout" (True/False); unset, BLOCKED_LAYOUT_DEFAULT.
 """
 from __future__ import annotations
+
+import math
 
 from codegen.schedules.common import vector_width
 from codegen.schedules.conv2d_nchwc import nchwc_applicable
@@ -55,10 +58,13 @@ BLOCKED_LAYOUT = "relayjit.blocked_layout"
 BLOCKED_LAYOUT_DEFAULT = False
 
 F32 = "float32"
-# The function is left in NCHW when the blocked one would copy activations between layouts
-# more than this many times per blocked conv (inside the graph, not at its inputs or outputs):
-# MobileNet-v2's depthwise convs, NCHW only, cost a transform pair each (1.31x its time).
-MAX_INNER_TRANSFORMS = 0.25
+# The function is left in NCHW when the activations its blocked form would transform between
+# ops (not a graph input, nor for its result) have more than this many elements per FLOP of
+# its blocked convs: a transform costs ~0.5 ns an element, a blocked conv saves ~5% of its
+# time at ~130 GFLOP/s, so transforms pay below ~1/1300. MobileNet-v2 (its 24-channel stage
+# stays NCHW: 0.8M elements moved for 0.2 GFLOP, 1/250) ran 1.12x slower blocked; ResNet-50,
+# SqueezeNet, DenseNet-121 transform nothing inside, Inception-v1 (around its LRNs) ~1/2000.
+MAX_TRANSFORM_ELEMENTS_PER_FLOP = 1 / 1300
 # attributes that make a broadcast op depend on the layout of its operands
 _LAYOUT_ATTRS = ("axis", "shape")
 
@@ -97,9 +103,10 @@ class _Converter:
         self.to_nchw: dict = {}  # blocked node -> its transform back
         self.to_blocked: dict = {}  # NCHW node -> its transform to blocked
         self.origin: dict = {}  # a transform we made -> the node it transformed
-        self.made: list = []  # the activation transforms made (not the cancelled ones)
+        self.made: list = []  # (transform, elements): activation transforms (not cancelled)
+        self.old_of: dict = {}  # rewritten node -> the node it replaces (for its type)
+        self.flops = 0  # of the convs made blocked
         self.nchw_shape: dict = {}  # a blocked node made by a rule -> its NCHW shape
-        self.convs = 0  # convs made blocked (ops with a weight: NCHWc and Winograd convs)
 
     def nchw(self, node: RelayExpr) -> RelayExpr:
         if node not in self.blocked:
@@ -111,7 +118,7 @@ class _Converter:
                 back = reshape(node, shape)  # one pixel: the blocks are NCHW's order
             elif back is None:
                 back = layout_transform(node, self.layout, "NCHW")
-                self.made.append(back)
+                self.made.append((back, math.prod(shape) if shape else 0))
             self.to_nchw[node] = back
             self.origin.setdefault(back, node)
         return self.to_nchw[node]
@@ -126,7 +133,8 @@ class _Converter:
             else:
                 out = layout_transform(node, "NCHW", self.layout)
                 if type(node) is not Var:  # a graph input's transform is no extra copy
-                    self.made.append(out)
+                    ty = self.old_of.get(node, node).checked_type
+                    self.made.append((out, math.prod(ty.shape)))
             self.to_blocked[node] = out
             self.blocked.add(out)
             self.origin.setdefault(out, node)
@@ -153,10 +161,17 @@ class _Converter:
         self.blocked.add(node)
         return node
 
-    def inner_transforms(self, body: RelayExpr) -> int:
-        """Transforms made between ops (not of a graph input, nor for the function's result)."""
+    def inner_transform_elements(self, body: RelayExpr) -> int:
+        """Elements of the transforms made between ops (not of a graph input, nor for the
+        function's result)."""
         outputs = set(body.fields) if type(body) is Tuple else {body}
-        return sum(1 for t in self.made if t not in outputs)
+        return sum(n for t, n in self.made if t not in outputs)
+
+    def count_conv(self, old: Call) -> None:
+        """A conv made blocked: its FLOPs, as the registry counts them."""
+        flops = get_def(old.op.name).flops
+        if flops is not None:
+            self.flops += flops([a.checked_type for a in old.args], old.attrs, old.checked_type)
 
 
 def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
@@ -179,7 +194,7 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
         if c is None or k is None or a.out_dtype not in ("", F32) \
                 or not nchwc_applicable(c, k, a.groups, w_t.shape[-1], x):
             return None
-        cv.convs += 1
+        cv.count_conv(old)
         return cv.mark(contrib_conv2d_NCHWc(
             cv.block(new.args[0]), new.args[1], channels=k, kernel_block=w_t.shape[-1],
             strides=a.strides, padding=a.padding, dilation=a.dilation,
@@ -190,7 +205,7 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
         if new.args[0] not in cv.blocked or not depthwise_blockable(
                 old.attrs, old.args[0].checked_type, old.args[1].checked_type, x):
             return None
-        cv.convs += 1
+        cv.count_conv(old)
         return cv.mark(blocked_depthwise(new.attrs, new.args[0], new.args[1], x))
 
     def spatial_reduce(old: Call, new: Call) -> RelayExpr | None:
@@ -222,7 +237,8 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
         attrs[attr] = cv.layout
         if "out_layout" in attrs:
             attrs["out_layout"] = cv.layout
-        cv.convs += len(new.args) > 1
+        if len(new.args) > 1:  # an op with a weight: a conv
+            cv.count_conv(old)
         return cv.mark(make_call(name, [new.args[0], *new.args[1:]], **attrs))
 
     def broadcast(old: Call, new: Call) -> RelayExpr | None:
@@ -275,6 +291,7 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
             if out is not None:
                 if out in cv.blocked:
                     cv.nchw_shape[out] = tuple(old.checked_type.shape)
+                cv.old_of[out] = old
                 return out
         if old in concat_tuples:
             return new  # its concatenate decides
@@ -282,10 +299,13 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
             fields = Tuple([cv.nchw(f) for f in new.args[0].fields], new.args[0].span)
             return Call(new.op, [fields], new.attrs, new.type_args, new.span)
         kids = children(new)
-        return with_children(new, [cv.nchw(k) for k in kids])
+        out = with_children(new, [cv.nchw(k) for k in kids])
+        cv.old_of[out] = old
+        return out
 
     body = cv.nchw(rewrite_post_order(func.body, rewrite))
-    if body is func.body or cv.inner_transforms(body) > MAX_INNER_TRANSFORMS * cv.convs:
+    if body is func.body or cv.inner_transform_elements(body) \
+            > MAX_TRANSFORM_ELEMENTS_PER_FLOP * cv.flops:
         return func
     return Function(func.params, body, func.ret_type, func.type_params, func.attrs, func.span)
 

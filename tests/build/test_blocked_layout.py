@@ -235,8 +235,8 @@ def test_channels_not_in_whole_blocks_stay_nchw(width, channels, converted):
 def test_readers_in_nchw_share_one_transform_back(width, monkeypatch, size, transforms):
     """A conv read by a blocked conv and by a flatten, and that conv by a tile: each blocked
     value goes back to NCHW once, shared; as a reshape where it is one pixel (size 3: 1x1).
-    The guard against inner transforms is off (2 for 3 convs)."""
-    monkeypatch.setattr(convert_blocked_layout, "MAX_INNER_TRANSFORMS", 1.0)
+    The guard against transforms inside the graph is off (2 of them for 3 small convs)."""
+    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
     x = width
     rng = np.random.default_rng(4)
     data = relay.var("x", shape=(2, x, size, size))
@@ -260,7 +260,7 @@ def test_reductions_over_h_and_w_stay_blocked(width, monkeypatch, reduce, axis, 
                                               transforms):
     """A reduction over exactly H and W (a global pool written as mean / max) reduces the
     blocks; over channels or one spatial axis it needs NCHW."""
-    monkeypatch.setattr(convert_blocked_layout, "MAX_INNER_TRANSFORMS", 1.0)
+    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
     rng = np.random.default_rng(6)
     data = relay.var("x", shape=(2, width, 5, 4))
     y = _conv(rng, _conv(rng, data, width, 2 * width, 3), 2 * width, 2 * width, 1)
@@ -300,10 +300,11 @@ def test_depthwise_convs_stay_blocked(width):
 
 @pytest.mark.parametrize("limit,blocked", [(None, False), (10.0, True)])
 def test_functions_with_many_inner_transforms_stay_nchw(width, monkeypatch, limit, blocked):
-    """Each grouped (not depthwise) conv would need a transform pair: over MAX_INNER_TRANSFORMS
-    per blocked conv the pass leaves the function as it is."""
+    """Each grouped (not depthwise) conv would need a transform pair: with more transformed
+    elements than MAX_TRANSFORM_ELEMENTS_PER_FLOP per FLOP of the blocked convs the pass leaves
+    the function as it is."""
     if limit is not None:
-        monkeypatch.setattr(convert_blocked_layout, "MAX_INNER_TRANSFORMS", limit)
+        monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", limit)
     ops = _ops(_optimized(inverted_residuals(width, groups=2), True))
     assert ops.count("nn.contrib_conv2d_NCHWc") == (6 if blocked else 0)
     assert ops.count("layout_transform") == (8 if blocked else 0)
