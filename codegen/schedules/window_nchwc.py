@@ -80,6 +80,7 @@ def _interior(first: int, step: int, dilation: int, k: int, size: int, count: in
 
 
 def _taps_inside(o: int, first: int, step: int, dilation: int, k: int, size: int) -> list[int]:
+    """The taps t < k of static output o whose input first + o*step + t*dilation is inside."""
     return [t for t in range(k) if 0 <= first + o * step + t * dilation < size]
 
 
