@@ -6,8 +6,10 @@ product's indexing instead of copies.
     batch_matmul(q, ...)  ->  contrib_batch_matmul_axes(reshape(x, [S, H, D]), ...,
                                                         a_axes="MBK")
 
-(the reshape left is free: it only renames the shape, and FuseOps makes it a no-op). On the
-output side, reshape(transpose(reshape(bmm, [1, H, S, D]), [0, 2, 1, 3]), [1, S, H * D])
+(the reshape left is free: it only renames the shape, and FuseOps makes it a no-op). An
+operand may also be a window of its source: GPT-2's fused QKV projection, split three ways
+(a TupleGetItem of a split) and into heads, becomes three windows of one [S, 3H, D] view
+(a_begin / a_shape), so the split is never copied either. On the output side, reshape(transpose(reshape(bmm, [1, H, S, D]), [0, 2, 1, 3]), [1, S, H * D])
 becomes out_axes="MBN" with out_shape [1, S, H * D]; a chain of reshapes alone is folded too,
 so the scale or mask that follows a [H, S, S] -> [1, H, S, S] reshape joins the product's
 epilogue instead of running as its own kernel.
@@ -15,8 +17,10 @@ epilogue instead of running as its own kernel.
 Which chains fold is decided by value, not by pattern: a chain of data-movement ops (one
 tensor input; the op registry's reshape_only ops and those whose reference is exact by value)
 is run through the ops' numpy references on arange(size) of its source, and it folds when the
-result is the source's elements in an order that some axis permutation of the operand (or of
-the product, with its N axis last) reproduces. An operand chain folds only where it holds an
+result holds the positions off + i * s0 + j * s1 + k for some axis order of the operand (a
+window of the source seen as 3-D), or, on the output side, is every element of the product
+in some axis order with N last. Sources above MAX_ELEMENTS are left alone (the index arrays
+are built at compile time). An operand chain folds only where it holds an
 op other than a reshape (else there is nothing to save); the product's readers along an output
 chain must be single, so no copy is needed for another reader. float32 batch_matmuls with the
 same batch on both sides only.
@@ -48,6 +52,7 @@ BATCH_MATMUL = "nn.batch_matmul"
 F32 = "float32"
 PERMUTATIONS = list(itertools.permutations(range(3)))
 WINDOW_ATTRS = ("a_begin", "a_shape", "b_begin", "b_shape")
+MAX_ELEMENTS = 1 << 24  # a chain's source or product larger than this is not analysed
 
 
 def _op_name(node: RelayExpr) -> str | None:
@@ -105,6 +110,8 @@ def _operand_fold(chain: list, letters: str) -> tuple | None:
     the source must be off + i * s0 + j * s1 + k."""
     source = _step_source(chain[-1]).checked_type
     size = math.prod(source.shape)
+    if size > MAX_ELEMENTS:
+        return None
     values = _run_chain(list(reversed(chain)),
                         np.arange(size, dtype=np.int64).reshape(source.shape))
     if values.ndim != 3:
@@ -132,6 +139,8 @@ def _operand_fold(chain: list, letters: str) -> tuple | None:
 def _output_fold(chain: list, shape: tuple) -> str | None:
     """out_axes when the chain (from the product up) lays the product's elements out as one
     axis permutation with N last, viewed (merged) as the chain's result."""
+    if math.prod(shape) > MAX_ELEMENTS:
+        return None
     order = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
     values = _run_chain(chain, order)
     result = chain[-1].checked_type.shape
