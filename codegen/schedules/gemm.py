@@ -357,6 +357,10 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
               in_place: bool = False, ldc: int | None = None) -> Stmt:
     """The TIR of C[*b, m, n] = sum_k a(b, m, k) * b(b, n, k) with an optional epilogue.
 
+    a_layout ("mk" / "km") orders the A packing loops; b_layout ("nk" / "kn") no longer
+    changes anything (B is packed a vector across NR columns per k either way), kept for the
+    callers in the conv schedules.
+
     a_rows = (address(b, i, kk), lda) says A's rows lie lda floats apart with k contiguous:
     whole row tiles then read A in place (the `_rows` micro-kernel) and only the last,
     partial row tile is packed (once per K block, zero padded). Packing A cost 4-9% of a
