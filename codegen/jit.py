@@ -1,9 +1,11 @@
 """Compile PrimFuncs to host object code with llvmlite (new pass manager) and load them.
 
 A kernel set compiles to one object file per compile job (codegen.compile_jobs): each job
-emits, optimises and machine-codes its share of the kernels, with its own internal copies of
-the micro-kernels they call, and the first object also holds the kernels' signature table;
-runtime.KernelLibrary loads the objects into one engine.
+emits, optimises and machine-codes its share of the kernels (kernels that differ only in an
+extent as one family body, codegen.kernel_families), and the first object also holds the
+kernels' signature table. The micro-kernels the kernels call are objects of their own,
+compiled once per target CPU and kept in the caches beside the kernel sets, so a build that
+finds them there emits none; runtime.KernelLibrary loads all the objects into one engine.
 
 Two in-process caches, both keyed by tir.structural's name-free digest: the object files per
 (digest, kernel names), and the optimised modules (bitcode, one per object) per digest.
@@ -195,8 +197,8 @@ def _optimised_module(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.Modul
 
 
 class Share(NamedTuple):
-    """What one compile job turns into one object file: kernels (and kernel families) and the
-    micro-kernels they call (linked into the object as internal copies)."""
+    """What one compile job turns into one object file: kernels (and kernel families), and
+    the micro-kernels they call (compiled by the same job when no cache has them)."""
 
     units: list[Unit]
     microkernels: list[str]
@@ -208,12 +210,14 @@ class Share(NamedTuple):
 
 
 def _compile_share(share: Share, table: list[PrimFunc] | None, opt_level: int
-                   ) -> tuple[bytes, bytes, dict[str, bytes]]:
-    """One object file: the share's kernels optimised, its micro-kernels linked in, and the
-    signature table of the kernels `table` when given: (object code, the optimised bitcode
-    it was emitted from, {micro-kernel: bitcode} of those compiled here)."""
+                   ) -> tuple[bytes, bytes, dict[str, Microkernel]]:
+    """One object file: the share's kernels optimised (their calls checked against the
+    micro-kernels they call) and the signature table of the kernels `table` when given:
+    (object code, the optimised bitcode it was emitted from, the micro-kernels compiled here,
+    found in no cache)."""
     mod, tm = _optimised_kernels(share.units, opt_level)
-    compiled = _link_microkernels(mod, tm, share.microkernels)
+    compiled: dict[str, Microkernel] = {}
+    _check_calls(mod, _microkernels(share.microkernels, tm, compiled))
     if table is not None:
         with _timed("link"):
             mod.link_in(_signature_table(table, tm))
@@ -292,12 +296,24 @@ def _optimised_group(units: list[Unit], tm: llvm.TargetMachine,
     return mod
 
 
-# ---- micro-kernels: compiled once per target CPU, linked into the kernel modules calling them
+# ---- micro-kernels: compiled once per target CPU into objects of their own, loaded beside the
+# kernel objects that call them (so a build finding them in the disk cache emits none)
 
 _MICROKERNEL_CALL = re.compile(r"call (relayjit\.ukr\.\S+) ")
-_MICROKERNELS: OrderedDict[tuple[str, TargetInfo], bytes] = OrderedDict()  # -> bitcode
+
+
+class Microkernel(NamedTuple):
+    """A compiled micro-kernel: its object file, the optimised bitcode it was emitted from
+    (what get_llvm_ir links in) and its LLVM function type (what every call must match)."""
+
+    object: bytes
+    bitcode: bytes
+    signature: str
+
+
+_MICROKERNELS: OrderedDict[tuple[str, TargetInfo], Microkernel] = OrderedDict()
 # Disk cache key of a micro-kernel (the cache adds the target CPU, LLVM and codegen versions).
-_MICROKERNEL_KEY = "microkernel\0{name}\0instcombine"
+_MICROKERNEL_KEY = "microkernel\0{name}\0object"
 
 
 def microkernels_called(funcs: list[PrimFunc]) -> list[str]:
@@ -308,23 +324,24 @@ def microkernels_called(funcs: list[PrimFunc]) -> list[str]:
     return list(names)
 
 
-def _cached_microkernel(name: str) -> bytes | None:
-    """Optimised bitcode of a micro-kernel for the current target from memory or disk."""
+def _cached_microkernel(name: str) -> Microkernel | None:
+    """Micro-kernel `name` for the current target from memory or disk."""
     key = (name, current_target())
     with _lock:
-        bitcode = _MICROKERNELS.get(key)
-    if bitcode is None:
+        found = _MICROKERNELS.get(key)
+    if found is None:
         with _timed("cache_lookup"):
             entry = disk_cache.lookup(_MICROKERNEL_KEY.format(name=name))
-        if entry is not None and len(entry.bitcodes) == 1 and not entry.objects:
-            bitcode = entry.bitcodes[0]
+        if entry is not None and len(entry.names) == 2 and entry.names[0] == name \
+                and len(entry.objects) == 1 and len(entry.bitcodes) == 1:
+            found = Microkernel(entry.objects[0], entry.bitcodes[0], entry.names[1])
             with _lock:
-                _remember(_MICROKERNELS, key, bitcode)
-    return bitcode
+                _remember(_MICROKERNELS, key, found)
+    return found
 
 
-def _compile_microkernel(name: str, tm: llvm.TargetMachine) -> bytes:
-    """Optimised bitcode of micro-kernel `name` in a module of its own.
+def _compile_microkernel(name: str, tm: llvm.TargetMachine) -> Microkernel:
+    """Micro-kernel `name` compiled in a module of its own, with external linkage.
 
     The micro-kernels come out of codegen.llvm.microkernels unrolled, vectorised and in SSA
     form: on ResNet-50's 24 conv micro-kernels the O3 pipeline gave the same instructions as
@@ -335,7 +352,7 @@ def _compile_microkernel(name: str, tm: llvm.TargetMachine) -> bytes:
         fn = microkernels.define(module, name)
         if fn is None:
             raise CodegenError(f"unknown micro-kernel {name}")
-        fn.linkage = ""  # external: kept on its own, resolved by the kernel module's declaration
+        fn.linkage = ""  # external: the kernel objects' calls resolve to it when loaded
         module.triple = tm.triple
         module.data_layout = str(tm.target_data)
         text = str(module)
@@ -347,42 +364,65 @@ def _compile_microkernel(name: str, tm: llvm.TargetMachine) -> bytes:
         passes.add_instruction_combine_pass()
         passes.run(mod, llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(1)))
     with _timed("cache_write"):
-        return mod.as_bitcode()
+        bitcode = mod.as_bitcode()
+    with _timed("machine_code"):
+        obj = tm.emit_object(mod)
+    return Microkernel(obj, bitcode, str(mod.get_function(name).global_value_type))
 
 
-def _keep_microkernels(compiled: dict[str, bytes]) -> None:
+def _keep_microkernels(compiled: dict[str, Microkernel]) -> None:
     """Cache freshly compiled micro-kernels in memory and on disk."""
     with _timed("cache_write"):
-        for name, bitcode in compiled.items():
+        for name, kernel in compiled.items():
             with _lock:
-                _remember(_MICROKERNELS, (name, current_target()), bitcode)
+                _remember(_MICROKERNELS, (name, current_target()), kernel)
             disk_cache.store(_MICROKERNEL_KEY.format(name=name),
-                             disk_cache.Entry((name,), (), (bitcode,)))
+                             disk_cache.Entry((name, kernel.signature), (kernel.object,),
+                                              (kernel.bitcode,)))
     _count("microkernels", len(compiled))
     _note(microkernels_compiled=len(compiled))
 
 
-def _link_microkernels(mod: llvm.ModuleRef, tm: llvm.TargetMachine, names: list[str]
-                       ) -> dict[str, bytes]:
-    """Link each micro-kernel mod still declares (from the caches, else compiled now) into
-    it as an internal function, after checking the declaration matches the definition;
-    returns {name: bitcode} of those compiled now (for _keep_microkernels)."""
-    compiled = {}
+def _microkernels(names: list[str], tm: llvm.TargetMachine, compiled: dict[str, Microkernel]
+                  ) -> dict[str, Microkernel]:
+    """The micro-kernels `names`, from the caches or `compiled`, else compiled now (and added
+    to `compiled`, for _keep_microkernels)."""
+    found = {}
     for name in names:
-        try:
-            declared = mod.get_function(name)
-        except NameError:  # the optimiser removed every call
-            continue
-        bitcode = _cached_microkernel(name)
-        if bitcode is None:
-            bitcode = compiled[name] = _compile_microkernel(name, tm)
-        with _timed("link"):
-            definition = llvm.parse_bitcode(bitcode)
-            got = str(definition.get_function(name).global_value_type)
-            if got != str(declared.global_value_type):
-                raise CodegenError(f"micro-kernel {name} is called as "
-                                   f"{declared.global_value_type} but defined as {got}")
-            mod.link_in(definition)
+        kernel = compiled.get(name) or _cached_microkernel(name)
+        if kernel is None:
+            kernel = compiled[name] = _compile_microkernel(name, tm)
+        found[name] = kernel
+    return found
+
+
+def _check_calls(mod: llvm.ModuleRef, kernels: dict[str, Microkernel]) -> None:
+    """Each micro-kernel mod declares is called as it is defined."""
+    with _timed("link"):
+        for name, kernel in kernels.items():
+            try:
+                declared = str(mod.get_function(name).global_value_type)
+            except NameError:  # the optimiser removed every call
+                continue
+            if declared != kernel.signature:
+                raise CodegenError(f"micro-kernel {name} is called as {declared} but defined "
+                                   f"as {kernel.signature}")
+
+
+def _link_microkernels(mod: llvm.ModuleRef, tm: llvm.TargetMachine, names: list[str]
+                       ) -> dict[str, Microkernel]:
+    """Link the micro-kernels mod calls into it as internal functions (what get_llvm_ir and
+    get_assembly show); returns those compiled now (for _keep_microkernels)."""
+    compiled: dict[str, Microkernel] = {}
+    kernels = _microkernels(names, tm, compiled)
+    _check_calls(mod, kernels)
+    with _timed("link"):
+        for name, kernel in kernels.items():
+            try:
+                mod.get_function(name)
+            except NameError:
+                continue
+            mod.link_in(llvm.parse_bitcode(kernel.bitcode))
             mod.get_function(name).linkage = llvm.Linkage.internal
     return compiled
 
@@ -397,7 +437,8 @@ def _compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
     every LLVM stage runs in parallel. The parent does the first share itself; each forked
     child sends back its object, bitcode and the micro-kernels it compiled (after the
     seconds it spent, for CompileStats.jobs_seconds). A child that fails in any way is redone
-    in the parent: same result, only slower.
+    in the parent: same result, only slower. The micro-kernels' objects are not among these
+    (compile_primfuncs adds them).
     """
     stats = _RECORD.get()
     if len(funcs) >= 2 * PARALLEL_MIN_KERNELS and opt_level > 0 and hasattr(os, "fork"):
@@ -427,10 +468,12 @@ def _compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
             replies = [collect(child) for child in children]
     objects = [(obj, bitcode)]
     for child, (blobs, seconds) in zip(children, replies):
-        if blobs is not None and len(blobs) >= 2 and len(blobs) % 2 == 0:
+        if blobs is not None and len(blobs) >= 2 and (len(blobs) - 2) % 4 == 0:
             _note(jobs_seconds=seconds)
             objects.append((blobs[0], blobs[1]))
-            compiled.update((blobs[i].decode(), blobs[i + 1]) for i in range(2, len(blobs), 2))
+            compiled.update((blobs[i].decode(), Microkernel(blobs[i + 1], blobs[i + 2],
+                                                            blobs[i + 3].decode()))
+                            for i in range(2, len(blobs), 4))
         else:  # the child failed: redo its share here
             share, _ = child.share
             obj, bitcode, more = _compile_share(share, None, opt_level)
@@ -442,13 +485,13 @@ def _compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
 
 def _compile_forked(work: tuple[Share, int]) -> tuple[float, list[bytes]]:
     """A forked job's share: (seconds spent, [object, bitcode, then each micro-kernel it
-    compiled as name, bitcode])."""
+    compiled as name, object, bitcode, signature])."""
     share, opt_level = work
     with record_compile_stats() as spent:
         obj, bitcode, compiled = _compile_share(share, None, opt_level)
     blobs = [obj, bitcode]
-    for name, code in compiled.items():
-        blobs += [name.encode(), code]
+    for name, kernel in compiled.items():
+        blobs += [name.encode(), kernel.object, kernel.bitcode, kernel.signature.encode()]
     return spent.llvm_seconds(), blobs
 
 
@@ -478,7 +521,7 @@ def _shares(units: list[Unit], jobs: int) -> list[Share]:
 def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3,
                       jobs: int | None = None) -> tuple[bytes, ...]:
     """Object files holding all kernels, the first with their signature table (cached by
-    structural key): one per compile job.
+    structural key): one per compile job, then one per micro-kernel they call.
 
     jobs: processes to compile in on a miss (default: $RELAYJIT_COMPILE_JOBS, else auto).
     """
@@ -513,6 +556,10 @@ def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3,
             with _lock:
                 _remember(_MODULES, key, (names, bitcodes))
             disk_cache.store(key, disk_cache.Entry(names, objects, bitcodes))
+    compiled: dict[str, Microkernel] = {}
+    kernels = _microkernels(microkernels_called(funcs), _target_machine(opt_level), compiled)
+    _keep_microkernels(compiled)
+    objects += tuple(kernel.object for kernel in kernels.values())
     with _lock:
         _remember(_CACHE, (key, names), objects)
     return objects

@@ -66,7 +66,7 @@ def test_dense_block_compiles_families_and_matches_the_build_without(tmp_path, m
     plain = _build(func, "0", monkeypatch)
     with jit.record_compile_stats() as stats:
         shared = _build(func, "1", monkeypatch)
-    assert stats.families >= 2 and stats.family_members >= LAYERS  # the 1x1 convs
+    assert stats.families >= 1 and stats.family_members >= LAYERS  # the 1x1 convs
     assert "families" in str(shared.build_timing)
     assert shared.get_lib().function_names == plain.get_lib().function_names
     want = _run(plain, data)
