@@ -229,4 +229,6 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
             stmt = Allocate(buf, stmt)
         return stmt
 
-    return te.extern(out_shape, [x, u], mark_epilogue(fcompute), name=name)
+    # in place: the output transform stores each element once, from M through the epilogue,
+    # and nothing reads the output
+    return te.extern(out_shape, [x, u], mark_epilogue(fcompute, True), name=name)
