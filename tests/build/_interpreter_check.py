@@ -11,10 +11,12 @@ from runtime import cpu
 from runtime.graph_executor import GraphModule
 
 
-def build_and_check(func, shape, rng: np.random.Generator, atol: float = 1e-4):
-    """(factory, GraphModule after one run, the input, the interpreter's result)."""
+def build_and_check(func, shape, rng: np.random.Generator, atol: float = 1e-4,
+                    config: dict | None = None):
+    """(factory, GraphModule after one run, the input, the interpreter's result); config: the
+    PassContext's (e.g. the blocked layout on or off)."""
     mod = IRModule.from_expr(func)
-    with PassContext(opt_level=3):
+    with PassContext(opt_level=3, config=config):
         factory = relay.build(mod, target="llvm")
     x = rng.standard_normal(shape).astype("float32")
     m = GraphModule(factory["default"](cpu()))

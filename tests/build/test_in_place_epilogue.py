@@ -14,6 +14,7 @@ from codegen import te
 from codegen.lower import lower
 from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
 from compiler import relay
+from compiler.passes.convert_blocked_layout import BLOCKED_LAYOUT
 from runtime import cpu, load_module
 from runtime.graph_executor import GraphModule
 from runtime.graph_runtime import create_executor
@@ -34,52 +35,83 @@ def _conv(x, c_in, c_out, k=1, relu=True):
     return relay.nn.relu(y) if relu else y
 
 
-def _build(func, shape):
-    return build_and_check(func, shape, RNG)
+def _build(func, shape, blocked=False):
+    return build_and_check(func, shape, RNG, config={BLOCKED_LAYOUT: blocked})
 
 
-def _bottleneck(channels, inner, k, size, tail=None):
-    """r = conv(x); z = relu(conv_k(conv(r)) + r); out = conv(z) (+ tail(r))."""
-    x = relay.var("x", shape=(1, 8, size, size))
-    r = _conv(x, 8, channels)
-    y = _conv(r, channels, inner, k=3)
-    z = relay.nn.relu(relay.add(_conv(y, inner, channels, k=k, relu=False), r))
-    out = _conv(z, channels, 8)
+def _bottleneck(channels, inner, k, size, tail=None, ends=8, depthwise=False):
+    """r = conv(x); z = relu(conv_k(conv(r)) + r); out = conv(z) (+ tail(r)); x and out have
+    `ends` channels; depthwise: conv_k is a k x k depthwise conv of inner = channels."""
+    x = relay.var("x", shape=(1, ends, size, size))
+    r = _conv(x, ends, channels)
+    y = _conv(r, channels, inner, k=1 if depthwise else 3)
+    if depthwise:
+        w = relay.const(RNG.standard_normal((channels, 1, k, k)).astype("float32") / k)
+        conv = relay.nn.conv2d(y, w, padding=(k // 2, k // 2), groups=channels,
+                               channels=channels, kernel_size=(k, k))
+    else:
+        conv = _conv(y, inner, channels, k=k, relu=False)
+    z = relay.nn.relu(relay.add(conv, r))
+    out = _conv(z, channels, ends)
     if tail is not None:
         out = relay.add(out, tail(r))
-    return relay.Function([x], out), (1, 8, size, size)
+    return relay.Function([x], out), (1, ends, size, size)
 
 
-# (residual channels, conv input channels, window, size): the residual conv's schedule
+# case: ((residual channels, conv input channels, window, size), bottleneck options, the
+# residual conv's kernel); "blocked" cases build in NCHW[x]c (ConvertBlockedLayout), whole
+# channel blocks at both widths, the others in NCHW
 SCHEDULES = {
-    "direct 1x1": (64, 128, 1, 7),
-    "direct 3x3": (64, 64, 3, 8),
-    "rows 3x3": (16, 16, 3, 20),
-    "pointwise rows": (32, 16, 1, 10),
-    "gemm": (64, 64, 1, 8),
-    "pixel-major 1x1": (256, 128, 1, 7),  # the copy reads y, the tiles write over r
-    "three-vector 3x3": (48, 64, 3, 8),  # 48 channels, one tile
+    "direct 1x1": ((64, 128, 1, 7), {}, "conv2d"),
+    "direct 3x3": ((64, 64, 3, 8), {}, "conv2d"),
+    "rows 3x3": ((16, 16, 3, 20), {}, "conv2d"),
+    "pointwise rows": ((32, 16, 1, 10), {}, "conv2d"),
+    "gemm": ((64, 64, 1, 8), {}, "conv2d"),
+    "pixel-major 1x1": ((256, 128, 1, 7), {}, "conv2d"),  # the copy reads y, tiles write r
+    "three-vector 3x3": ((48, 64, 3, 8), {}, "conv2d"),  # 48 channels, one tile
+    "winograd F(2)": ((128, 128, 3, 12), {}, "winograd"),
+    "blocked 1x1": ((64, 128, 1, 7), {"ends": 16}, "conv2d_NCHWc"),
+    "blocked 3x3": ((32, 32, 3, 9), {"ends": 16}, "conv2d_NCHWc"),
+    "blocked 1x1, input-channel blocks": ((64, 512, 1, 7), {"ends": 16}, "conv2d_NCHWc"),
+    "blocked winograd F(4)": ((64, 64, 3, 24), {"ends": 16}, "winograd"),
+    "blocked depthwise 3x3": ((32, 32, 3, 10), {"ends": 16, "depthwise": True},
+                              "depthwise_conv2d_NCHWc"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(SCHEDULES))
 def test_residual_conv_writes_over_its_residual(case):
-    func, shape = _bottleneck(*SCHEDULES[case])
-    factory, m, x, want = _build(func, shape)
+    sizes, options, kernel = SCHEDULES[case]
+    blocked = case.startswith("blocked")
+    func, shape = _bottleneck(*sizes, **options)
+    factory, m, x, want = _build(func, shape, blocked)
     lib = factory.get_lib()
     assert len(m.module.in_place) == 1, lib.in_place
     (src, dst), = m.module.in_place
     graph = json.loads(factory.get_graph_json())
     assert graph["attrs"]["storage_id"][1][src] == graph["attrs"]["storage_id"][1][dst]
+    node, _, _ = _node_and_entries(graph, lambda f: f in lib.in_place)
+    name = node["attrs"]["func_name"]
+    assert f"_{kernel}_" in name, name
+    assert ("layout_transform" in graph_ops(graph)) == blocked
     m.run()  # a second run recomputes the residual before it is written over
     np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
 
 
-def test_a_residual_read_later_keeps_its_storage():
-    func, shape = _bottleneck(64, 128, 1, 7, tail=lambda r: relay.nn.relu(
+@pytest.mark.parametrize("blocked", [False, True])
+def test_a_residual_read_later_keeps_its_storage(blocked):
+    func, shape = _bottleneck(64, 128, 1, 7, ends=16, tail=lambda r: relay.nn.relu(
         relay.mean(r, axis=[1], keepdims=True)))
-    factory, m, _, _ = _build(func, shape)
+    factory, m, _, want = _build(func, shape, blocked)
     assert m.module.in_place == set()
+    assert ("layout_transform" in graph_ops(json.loads(factory.get_graph_json()))) == blocked
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def graph_ops(graph) -> str:
+    """The graph's kernel names, one string."""
+    return " ".join(n["attrs"]["func_name"] for n in graph["nodes"] if n["op"] == "tvm_op")
 
 
 def test_a_graph_input_is_never_written_over():
@@ -147,7 +179,7 @@ def test_runtime_refuses_writing_over_a_graph_input():
 
 def test_an_exported_module_keeps_its_kernels_in_place(tmp_path):
     """The pairs travel inside the object code: a loaded module runs in place, correctly."""
-    func, shape = _bottleneck(*SCHEDULES["direct 1x1"])
+    func, shape = _bottleneck(*SCHEDULES["direct 1x1"][0])
     factory, m, x, want = _build(func, shape)
     path = tmp_path / "bottleneck.relayjit"
     factory.export_library(str(path))
@@ -162,7 +194,7 @@ def test_an_exported_module_keeps_its_kernels_in_place(tmp_path):
 def test_runtime_refuses_writing_over_an_input_the_node_also_reads_otherwise():
     """A graph that passes the residual also as the conv's data, then puts the output over it:
     the conv would read what it had already overwritten."""
-    func, shape = _bottleneck(*SCHEDULES["direct 3x3"])  # data and residual 64 x 8 x 8
+    func, shape = _bottleneck(*SCHEDULES["direct 3x3"][0])  # data and residual 64 x 8 x 8
     factory, _, _, _ = _build(func, shape)
     graph = _write_output_over_its_residual(factory)
     in_place = factory.get_lib().in_place
