@@ -200,7 +200,8 @@ def _adaptive_ref(kind: str, is_global: bool):
 for _kind in ("max", "avg"):
     register(OpDef(name=f"nn.global_{_kind}_pool2d", num_inputs=1,
                    type_rel=_adaptive_rel(f"nn.global_{_kind}_pool2d", True),
-                   pattern=OpPattern.OUT_ELEMWISE_FUSABLE, reference=_adaptive_ref(_kind, True),
+                   # a reduction over H and W, as mean / max: elementwise producers fuse in
+                   pattern=OpPattern.COMM_REDUCE, reference=_adaptive_ref(_kind, True),
                    attrs={"layout": "NCHW", "out_layout": ""},
                    attrs_type_key="relay.attrs.GlobalPool2DAttrs"))
     register(OpDef(name=f"nn.adaptive_{_kind}_pool2d", num_inputs=1,

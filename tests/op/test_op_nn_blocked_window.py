@@ -95,17 +95,20 @@ def test_blocked_max_pool_propagates_nan(width):
 
 @pytest.mark.parametrize("kind", ["max", "avg"])
 @pytest.mark.parametrize("shape", [(2, 3, 7, 7), (1, 1, 1, 1), (1, 2, 5, 19)])
-def test_blocked_global_pool_with_epilogue(kind, shape, width):
-    """global pool + bias + relu: one kernel, the bias add and relu fused into its store."""
+def test_blocked_global_pool_fuses_its_producer(kind, shape, width):
+    """relu(x + bias) then a global pool: one kernel (a global pool is a reduction, as mean:
+    the registry's COMM_REDUCE takes elementwise producers); an add after it is a second."""
     x = width
     n, cb, h, w = shape
     data = RNG.standard_normal((n, cb, h, w, x)).astype("float32")
     bias = RNG.standard_normal((1, cb, 1, 1, x)).astype("float32")
     d = relay.var("d", shape=data.shape)
-    call = getattr(relay.nn, f"global_{kind}_pool2d")(d, layout=f"NCHW{x}c")
-    lib = _build(relay.nn.relu(relay.add(call, relay.const(bias))), [d])
-    assert len(_kernels(lib)) == 1
-    want = np.maximum(_reference(call, data) + bias, 0)
+    pool = getattr(relay.nn, f"global_{kind}_pool2d")
+    call = pool(relay.nn.relu(relay.add(d, relay.const(bias))), layout=f"NCHW{x}c")
+    lib = _build(relay.add(call, relay.const(bias)), [d])
+    assert _kernels(lib) == [f"tvmgen_default_fused_add_nn_relu_nn_global_{kind}_pool2d",
+                             "tvmgen_default_fused_add"]
+    want = _reference(pool(d, layout=f"NCHW{x}c"), np.maximum(data + bias, 0)) + bias
     np.testing.assert_allclose(_run(lib, d=data), want, rtol=1e-5, atol=1e-5)
 
 

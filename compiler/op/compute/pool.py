@@ -9,6 +9,7 @@ from codegen.tir.dtype import min_value
 from compiler.op.blocked_layout import channel_block_of
 from compiler.op.window import has_empty_window, lowest_value
 from .common import fail, is_bool, is_float, rule, te, tensor_name, tir
+from .reduce import reduce_over_axes
 
 
 def _hw(layout: str) -> tuple:
@@ -206,6 +207,8 @@ def _adaptive(kind: str, is_global: bool):
         oh, ow = out_type.shape[hi], out_type.shape[wi]
         if is_global and is_float(x.dtype) and channel_block_of(attrs.layout) is not None:
             return global_pool_nchwc(x, kind, tensor_name(op))
+        if is_global and is_float(x.dtype):
+            return _global_reduce(kind, x, hi, wi, out_type, op)
         acc = x.dtype if is_float(x.dtype) else "int64"
         # the widest bin bounds the reduce axes; narrower bins mask the rest
         kh = max(-(-((i + 1) * h) // oh) - (i * h) // oh for i in range(oh))
@@ -230,6 +233,17 @@ def _adaptive(kind: str, is_global: bool):
             return tir.cast(tir.truncdiv(total, count), x.dtype)
         return te.compute(out_type.shape, f, name=tensor_name(op))
     return compute
+
+
+def _global_reduce(kind: str, x, hi: int, wi: int, out_type, op: str):
+    """A float global pool in NCHW or NHWC as the reduction `mean` / `max` over H and W is: one
+    reduce axis over the contiguous H*W (it vectorises; two nested axes of 7 did not), and an
+    elementwise producer fuses into it (the registry's COMM_REDUCE)."""
+    def body(full, k):
+        if kind == "max":
+            return te.max(x[full], k)
+        return te.sum(x[full], k) / tir.const(float(x.shape[hi] * x.shape[wi]), x.dtype)
+    return reduce_over_axes(op, x, [hi, wi], True, out_type.shape, body)
 
 
 for _kind in ("max", "avg"):

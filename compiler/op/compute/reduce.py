@@ -15,7 +15,13 @@ def reduce_over(op: str, x: te.Tensor, attrs, out_shape: tuple, body: Body,
                 merge_pairs: bool = True) -> te.Tensor:
     """A compute over out_shape: body(full, raxes) where `full` indexes x at the output position
     with the reduced dims replaced by the reduce axes `raxes` (keepdims/exclude/axis=None)."""
-    axes = reduce_axes(op, x.ndim, attrs.axis, attrs.exclude)
+    return reduce_over_axes(op, x, reduce_axes(op, x.ndim, attrs.axis, attrs.exclude),
+                            attrs.keepdims, out_shape, body, merge_pairs)
+
+
+def reduce_over_axes(op: str, x: te.Tensor, axes: list[int], keepdims: bool, out_shape: tuple,
+                     body: Body, merge_pairs: bool = True) -> te.Tensor:
+    """reduce_over with the reduced dims given (global pools reduce H and W with keepdims)."""
     keep = [d for d in range(x.ndim) if d not in axes]
     # two adjacent reduced dims (a global pool's H and W) are one reduce axis over both, so the
     # reduction is one loop over contiguous memory (it vectorises; a 14-long inner loop did not)
@@ -36,7 +42,7 @@ def reduce_over(op: str, x: te.Tensor, attrs, out_shape: tuple, body: Body,
                 k = full[d] = te.reduce_axis(x.shape[d], f"k{d}")
             raxes.append(k)
         for n, d in enumerate(keep):
-            full[d] = idx[d] if attrs.keepdims else idx[n]
+            full[d] = idx[d] if keepdims else idx[n]
         return body(tuple(full), tuple(raxes))
     return te.compute(out_shape, fcompute, name=tensor_name(op))
 
