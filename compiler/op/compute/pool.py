@@ -8,7 +8,7 @@ from codegen.schedules.window_nchwc import global_pool_nchwc, pool2d_nchwc
 from codegen.tir.dtype import min_value
 from compiler.op.blocked_layout import channel_block_of
 from compiler.op.window import has_empty_window, lowest_value
-from .common import fail, is_bool, is_float, rule, te, tensor_name, tir
+from .common import fail, in_float32, is_bool, is_float, rule, te, tensor_name, tir
 from .reduce import reduce_over_axes
 
 
@@ -208,7 +208,8 @@ def _adaptive(kind: str, is_global: bool):
         if is_global and is_float(x.dtype) and channel_block_of(attrs.layout) is not None:
             return global_pool_nchwc(x, kind, tensor_name(op))
         if is_global and is_float(x.dtype):
-            return _global_reduce(kind, x, hi, wi, out_type, op)
+            reduce = in_float32(lambda ins, _a, t: _global_reduce(kind, ins[0], hi, wi, t, op))
+            return reduce([x], attrs, out_type)
         acc = x.dtype if is_float(x.dtype) else "int64"
         # the widest bin bounds the reduce axes; narrower bins mask the rest
         kh = max(-(-((i + 1) * h) // oh) - (i * h) // oh for i in range(oh))
@@ -238,7 +239,8 @@ def _adaptive(kind: str, is_global: bool):
 def _global_reduce(kind: str, x, hi: int, wi: int, out_type, op: str):
     """A float global pool in NCHW or NHWC as the reduction `mean` / `max` over H and W is: one
     reduce axis over the contiguous H*W (it vectorises; two nested axes of 7 did not), and an
-    elementwise producer fuses into it (the registry's COMM_REDUCE)."""
+    elementwise producer fuses into it (the registry's COMM_REDUCE); float16 sums in float32
+    (in_float32, as mean)."""
     def body(full, k):
         if kind == "max":
             return te.max(x[full], k)
