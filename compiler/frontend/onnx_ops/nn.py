@@ -284,16 +284,21 @@ def _window_taps(ctx, x, pooled, kernel, a, dtype):
     return const(taps.astype(dtype), dtype)
 
 
-def _global_pool(reduce_name: str):
+def _global_pool(kind: str, reduce_name: str):
+    """4-D: nn.global_<kind>_pool2d, as TVM imports it (relay programs written for TVM use it;
+    it is the same kernel as the reduction, and a blocked-layout graph keeps its blocked
+    schedule); other ranks: the reduction over every spatial axis."""
     def convert(ctx: NodeContext, inputs):
         x = inputs[0]
+        if ctx.rank(x) == 4:
+            return op(f"nn.global_{kind}_pool2d", x, layout="NCHW", out_layout="")
         return op(reduce_name, x, axis=list(range(2, ctx.rank(x))), keepdims=True,
                   exclude=False)
     return convert
 
 
-converter("GlobalAveragePool")(_global_pool("mean"))
-converter("GlobalMaxPool")(_global_pool("max"))
+converter("GlobalAveragePool")(_global_pool("avg", "mean"))
+converter("GlobalMaxPool")(_global_pool("max", "max"))
 
 
 @converter("GlobalLpPool", since=2)
