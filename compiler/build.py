@@ -101,8 +101,9 @@ DISABLE_DISK_CACHE = "relayjit.disable_disk_cache"
 
 
 register_pass_config(DISABLE_DISK_CACHE, False)
-# PassContext(config={"relayjit.blocked_layout": True}): activations in NCHW<x>c between packed
-# convs (passes/convert_blocked_layout.py); unset, that module's BLOCKED_LAYOUT_DEFAULT
+# PassContext(config={"relayjit.blocked_layout": False}): activations stay NCHW between packed
+# convs (passes/convert_blocked_layout.py carries them in NCHW<x>c); unset, that module's
+# BLOCKED_LAYOUT_DEFAULT (True)
 register_pass_config(BLOCKED_LAYOUT, None)  # True / False; None: the module default
 
 

@@ -211,10 +211,12 @@ def test_resnet_style_graph_matches_the_interpreter(width):
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
-def test_pass_is_opt_in():
+@pytest.mark.parametrize("config,blocked", [({}, True), ({BLOCKED_LAYOUT: False}, False)])
+def test_pass_is_on_by_default_and_can_be_turned_off(config, blocked):
     func, _ = resnet_style(vector_width(), batch=1)
-    with PassContext(opt_level=3):
-        assert "layout_transform" not in _ops(optimize(tvm.IRModule.from_expr(func))["main"])
+    with PassContext(opt_level=3, config=config):
+        ops = _ops(optimize(tvm.IRModule.from_expr(func))["main"])
+    assert ("nn.contrib_conv2d_NCHWc" in ops) == blocked
 
 
 @pytest.mark.parametrize("channels,converted", [(None, True), (12, False)])
