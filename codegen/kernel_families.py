@@ -280,14 +280,27 @@ def _families_of(readings: list[_Reading]) -> list[tuple[list[_Reading], Fit]]:
     return best
 
 
+def _outline(f: PrimFunc) -> tuple:
+    """What a kernel's skeleton begins with (its parameters but their sizes, its attrs): kernels
+    of different outlines are never read against each other."""
+    return (tuple((type(b), b.dtype, len(b.shape), b.strides is None) for b in f.params),
+            repr(sorted(f.attrs.items())))
+
+
 def find_families(funcs: list[PrimFunc]) -> list[PrimFunc | Family]:
     """The kernels as compile units: each family once (at its first member's place), the
     other kernels as they are."""
-    groups: dict[str, list[_Reading]] = {}
+    outlines: dict[tuple, list[PrimFunc]] = {}
     for f in funcs:
-        r = _Reading(f)
-        if r.supported:
-            groups.setdefault(r.skeleton(), []).append(r)
+        outlines.setdefault(_outline(f), []).append(f)
+    groups: dict[str, list[_Reading]] = {}
+    for candidates in outlines.values():
+        if len(candidates) < MIN_MEMBERS:
+            continue
+        for f in candidates:
+            r = _Reading(f)
+            if r.supported:
+                groups.setdefault(r.skeleton(), []).append(r)
     family_of: dict[int, Family] = {}
     taken = {f.name for f in funcs}
     for readings in groups.values():
