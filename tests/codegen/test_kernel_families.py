@@ -198,3 +198,33 @@ def test_kernels_dividing_by_the_varying_extent_stay_apart():
 
     funcs = [tiled("tile_12", 12), tiled("tile_20", 20)]
     assert find_families(funcs) == funcs
+
+
+def _column_sums(name: str, channels: int):
+    """y[i] = sum over c of x[c, i]: the reduction's loop extent is the varying one."""
+    x = te.placeholder((channels, 24), name="x")
+    c = te.reduce_axis(channels, name="c")
+    return lower(name, [x], [te.compute((24,), lambda i: te.sum(x[c, i], axis=c), name="y")])
+
+
+def _transposed(name: str, channels: int):
+    """y[i, c] = x[c, i] + 1: the output's strides vary with the channels."""
+    x = te.placeholder((channels, 24), name="x")
+    return lower(name, [x], [te.compute((24, channels), lambda i, c: x[c, i] + 1.0, name="y")])
+
+
+@pytest.mark.parametrize("make, reference", [
+    (_column_sums, lambda x: x.sum(axis=0)),
+    (_transposed, lambda x: x.T + 1),
+])
+def test_varying_reduction_extents_and_output_strides(make, reference):
+    channels = (5, 12, 33)
+    funcs = [make(f"{make.__name__[1:]}_{c}", c) for c in channels]
+    units = find_families(funcs)
+    assert len(units) == 1 and isinstance(units[0], Family)
+    lib = jit.build_library(funcs)
+    for c, f in zip(channels, funcs):
+        x = RNG.standard_normal((c, 24)).astype("float32")
+        out = np.empty(f.params[-1].shape, "float32")
+        lib[f.name](x, out)
+        np.testing.assert_allclose(out, reference(x), rtol=1e-5, atol=1e-5)
