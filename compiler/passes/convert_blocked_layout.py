@@ -99,6 +99,9 @@ def _layout_agnostic(call: Call) -> bool:
 
 
 class _Converter:
+    """The rewrite's state: which new nodes are blocked, and the transforms made between the
+    layouts (each made once per node and direction, pairs cancelled)."""
+
     def __init__(self, x: int):
         self.x = x
         self.layout = f"NCHW{x}c"
