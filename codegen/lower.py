@@ -18,7 +18,7 @@ from .te import StageBuffer, Tensor
 from .tir.dtype import INDEX_DTYPE, is_float, max_value, min_value
 from .tir.expr import BinaryOp, Expr, IntImm, Load, Reduce, Var
 from .tir.functor import post_order, rewrite
-from .tir.ops import cast, const, gt, logical_and, logical_or, lt, ne, select
+from .tir.ops import cast, const, logical_and, logical_or, ne
 from .tir.ops import max as tmax
 from .tir.ops import min as tmin
 from .tir.stmt import Allocate, Buffer, ConstantBuffer, IfThenElse, PrimFunc, Stmt, Store, seq
@@ -289,12 +289,10 @@ class _Lowering:
                 new = BinaryOp("add", cur, src, src_dtype)
             elif k == "prod":
                 new = BinaryOp("mul", cur, src, src_dtype)
-            elif k == "max":
-                new = tmax(cur, src) if not is_float(src_dtype) else \
-                    select(logical_or(gt(src, cur), ne(src, src)), src, cur)
+            elif k == "max":  # NaN propagates (the emitter's max of an accumulator)
+                new = tmax(cur, src)
             else:
-                new = tmin(cur, src) if not is_float(src_dtype) else \
-                    select(logical_or(lt(src, cur), ne(src, src)), src, cur)
+                new = tmin(cur, src)
             updates = [Store(acc, zero, new)]
             result = cur
             bufs = [acc]

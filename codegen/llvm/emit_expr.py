@@ -199,6 +199,10 @@ class ExprEmitter:
             return bld.fmul(a, b, flags=flags)
         if k == "div":
             return bld.fdiv(a, b)
+        if k in ("max", "min") and flags:
+            # a reduction's update: llvm.maximum / minimum keep NaN as the select below does,
+            # and the loop vectoriser knows them as reductions (it does not know the select)
+            return intrinsic(bld, "maximum" if k == "max" else "minimum", a, b)
         if k == "max":  # numpy.maximum: NaN in either operand propagates
             take_a = bld.or_(bld.fcmp_ordered(">", a, b), bld.fcmp_unordered("uno", a, a))
             return bld.select(take_a, a, b)
