@@ -23,7 +23,8 @@ from runtime.library import STATUS_INDEX_OUT_OF_RANGE
 from ..tir.ops import CHECKED_INDEX
 from . import mathlib
 from .textir import TextBuilder
-from .types import F16, F32, F64, I1, I32, I64, intrinsic, mem_type, reg_type
+from .types import (F16, F32, F64, I1, I32, I64, get_function, intrinsic, llvm_suffix, mem_type,
+                    reg_type)
 
 _FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _SPECULATE_LIMIT = 96  # if_then_else branches up to this many nodes become clamped selects
@@ -201,8 +202,11 @@ class ExprEmitter:
             return bld.fdiv(a, b)
         if k in ("max", "min") and flags:
             # a reduction's update: llvm.maximum / minimum keep NaN as the select below does,
-            # and the loop vectoriser knows them as reductions (it does not know the select)
-            return intrinsic(bld, "maximum" if k == "max" else "minimum", a, b)
+            # and the loop vectoriser knows them as reductions (it does not know the select);
+            # nsz: -0 and +0 tie either way (numpy's order), no sign-bit blend each step
+            name = f"llvm.{'maximum' if k == 'max' else 'minimum'}.{llvm_suffix(a.type)}"
+            return bld.call(get_function(bld.module, name, a.type, [a.type, b.type]), [a, b],
+                            fastmath=("nsz",))
         if k == "max":  # numpy.maximum: NaN in either operand propagates
             take_a = bld.or_(bld.fcmp_ordered(">", a, b), bld.fcmp_unordered("uno", a, a))
             return bld.select(take_a, a, b)

@@ -280,7 +280,7 @@ class TextBuilder:
         block.lines.append(phi)
         return phi
 
-    def call(self, fn, args, name: str = ""):
+    def call(self, fn, args, name: str = "", fastmath=()):
         fnty = fn.function_type
         if fnty.var_arg or getattr(fn, "calling_convention", ""):
             raise ValueError(f"TextBuilder.call: {fn.name} is variadic or has a calling "
@@ -293,7 +293,8 @@ class TextBuilder:
             if arg.type != expected:
                 raise TypeError(f"Type of #{i + 1} arg mismatch: {expected} != {arg.type}")
         ret = fnty.return_type
-        text = (f"call {ret} {fn.get_reference()}("
+        flags = "".join(f"{f} " for f in fastmath)  # e.g. "nsz " (fast-math flags)
+        text = (f"call {flags}{ret} {fn.get_reference()}("
                 + ", ".join(f"{a.type} {a.get_reference()}" for a in args) + ")")
         if isinstance(ret, ir.VoidType):
             self._void(text)
