@@ -255,20 +255,27 @@ def test_readers_in_nchw_share_one_transform_back(width, monkeypatch, size, tran
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("reduce,axis,keepdims,transforms", [
-    ("mean", (2, 3), False, 1), ("max", (-1, -2), True, 1), ("sum", (1,), True, 2),
-    ("mean", (3,), False, 2)])
+@pytest.mark.parametrize("reduce,axis,keepdims,transforms,op", [
+    ("mean", (2, 3), False, 1, "nn.global_avg_pool2d"),
+    ("mean", (2, 3), True, 1, "nn.global_avg_pool2d"),
+    ("max", (-1, -2), True, 1, "nn.global_max_pool2d"),
+    ("max", (2, 3), False, 1, "nn.global_max_pool2d"),
+    ("sum", (2, 3), False, 1, "sum"), ("sum", (1,), True, 2, "sum"),
+    ("mean", (3,), False, 2, "mean")])
 def test_reductions_over_h_and_w_stay_blocked(width, monkeypatch, reduce, axis, keepdims,
-                                              transforms):
-    """A reduction over exactly H and W (a global pool written as mean / max) reduces the
-    blocks; over channels or one spatial axis it needs NCHW."""
+                                              transforms, op):
+    """A reduction over exactly H and W reduces the blocks (mean / max as the blocked global
+    pools, whose schedule loads whole blocks); over channels or one spatial axis it needs
+    NCHW."""
     monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
     rng = np.random.default_rng(6)
     data = relay.var("x", shape=(2, width, 5, 4))
     y = _conv(rng, _conv(rng, data, width, 2 * width, 3), 2 * width, 2 * width, 1)
     func = relay.Function([data], getattr(relay, reduce)(y, axis=axis, keepdims=keepdims))
     ops = _ops(_optimized(func, True))
-    assert ops.count("layout_transform") == transforms and reduce in ops
+    assert ops.count("layout_transform") == transforms and op in ops
+    if op != reduce:
+        assert reduce not in ops
     sample = RNG.standard_normal((2, width, 5, 4)).astype("float32")
     got, _ = _run(func, sample, True)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
