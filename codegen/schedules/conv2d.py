@@ -338,6 +338,36 @@ def _c_blocks(cg: int, bytes_per_channel: int) -> tuple[int, int, int]:
     return cb, cg // cb, cg % cb
 
 
+def pixel_tile_loops(name: str, pb: Var, pblk: int, npb: int, p: int, npix: int, ow: int,
+                     bound: int):
+    """tiles(make_body, clamp): the loop over pixel block pb's pblk tiles of p flattened
+    output pixels (rows ow wide; npb blocks cover the output), binding the (oh_j, ow_j) of
+    the tile's first `bound` pixels around make_body(tl, t, ohs, ows). With clamp, pixels
+    past the output's last repeat it (the micro-kernel computes whole tiles). Each call
+    makes fresh variables, so one schedule can nest several such loops."""
+    ntiles = ceil_div(npix, p)
+    count = [0]
+
+    def tiles(make_body, clamp: bool) -> Stmt:
+        count[0] += 1
+        tag = count[0]
+        tl = var(f"{name}_tl{tag}")
+        t = pb * pblk + tl
+        ohs = [Var(f"{name}_oh{tag}_{j}", "int64") for j in range(p)]
+        ows = [Var(f"{name}_ow{tag}_{j}", "int64") for j in range(p)]
+        body = make_body(tl, t, ohs, ows)
+        for j in reversed(range(bound)):
+            pix = t * p + j
+            if clamp and npix % p:
+                pix = tir_min(pix, imm(npix - 1))
+            body = LetStmt(ohs[j], floordiv(pix, ow), LetStmt(ows[j], floormod(pix, ow), body))
+        if npb * pblk > ntiles:
+            body = IfThenElse(lt(t, ntiles), body)
+        return For(tl, pblk, body)
+
+    return tiles
+
+
 def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
             packed: bool = False) -> Stmt:
     cg, r, s, kg, groups = g["cg"], g["r"], g["s"], g["kg"], g["g"]
@@ -380,26 +410,7 @@ def _direct(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
     src = xp if xp is not None else xb
     rowstep, chanstep = (g["wp"], 1 if pixel_major else g["hp"] * g["wp"])
     gg, kb2, pb, cb = (var(f"{name}_{x}") for x in ("g", "kb", "pb", "cb"))
-    tl_count = [0]
-
-    def tiles(make_body, clamp: bool) -> Stmt:
-        """For tl in the pixel block: bind oh_j / ow_j of the tile's pixels around make_body."""
-        tl_count[0] += 1
-        tag = tl_count[0]
-        tl = var(f"{name}_tl{tag}")
-        t = pb * pblk + tl
-        ohs = [Var(f"{name}_oh{tag}_{j}", "int64") for j in range(P)]
-        ows = [Var(f"{name}_ow{tag}_{j}", "int64") for j in range(P)]
-        body = make_body(tl, t, ohs, ows)
-        for j in reversed(range(P)):
-            p = t * P + j
-            if clamp and npix % P:
-                p = tir_min(p, imm(npix - 1))
-            body = LetStmt(ohs[j], floordiv(p, g["ow"]), LetStmt(ows[j], floormod(p, g["ow"]),
-                                                                  body))
-        if npb * pblk > ntiles:
-            body = IfThenElse(lt(t, ntiles), body)
-        return For(tl, pblk, body)
+    tiles = pixel_tile_loops(name, pb, pblk, npb, P, npix, g["ow"], P)
 
     # While a weight block (KB channels x csize input channels) runs its pblk tiles, each
     # tile prefetches its slice of the weights that follow it in memory, which are the

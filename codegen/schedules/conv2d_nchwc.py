@@ -22,12 +22,14 @@ from __future__ import annotations
 from .. import te
 from ..llvm.microkernels import conv_blocked_kernel_name
 from ..parallel import MIN_PARALLEL_WORK, fused_parallel
-from ..tir.expr import Load, Var
+from ..tir.expr import Load
 from ..tir.ops import cast, floordiv, floormod, ge, gt, logical_and, lt
 from ..tir.ops import min as tir_min
-from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
+from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
 from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, vector_width, zero
-from .conv2d import ACC_BLOCK_TILES, MIN_TASKS, PREFETCH_WEIGHTS, _c_blocks, row_tile_pixels
+from .conv2d import (
+    ACC_BLOCK_TILES, MIN_TASKS, PREFETCH_WEIGHTS, _c_blocks, pixel_tile_loops, row_tile_pixels,
+)
 
 MAX_TILE_PIXELS = 12  # pixels a tile at most (24 accumulators of two vectors with AVX-512)
 
@@ -138,26 +140,8 @@ def _direct_blocked(xb: Buffer, wpk: Buffer, out: Buffer, g: dict, epilogue, nam
     src = xp if xp is not None else xb
     rowstep, blockstep = g["wp"] * blk, g["hp"] * g["wp"] * blk
     kb2, pb, cb = (var(f"{name}_{t}") for t in ("kb", "pb", "cb"))
-    tl_count = [0]
-
-    def tiles(make_body, clamp: bool) -> Stmt:
-        """For tl in the pixel block: bind oh_j / ow_j of the tile's pixels around make_body."""
-        tl_count[0] += 1
-        tag = tl_count[0]
-        tl = var(f"{name}_tl{tag}")
-        t = pb * pblk + tl
-        ohs = [Var(f"{name}_oh{tag}_{j}", "int64") for j in range(P)]
-        ows = [Var(f"{name}_ow{tag}_{j}", "int64") for j in range(P)]
-        body = make_body(tl, t, ohs, ows)
-        for j in reversed(range(1 if row_tile else P)):
-            p = t * P + j
-            if clamp and npix % P:
-                p = tir_min(p, imm(npix - 1))
-            body = LetStmt(ohs[j], floordiv(p, g["ow"]), LetStmt(ows[j], floormod(p, g["ow"]),
-                                                                  body))
-        if npb * pblk > ntiles:
-            body = IfThenElse(lt(t, ntiles), body)
-        return For(tl, pblk, body)
+    # a row tile passes its first pixel only (the others follow it in the row)
+    tiles = pixel_tile_loops(name, pb, pblk, npb, P, npix, g["ow"], 1 if row_tile else P)
 
     taps_kb = r * s * KB
     w_total = nkb * c * taps_kb
