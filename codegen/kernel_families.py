@@ -481,20 +481,6 @@ class _Addressing:
         return out
 
 
-def _mul(a: Expr | int, b: Expr | int) -> Expr | int:
-    if isinstance(a, int) and isinstance(b, int):
-        return a * b
-    if isinstance(a, int) and a == 1:
-        return b
-    if isinstance(b, int) and b == 1:
-        return a
-    return BinaryOp("mul", _index(a), _index(b), INDEX_DTYPE)
-
-
-def _index(v: Expr | int) -> Expr:
-    return IntImm(v, INDEX_DTYPE) if isinstance(v, int) else v
-
-
 # ---- emission ----------------------------------------------------------------------------------
 
 def emit_family(module: ir.Module, family: Family) -> None:
@@ -512,16 +498,7 @@ class _FamilyEmitter(FunctionEmitter):
     def emit(self) -> None:
         f, family = self.func, self.family
         n = len(f.params)
-        body_fn = _kernel_function(self.module, ir.FunctionType(I32, [PTR] * n + [I64]),
-                                   f"{f.name}.body", f)
-        body_fn.linkage = "internal"
-        body_fn.attributes.add("noinline")
-        body_fn.attributes.add("nounwind")
-        aligned = bool(f.attrs.get("assume_aligned", False))
-        for arg, buf in zip(body_fn.args, f.params):
-            if buf in self.buffers:
-                raise self.fail(f"buffer {buf.name} appears twice among the parameters")
-            self._bind_buffer_arg(arg, buf, aligned)
+        body_fn = self.body_function([I64], "noinline")
         body_fn.args[n].name = "extent"
         self.vars[family.extent] = body_fn.args[n]
         self._emit_function(body_fn, f.body)

@@ -115,19 +115,26 @@ class FunctionEmitter(ExprEmitter):
         return ptr
 
     def emit(self) -> None:
+        body_fn = self.body_function([], "alwaysinline")
+        self._emit_function(body_fn, self.func.body)
+        self._wrapper(body_fn)
+
+    def body_function(self, extra_args: list[ir.Type], inlining: str) -> ir.Function:
+        """The internal `<name>.body(ptr per buffer parameter..., *extra_args)`, its buffer
+        arguments bound; `inlining` is its attribute ("alwaysinline" into the kernel's own
+        wrapper, "noinline" for a body several wrappers share)."""
         f = self.func
-        body_fn = _kernel_function(self.module, ir.FunctionType(I32, [PTR] * len(f.params)),
-                                   f"{f.name}.body", f)
+        body_fn = _kernel_function(self.module, ir.FunctionType(
+            I32, [PTR] * len(f.params) + extra_args), f"{f.name}.body", f)
         body_fn.linkage = "internal"
-        body_fn.attributes.add("alwaysinline")
+        body_fn.attributes.add(inlining)
         body_fn.attributes.add("nounwind")
         aligned = bool(f.attrs.get("assume_aligned", False))
         for arg, buf in zip(body_fn.args, f.params):
             if buf in self.buffers:
                 raise self.fail(f"buffer {buf.name} appears twice among the parameters")
             self._bind_buffer_arg(arg, buf, aligned)
-        self._emit_function(body_fn, f.body)
-        self._wrapper(body_fn)
+        return body_fn
 
     def _bind_buffer_arg(self, arg: ir.Argument, buf: Buffer, aligned: bool) -> None:
         """Bind a pointer parameter to buf: noalias (buffers never overlap), dereferenceable."""
