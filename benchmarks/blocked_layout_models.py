@@ -22,7 +22,6 @@ os.environ["RELAYJIT_BUILD_CACHE"] = "0"
 import argparse  # noqa: E402
 import json  # noqa: E402
 
-import numpy as np  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -52,9 +51,7 @@ def kernel_counts(graph_json: str) -> tuple[int, int]:
 
 
 def main() -> None:
-    import onnxruntime as ort
-
-    from benchmarks.model_cpu_time import cpu_ms, load
+    from benchmarks.model_cpu_time import ab_rounds, load
     from runtime import threadpool
 
     parser = argparse.ArgumentParser(description=__doc__,
@@ -67,24 +64,7 @@ def main() -> None:
     for name in args.models:
         model, feeds = load(name)
         (off, _), (on, graph) = (build(model, feeds, b, args.opt_level) for b in (False, True))
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        sess = ort.InferenceSession(model.SerializeToString(), options,
-                                    providers=["CPUExecutionProvider"])
-        expected = sess.run(None, feeds)
-        for g in (off, on):
-            g.run()
-        same = all(np.allclose(off.get_output(i).numpy(), on.get_output(i).numpy(),
-                               rtol=1e-4, atol=1e-4) for i in range(off.get_num_outputs()))
-        ok = all(np.allclose(on.get_output(i).numpy(), e, rtol=1e-3, atol=1e-4)
-                 for i, e in enumerate(expected))
-        runs = {"off": off.run, "on": on.run, "ort": lambda: sess.run(None, feeds)}
-        times: dict[str, list[float]] = {k: [] for k in runs}
-        for _ in range(args.rounds):
-            for key, fn in runs.items():
-                times[key].append(cpu_ms(fn, 2))
-        med = {k: float(np.median(v)) for k, v in times.items()}
+        med, same, ok = ab_rounds(model, feeds, off, on, args.rounds, tolerance=1e-4)
         transforms, convs = kernel_counts(graph)
         print(f"== {name} (opt_level {args.opt_level}): NCHW {med['off']:.2f} ms "
               f"({med['off'] / med['ort']:.3f}x), NCHW[x]c {med['on']:.2f} ms "

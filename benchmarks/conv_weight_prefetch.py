@@ -25,7 +25,6 @@ os.environ["RELAYJIT_BUILD_CACHE"] = "0"
 import argparse  # noqa: E402
 import ast  # noqa: E402
 
-import numpy as np  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -56,9 +55,7 @@ def build(model, feeds: dict, switch: str, value):
 
 
 def main() -> None:
-    import onnxruntime as ort
-
-    from benchmarks.model_cpu_time import cpu_ms, load
+    from benchmarks.model_cpu_time import ab_rounds, load
     from runtime import threadpool
 
     parser = argparse.ArgumentParser(description=__doc__,
@@ -75,24 +72,7 @@ def main() -> None:
         model, feeds = load(name)
         off, on = (build(model, feeds, args.switch, ast.literal_eval(v))
                    for v in args.values.split(","))
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        sess = ort.InferenceSession(model.SerializeToString(), options,
-                                    providers=["CPUExecutionProvider"])
-        expected = sess.run(None, feeds)
-        for g in (off, on):
-            g.run()
-        same = all(np.allclose(off.get_output(i).numpy(), on.get_output(i).numpy(),
-                               rtol=1e-5, atol=1e-5) for i in range(off.get_num_outputs()))
-        ok = all(np.allclose(on.get_output(i).numpy(), e, rtol=1e-3, atol=1e-4)
-                 for i, e in enumerate(expected))
-        runs = {"off": off.run, "on": on.run, "ort": lambda: sess.run(None, feeds)}
-        times: dict[str, list[float]] = {k: [] for k in runs}
-        for _ in range(args.rounds):
-            for key, fn in runs.items():
-                times[key].append(cpu_ms(fn, 2))
-        med = {k: float(np.median(v)) for k, v in times.items()}
+        med, same, ok = ab_rounds(model, feeds, off, on, args.rounds)
         print(f"== {name}: {args.switch} off {med['off']:.2f} ms "
               f"({med['off'] / med['ort']:.3f}x), "
               f"on {med['on']:.2f} ms ({med['on'] / med['ort']:.3f}x), onnxruntime "

@@ -74,6 +74,33 @@ def measure(model: onnx.ModelProto, feeds: dict, rounds: int, target: str = "llv
     return float(np.median(ours)), float(np.median(theirs))
 
 
+def ab_rounds(model: onnx.ModelProto, feeds: dict, off, on, rounds: int,
+              tolerance: float = 1e-5) -> tuple[dict, bool, bool]:
+    """Two relayjit builds of a model (graph modules with their inputs set) and onnxruntime
+    at one thread, in interleaved rounds: ({"off"|"on"|"ort": median ms of thread CPU time},
+    whether off and on agree within `tolerance`, whether on agrees with onnxruntime). The
+    in-process A/B the switch scripts (conv_weight_prefetch.py, blocked_layout_models.py)
+    print."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+    expected = sess.run(None, feeds)
+    for g in (off, on):
+        g.run()
+    same = all(np.allclose(off.get_output(i).numpy(), on.get_output(i).numpy(),
+                           rtol=tolerance, atol=tolerance) for i in range(off.get_num_outputs()))
+    ok = all(np.allclose(on.get_output(i).numpy(), e, rtol=1e-3, atol=1e-4)
+             for i, e in enumerate(expected))
+    runs = {"off": off.run, "on": on.run, "ort": lambda: sess.run(None, feeds)}
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(rounds):
+        for key, fn in runs.items():
+            times[key].append(cpu_ms(fn, 2))
+    return {k: float(np.median(v)) for k, v in times.items()}, same, ok
+
+
 def cpu_ms(fn, number: int) -> float:
     """Milliseconds of this thread's CPU time per call of fn, over `number` calls."""
     start = time.thread_time()
