@@ -22,7 +22,6 @@ os.environ["RELAYJIT_BUILD_CACHE"] = "0"
 import argparse  # noqa: E402
 import json  # noqa: E402
 
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
