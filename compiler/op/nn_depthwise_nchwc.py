@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from codegen.schedules.window_nchwc import depthwise_conv2d_nchwc
 from compiler.ir.types import TensorType
 from .blocked_layout import block_ref, channel_block_of, unblock_ref, unblocked_attrs
 from .nn import _CONV2D_ATTRS
@@ -130,8 +131,6 @@ def blocked_depthwise(attrs, blocked_data, weight, x: int):
 
 
 def _compute(inputs, attrs, out_type):
-    # codegen is imported lazily: the registry must load without it (as nn_packed's rules)
-    from codegen.schedules.window_nchwc import depthwise_conv2d_nchwc
     data, wp = inputs
     return depthwise_conv2d_nchwc(data, wp, tuple(attrs.strides), tuple(attrs.padding),
                                   tuple(attrs.dilation))

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from codegen.schedules.winograd import (
+    MATRICES, conv2d_winograd, transform_weight, weight_transform,
+)
 from compiler.ir.types import TensorType
 from .nn import _CONV2D_ATTRS, _conv2d_ref, _conv2d_rel
 from .blocked_layout import (BLOCKED_FORM, block_ref, channel_block_of, unblock_ref,
                              unblocked_attrs)
 from .registry import OpDef, OpPattern, get_def, make_call, register, register_compute
 from .type_relations import check_arity, fail, tensor_arg
+from .window import pad_tuple2d, pair
 
 __all__ = ["contrib_conv2d_winograd_weight_transform",
            "contrib_conv2d_winograd_without_weight_transform", "winograd_tile_size"]
@@ -56,7 +60,6 @@ def _transform_rel(types, attrs):
 
 
 def _transform_ref(inputs, attrs):
-    from codegen.schedules.winograd import transform_weight
     return transform_weight(inputs[0], attrs.tile_size)
 
 
@@ -68,7 +71,6 @@ register(OpDef(name="nn.contrib_conv2d_winograd_weight_transform", num_inputs=1,
 
 def untransform_weight(u: np.ndarray, m: int) -> np.ndarray:
     """The 3x3 weight U was made from (least squares through G, exact for a transform)."""
-    from codegen.schedules.winograd import MATRICES
     g_inv = np.linalg.pinv(np.array(MATRICES[m][0], dtype=np.float64))
     return np.einsum("ax,xykc,by->kcab", g_inv, u.astype(np.float64), g_inv).astype(u.dtype)
 
@@ -130,7 +132,6 @@ def contrib_conv2d_winograd_without_weight_transform(data, weight, tile_size, ch
                                                      out_dtype="", data_layout="NCHW"):
     """3x3 stride-1 conv2d (NCHW, or NCHW<x>c in and out) whose weight was transformed by the
     op above."""
-    from .nn import pad_tuple2d, pair
     return make_call("nn.contrib_conv2d_winograd_without_weight_transform", [data, weight],
                      strides=(1, 1), padding=pad_tuple2d(padding), dilation=(1, 1), groups=1,
                      channels=int(channels), kernel_size=None if kernel_size is None
@@ -139,16 +140,14 @@ def contrib_conv2d_winograd_without_weight_transform(data, weight, tile_size, ch
                      out_layout="" if data_layout == "NCHW" else data_layout)
 
 
-# --- compute rules (codegen is imported lazily: the registry must load without it) ----------
+# --- compute rules ----------------------------------------------------------------------------
 
 
 def _transform_compute(inputs, attrs, out_type):
-    from codegen.schedules.winograd import weight_transform
     return weight_transform(inputs[0], attrs.tile_size)
 
 
 def _conv_compute(inputs, attrs, out_type):
-    from codegen.schedules.winograd import conv2d_winograd
     data, u = inputs
     return conv2d_winograd(data, u, tuple(out_type.shape), tuple(attrs.padding),
                            attrs.tile_size)
