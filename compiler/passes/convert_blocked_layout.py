@@ -22,6 +22,16 @@ where it can, so layout transforms are left only at the edges of the blocked reg
     anything else          ->  its blocked operands transformed back to NCHW (flatten, dense,
                                grouped convs, LRN, the function's result)
 
+Channels not in whole blocks (MobileNet's 24, SqueezeNet's 1000 classes) are carried padded
+to ceil(C/x)*x: the transform in zero-pads them (nn.pad, fused into the transform), the transform
+back drops them (strided_slice), a conv reads them with zero weights (its packed weight padded
+on the input side) and writes 0 there (the packed weight's zero rows past K), constants and
+biases are zero-padded. What the padding holds after an elementwise op is computed from the op's
+registry reference (0.5 after a sigmoid): an op whose padding would not be finite (log, 1/x)
+reads NCHW, since a conv multiplying inf by its zero weight would make NaN. Ops that read across
+channels (softmax, reductions over C, flatten, dense, concat off block boundaries) read NCHW,
+the padding dropped.
+
 Algorithm: one bottom-up rewrite (rewrite_post_order, an explicit stack) that records which new
 nodes hold blocked values. A consumer asks for an operand as NCHW or as blocked; each node is
 transformed at most once per direction (shared by all its consumers), and a transform back to
@@ -42,18 +52,22 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from codegen.schedules.common import vector_width
 from codegen.schedules.conv2d_nchwc import nchwc_applicable
-from compiler.ir.expr import Call, Function, If, Let, Op, RelayExpr, Tuple, Var
+from compiler.ir.expr import Call, Constant, Function, If, Let, Op, RelayExpr, Tuple, Var
 from compiler.ir.traversal import children, post_order, rewrite_post_order, with_children
 from compiler.ir.types import TensorType
 from compiler.op.blocked_layout import BLOCKED_FORM
 from compiler.op.nn_depthwise_nchwc import blocked_depthwise, depthwise_blockable
 from compiler.op.nn_nchwc import contrib_conv2d_NCHWc
+from compiler.op.nn_norm import pad
 from compiler.op.nn_pool import global_avg_pool2d, global_max_pool2d
 from compiler.op.registry import OpPattern, get_def, make_call
 from compiler.op.tensor import add
 from compiler.op.transform import concatenate, layout_transform, reshape
+from compiler.op.transform_slice import strided_slice
 from compiler.transform import PassContext, function_pass, register_pass
 
 __all__ = ["ConvertBlockedLayout", "convert_blocked_layout", "BLOCKED_LAYOUT",
@@ -71,6 +85,10 @@ F32 = "float32"
 # stays NCHW: 0.8M elements moved for 0.2 GFLOP, 1/250) ran 1.12x slower blocked; ResNet-50,
 # SqueezeNet, DenseNet-121 transform nothing inside, Inception-v1 (around its LRNs) ~1/2000.
 MAX_TRANSFORM_ELEMENTS_PER_FLOP = 1 / 1300
+# A conv whose input is NCHW (not blocked yet) goes blocked only when padding its channels to
+# whole blocks multiplies them by at most this (24 -> 32 does; an RGB stem's 3 -> 16 does not,
+# its FLOPs would be 5x; it stays NCHW and its output is transformed).
+MAX_PADDED_INPUT_CHANNELS_RATIO = 1.5
 # attributes that make a broadcast op depend on the layout of its operands
 _LAYOUT_ATTRS = ("axis", "shape")
 # reductions over H, W that are global pools (blocked: one vector load per block and pixel,
@@ -88,6 +106,27 @@ def _nchw_channels(ty, x: int) -> int | None:
             and ty.shape[1] % x == 0 and ty.shape[1] > 0:
         return ty.shape[1]
     return None
+
+
+def _any_channels(ty) -> int | None:
+    """C of a 4-D float32 tensor type (blocked padded to whole blocks when C % x), else None."""
+    if isinstance(ty, TensorType) and ty.dtype == F32 and len(ty.shape) == 4 \
+            and ty.shape[1] > 0:
+        return ty.shape[1]
+    return None
+
+
+def _padded(c: int, x: int) -> int:
+    return -(-c // x) * x
+
+
+def _pad_channels(node: RelayExpr, rank: int, axis: int, c: int, x: int) -> RelayExpr:
+    """node with its axis `axis` of size c zero-padded to whole blocks of x."""
+    if c % x == 0:
+        return node
+    width = [(0, 0)] * rank
+    width[axis] = (0, _padded(c, x) - c)
+    return pad(node, tuple(width))
 
 
 def _spatial_reducible(call: Call) -> bool:
@@ -119,6 +158,13 @@ class _Converter:
         self.old_of: dict = {}  # rewritten node -> the node it replaces (for its type)
         self.flops = 0  # of the convs made blocked
         self.nchw_shape: dict = {}  # a blocked node made by a rule -> its NCHW shape
+        # a blocked node whose C is not whole blocks -> the value its padding channels hold
+        # (finite: convs read them with zero weights; 0 from a transform or a conv)
+        self.pad_value: dict = {}
+
+    def padding_of(self, node: RelayExpr) -> float:
+        """The padding channels' value of a blocked node (0 when its channels are whole)."""
+        return self.pad_value.get(node, 0.0)
 
     def nchw(self, node: RelayExpr) -> RelayExpr:
         if node not in self.blocked:
@@ -126,11 +172,16 @@ class _Converter:
         if node not in self.to_nchw:
             back = self.origin.get(node)  # node = transform(y NCHW): y itself
             shape = self.nchw_shape.get(node)
+            c = shape[1] if shape is not None else 0
+            cp = _padded(c, self.x)
             if back is None and shape is not None and shape[2] * shape[3] == 1:
-                back = reshape(node, shape)  # one pixel: the blocks are NCHW's order
+                # one pixel: the blocks are NCHW's order
+                back = reshape(node, (shape[0], cp, 1, 1))
             elif back is None:
                 back = layout_transform(node, self.layout, "NCHW")
                 self.made.append((back, math.prod(shape) if shape else 0))
+            if back is not None and cp != c and back is not self.origin.get(node):
+                back = strided_slice(back, [0], [c], axes=[1])  # drop the padding channels
             self.to_nchw[node] = back
             self.origin.setdefault(back, node)
         return self.to_nchw[node]
@@ -143,7 +194,9 @@ class _Converter:
             if back is not None and back in self.blocked:
                 out = back
             else:
-                out = layout_transform(node, "NCHW", self.layout)
+                ty = self.old_of.get(node, node).checked_type
+                out = layout_transform(_pad_channels(node, 4, 1, ty.shape[1], self.x),
+                                       "NCHW", self.layout)
                 if type(node) is not Var:  # a graph input's transform is no extra copy
                     ty = self.old_of.get(node, node).checked_type
                     self.made.append((out, math.prod(ty.shape)))
@@ -167,10 +220,17 @@ class _Converter:
         if shape[1] != channels:
             return None
         shaped = node if len(ty.shape) == 4 else reshape(node, shape)
-        return layout_transform(shaped, "NCHW", self.layout)
+        return layout_transform(_pad_channels(shaped, 4, 1, channels, self.x), "NCHW",
+                                self.layout)
 
     def mark(self, node: RelayExpr) -> RelayExpr:
         self.blocked.add(node)
+        return node
+
+    def padded(self, node: RelayExpr, value) -> RelayExpr:
+        """Record a blocked node's padding value (a float, None: finite, unknown)."""
+        if value is None or value != 0:
+            self.pad_value[node] = value
         return node
 
     def inner_transform_elements(self, body: RelayExpr) -> int:
@@ -200,15 +260,24 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
     cv = _Converter(x)
 
     def conv(old: Call, new: Call) -> RelayExpr | None:
+        """A packed conv: channels not in whole blocks are zero-padded, the input's by zero
+        weights for its padding channels (what they hold is multiplied by 0), the output's by
+        the packed weight's zero rows past K (its padding channels are 0 before the epilogue).
+        An NCHW input is padded only up to MAX_PADDED_INPUT_CHANNELS_RATIO (a stem's 3
+        channels as 16 would be 5x the FLOPs: it stays NCHW and its output is transformed)."""
         a = old.attrs
         data_t, w_t = old.args[0].checked_type, old.args[1].checked_type
-        c, k = _nchw_channels(data_t, x), _nchw_channels(old.checked_type, x)
+        c, k = _any_channels(data_t), _any_channels(old.checked_type)
         if c is None or k is None or a.out_dtype not in ("", F32) \
-                or not nchwc_applicable(c, k, a.groups, w_t.shape[-1], x):
+                or (new.args[0] not in cv.blocked
+                    and _padded(c, x) > MAX_PADDED_INPUT_CHANNELS_RATIO * c) \
+                or not nchwc_applicable(_padded(c, x), _padded(k, x), a.groups, w_t.shape[-1],
+                                        x) or _padded(k, x) > w_t.shape[1] * w_t.shape[-1]:
             return None
         cv.count_conv(old)
         return cv.mark(contrib_conv2d_NCHWc(
-            cv.block(new.args[0]), new.args[1], channels=k, kernel_block=w_t.shape[-1],
+            cv.block(new.args[0]), _pad_channels(new.args[1], 6, 2, c, x),
+            channels=_padded(k, x), kernel_block=w_t.shape[-1],
             strides=a.strides, padding=a.padding, dilation=a.dilation,
             kernel_size=a.kernel_size, data_layout=cv.layout, out_dtype=a.out_dtype))
 
@@ -231,9 +300,10 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
                 or old.checked_type.dtype != F32 or len(data_t.shape) != 4:
             return None
         axes = sorted(int(v) % 4 for v in ((a.axis,) if isinstance(a.axis, int) else a.axis))
-        if axes != [2, 3]:
-            return None
         pool = _GLOBAL_POOL_OF.get(old.op.name)
+        padding = cv.padding_of(new.args[0])
+        if axes != [2, 3] or (padding != 0 and pool is None):
+            return None  # (a sum's padding would be the padding times H * W)
         if pool is not None:
             out = pool(new.args[0], layout=cv.layout)
         else:
@@ -241,15 +311,22 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
             attrs["axis"] = (2, 3)
             attrs["keepdims"] = True
             out = make_call(old.op.name, [new.args[0]], **attrs)
-        return cv.mark(out) if a.keepdims else reshape(out, data_t.shape[:2])
+        if a.keepdims:
+            return cv.padded(cv.mark(out), padding)
+        n, c = data_t.shape[:2]
+        flat = reshape(out, (n, _padded(c, x)))
+        return flat if c % x == 0 else strided_slice(flat, [0], [c], axes=[1])
 
     def blocked_form(old: Call, new: Call, attr: str) -> RelayExpr | None:
         """An op with a blocked form (the registry's BLOCKED_FORM: pools, Winograd convs) on
         a blocked input: the same op with its layout attribute `attr` NCHW<x>c."""
-        if new.args[0] not in cv.blocked or old.attrs[attr] != "NCHW" \
-                or _nchw_channels(old.checked_type, x) is None \
+        c = _any_channels(old.checked_type)
+        if new.args[0] not in cv.blocked or old.attrs[attr] != "NCHW" or c is None \
                 or old.attrs.get("out_dtype", "") not in ("", F32):
             return None
+        padding = None  # a max pool's all-padding windows: finite, but not the input's value
+        if c % x and (len(new.args) > 1 or padding_unknown(new.args[0])):
+            return None  # (a Winograd conv's weight is not padded)
         name = old.op.name
         attrs = {key: new.attrs[key] for key in get_def(name).attrs}
         attrs[attr] = cv.layout
@@ -257,26 +334,72 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
             attrs["out_layout"] = cv.layout
         if len(new.args) > 1:  # an op with a weight: a conv
             cv.count_conv(old)
-        return cv.mark(make_call(name, [new.args[0], *new.args[1:]], **attrs))
+        out = cv.mark(make_call(name, [new.args[0], *new.args[1:]], **attrs))
+        if c % x:
+            zero = "avg" in name and cv.padding_of(new.args[0]) == 0  # averages of zeros
+            cv.pad_value[out] = 0.0 if zero else padding
+        return out
 
     def broadcast(old: Call, new: Call) -> RelayExpr | None:
-        channels = _nchw_channels(old.checked_type, x)
+        channels = _any_channels(old.checked_type)
         if channels is None or not any(arg in cv.blocked for arg in new.args):
             return None
+        padding = 0.0
+        if channels % x:
+            padding = padding_after(old, new, channels)
+            if padding is False:
+                return None
         args = [cv.operand(n, o.checked_type, channels) for n, o in zip(new.args, old.args)]
         if any(a is None for a in args):
             return None
-        return cv.mark(Call(new.op, args, new.attrs, new.type_args, new.span))
+        return cv.padded(cv.mark(Call(new.op, args, new.attrs, new.type_args, new.span)),
+                         padding)
+
+    def padding_unknown(node: RelayExpr) -> bool:
+        return node in cv.pad_value and cv.pad_value[node] is None
+
+    def padding_after(old: Call, new: Call, channels: int):
+        """The padding channels' value after an elementwise / broadcast op: its reference on
+        what its operands hold there (a blocked operand's padding, 0 for an operand padded
+        here, a constant broadcast over channels as it is). None: finite but not one value;
+        False: not finite or not known (the op then reads NCHW)."""
+        values = []
+        for n, o in zip(new.args, old.args):
+            ty = o.checked_type
+            if n in cv.blocked:
+                if padding_unknown(n):
+                    return False
+                values.append(np.float32(cv.padding_of(n)))
+            elif not isinstance(ty, TensorType) or len(ty.shape) > 4:
+                return False
+            elif ((1,) * (4 - len(ty.shape)) + tuple(ty.shape))[1] not in (1, channels):
+                return False  # as operand(): it does not broadcast over the channels
+            elif ((1,) * (4 - len(ty.shape)) + tuple(ty.shape))[1] != 1:
+                values.append(np.float32(0))  # per channel: operand() pads it with zeros
+            elif type(n) is Constant:
+                values.append(n.data.numpy())  # the same over channels: broadcast as it is
+            else:
+                return False  # a variable the same over channels: unknown there
+        try:
+            with np.errstate(all="ignore"):
+                got = np.asarray(get_def(old.op.name).reference(values, new.attrs))
+        except Exception:  # noqa: BLE001 - a reference that needs full shapes: keep NCHW
+            return False
+        if got.dtype.kind != "f" or not np.all(np.isfinite(got)):
+            return False
+        return float(got.flat[0]) if np.all(got == got.flat[0]) else None
 
     def bias_add(old: Call, new: Call) -> RelayExpr | None:
         """bias_add over the channel axis: an add of the bias as [1, C/x, 1, 1, x]."""
-        channels = _nchw_channels(old.checked_type, x)
+        channels = _any_channels(old.checked_type)
         bias_t = old.args[1].checked_type
         if channels is None or old.attrs.axis not in (1, -3) or new.args[0] not in cv.blocked \
+                or padding_unknown(new.args[0]) \
                 or not isinstance(bias_t, TensorType) or tuple(bias_t.shape) != (channels,):
             return None
-        bias = layout_transform(reshape(new.args[1], (1, channels, 1, 1)), "NCHW", cv.layout)
-        return cv.mark(add(new.args[0], bias))
+        bias = layout_transform(_pad_channels(reshape(new.args[1], (1, channels, 1, 1)), 4, 1,
+                                              channels, x), "NCHW", cv.layout)
+        return cv.padded(cv.mark(add(new.args[0], bias)), cv.padding_of(new.args[0]))
 
     def concat(old: Call, new: Call) -> RelayExpr | None:
         fields = new.args[0]

@@ -328,3 +328,90 @@ def test_exported_blocked_module_loads_and_runs(tmp_path):
     gmod = graph_executor.GraphModule(runtime.load_module(str(path))["default"](runtime.cpu()))
     gmod.run(x=data)
     np.testing.assert_allclose(gmod.get_output(0).numpy(), got, rtol=0, atol=0)
+
+
+def channels_not_in_blocks(x: int, epilogue=None):
+    """MobileNet-v2's 24-channel stage at width x (C = 1.5 x, not whole blocks): a 1x1 expand,
+    a depthwise 3x3, a 1x1 project (+ epilogue) and a residual add, then a 1x1 expand."""
+    rng = np.random.default_rng(8)
+    c = 3 * x // 2
+    data = relay.var("x", shape=(1, c, 8, 8))
+    e = _conv(rng, data, c, 6 * x, 1)
+    e = relay.nn.conv2d(e, _const(rng, 6 * x, 1, 3, 3), padding=(1, 1), groups=6 * x,
+                        channels=6 * x, kernel_size=(3, 3))
+    p = _conv(rng, relay.nn.relu(e), 6 * x, c, 1, relu=False)
+    p = epilogue(p) if epilogue is not None else p
+    y = relay.add(p, _conv(rng, data, c, c, 1, relu=False))
+    return relay.Function([data], _conv(rng, y, c, 6 * x, 1))
+
+
+@pytest.mark.parametrize("epilogue", [
+    None, relay.sigmoid, lambda p: relay.add(p, relay.const(np.float32(3.0))),
+    lambda p: relay.clip(p, 0.0, 6.0)], ids=["none", "sigmoid", "add_3", "relu6"])
+def test_channels_padded_to_whole_blocks(width, monkeypatch, epilogue):
+    """C = 1.5 x stays blocked with its channels zero-padded to whole blocks: only the input
+    (padded there) and the result are transformed, and padding channels an epilogue maps to
+    non-zero (sigmoid 0.5, + 3) are read by the next conv with zero weights."""
+    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
+    func = channels_not_in_blocks(width, epilogue)
+    ops = _ops(_optimized(func, True))
+    assert ops.count("layout_transform") == 2
+    assert ops.count("nn.contrib_conv2d_NCHWc") == 4
+    assert ops.count("nn.contrib_depthwise_conv2d_NCHWc") == 1
+    sample = RNG.standard_normal((1, 3 * width // 2, 8, 8)).astype("float32")
+    got, _ = _run(func, sample, True)
+    np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tail", ["softmax", "flatten_dense", "sum_over_c", "log", "divide",
+                                  "mean_dense", "max_pool"])
+def test_padded_channels_unpadded_before_reading_across_them(width, monkeypatch, tail):
+    """A C = 1.5 x tensor whose padding holds 0.5 (a sigmoid) is transformed back, and the
+    padding dropped, before an op reads across channels (softmax over C, flatten + dense, a sum
+    over C) and before an op whose padding would not be finite (log, 1 / x of the zeros: a
+    conv would read them, and -inf * 0 is NaN); a global average / max pool stays blocked."""
+    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
+    rng = np.random.default_rng(3)
+    c = 3 * width // 2
+    data = relay.var("x", shape=(1, width, 6, 6))
+    y = relay.sigmoid(_conv(rng, data, width, c, 1, relu=False))
+    y = relay.add(y, _conv(rng, y, c, c, 1, relu=False))
+    tails = {
+        "softmax": lambda: relay.nn.softmax(y, axis=1),
+        "flatten_dense": lambda: relay.nn.dense(relay.nn.batch_flatten(y),
+                                                _const(rng, 10, c * 36)),
+        "sum_over_c": lambda: relay.sum(y, axis=1),
+        "log": lambda: _conv(rng, relay.log(relay.abs(_conv(rng, y, c, c, 1, relu=False))),
+                             c, c, 1),
+        # 1 / (|conv| + 1 per channel): the ones are padded with zeros, so 1 / 0 there
+        "divide": lambda: _conv(rng, relay.divide(relay.const(np.float32(1.0)), relay.add(
+            relay.abs(_conv(rng, y, c, c, 1, relu=False)),
+            relay.const(np.ones((c, 1, 1), "float32")))), c, c, 1),
+        "mean_dense": lambda: relay.nn.dense(relay.reshape(
+            relay.mean(y, axis=(2, 3), keepdims=True), (1, c)), _const(rng, 10, c)),
+        "max_pool": lambda: relay.nn.max_pool2d(y, pool_size=(3, 3), padding=(1, 1)),
+    }
+    func = relay.Function([data], tails[tail]())
+    ops = _ops(_optimized(func, True))
+    assert "strided_slice" in ops  # the padding channels dropped
+    if tail in ("mean_dense", "max_pool"):
+        assert ("nn.global_avg_pool2d" if tail == "mean_dense" else "nn.max_pool2d") in ops
+    sample = RNG.standard_normal((1, width, 6, 6)).astype("float32")
+    got, _ = _run(func, sample, True)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
+
+
+def test_rgb_stem_is_not_padded_to_a_block(width, monkeypatch):
+    """A 3-channel graph input is not padded to a block (x / 3 times the stem's FLOPs): the stem
+    stays NCHW and its output is transformed; the next conv is blocked."""
+    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
+    rng = np.random.default_rng(4)
+    data = relay.var("x", shape=(1, 3, 10, 10))
+    func = relay.Function([data], _conv(rng, _conv(rng, data, 3, width, 3), width, width, 1))
+    ops = _ops(_optimized(func, True))
+    assert ops.count("nn.contrib_conv2d_packed") == 1 and "nn.pad" not in ops
+    assert ops.count("nn.contrib_conv2d_NCHWc") == 1
+    sample = RNG.standard_normal((1, 3, 10, 10)).astype("float32")
+    got, _ = _run(func, sample, True)
+    np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
