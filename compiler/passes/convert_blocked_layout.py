@@ -438,7 +438,9 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
             return new  # its concatenate decides
         if name == "concatenate" and type(new.args[0]) is Tuple:  # not blocked: NCHW fields
             fields = Tuple([cv.nchw(f) for f in new.args[0].fields], new.args[0].span)
-            return Call(new.op, [fields], new.attrs, new.type_args, new.span)
+            out = Call(new.op, [fields], new.attrs, new.type_args, new.span)
+            cv.old_of[out] = old
+            return out
         kids = children(new)
         out = with_children(new, [cv.nchw(k) for k in kids])
         cv.old_of[out] = old

@@ -415,3 +415,19 @@ def test_rgb_stem_is_not_padded_to_a_block(width, monkeypatch):
     sample = RNG.standard_normal((1, 3, 10, 10)).astype("float32")
     got, _ = _run(func, sample, True)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_reading_an_nchw_concat_of_part_blocks(width, monkeypatch):
+    """A concat whose fields are not whole blocks stays NCHW (its blocked field transformed
+    back); the conv reading its 1.5 x channels pads them on the way in (as UNet's skips)."""
+    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
+    rng = np.random.default_rng(5)
+    data = relay.var("x", shape=(1, width // 2, 6, 6))
+    y = _conv(rng, data, width // 2, width, 3)
+    cat = relay.concatenate([y, data], axis=1)
+    func = relay.Function([data], _conv(rng, cat, 3 * width // 2, width, 1))
+    ops = _ops(_optimized(func, True))
+    assert "concatenate" in ops and "nn.pad" in ops
+    sample = RNG.standard_normal((1, width // 2, 6, 6)).astype("float32")
+    got, _ = _run(func, sample, True)
+    np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
