@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from codegen.schedules.conv2d_nchwc import conv2d_nchwc_packed
 from compiler.ir.types import TensorType
 from .blocked_layout import block_ref, channel_block_of, unblock_ref, unblocked_attrs
 from .nn import _CONV2D_ATTRS
@@ -87,7 +88,6 @@ def contrib_conv2d_NCHWc(data, packed_weight, channels, kernel_block,  # noqa: N
 
 
 def _compute(inputs, attrs, out_type):
-    from codegen.schedules.conv2d_nchwc import conv2d_nchwc_packed
     data, wp = inputs
     return conv2d_nchwc_packed(data, wp, tuple(attrs.strides), tuple(attrs.padding),
                                tuple(attrs.dilation), attrs.channels)
