@@ -32,6 +32,10 @@ from .conv2d import (
 )
 
 MAX_TILE_PIXELS = 12  # pixels a tile at most (24 accumulators of two vectors with AVX-512)
+# A strided 1x1 conv without padding first copies the pixels it reads (each a whole channel
+# block vector) into a dense blocked buffer, then runs the stride-1 kernel: its tiles then
+# read consecutive 64-byte lines instead of every s-th one (as conv2d.SUBSAMPLE_STRIDED).
+SUBSAMPLE_STRIDED = True
 
 
 def nchwc_applicable(channels: int, out_channels: int, groups: int, kb: int,
@@ -115,9 +119,34 @@ def pad_blocked(xb: Buffer, ni, g: dict, name: str, always: bool = False
     return xp, For(ci, g["c"] // blk, For(hi, g["hp"], row), kind)
 
 
+def subsample_blocked(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer, Stmt]:
+    """Xs[C/x][OH][OW][x] = x[ni, :, oh*sh, ow*sw, :] (blocked, no padding): the pixels a
+    strided 1x1 conv reads, dense, each one vector. g: c, oh, ow, sh, sw and blk (x)."""
+    blk = g["blk"]
+    xs = Buffer(f"{name}_xsub", (g["c"] // blk, g["oh"], g["ow"], blk), F32)
+    ci, hi, qi, vi = (var(f"{name}_s{t}") for t in "chqv")
+    copy = For(qi, g["ow"], For(vi, blk, Store(
+        xs, (ci, hi, qi, vi), Load(xb, (ni, ci, hi * g["sh"], qi * g["sw"], vi), F32)),
+        "vectorized"))
+    kind = "parallel" if g["c"] * g["oh"] * g["ow"] >= MIN_PARALLEL_WORK else "serial"
+    return xs, For(ci, g["c"] // blk, For(hi, g["oh"], copy), kind)
+
+
+def _subsamples(g: dict) -> bool:
+    """A strided 1x1 conv without padding or dilation (see SUBSAMPLE_STRIDED)."""
+    return SUBSAMPLE_STRIDED and (g["r"], g["s"]) == (1, 1) and (g["sh"], g["sw"]) != (1, 1) \
+        and (g["hp"], g["wp"]) == (g["h"], g["w"])
+
+
 def _direct_blocked(xb: Buffer, wpk: Buffer, out: Buffer, g: dict, epilogue, name: str
                     ) -> Stmt:
     blk, c, r, s, k = g["blk"], g["c"], g["r"], g["s"], g["k"]
+    ni = var(f"{name}_n")
+    if _subsamples(g):
+        xp, pad = subsample_blocked(xb, ni, g, name)
+        g = dict(g, h=g["oh"], w=g["ow"], hp=g["oh"], wp=g["ow"], sh=1, sw=1)
+    else:
+        xp, pad = pad_blocked(xb, ni, g, name)
     KB = wpk.shape[-1]  # noqa: N806
     tvw = min(KB // 2, vector_width())  # the micro-kernel's vector: two of KB/2, or of x
     nvo = KB // blk  # output channel blocks a tile
@@ -135,8 +164,6 @@ def _direct_blocked(xb: Buffer, wpk: Buffer, out: Buffer, g: dict, epilogue, nam
     ncb //= blk
     single = ncb == 1 and not ctail
     acc = Buffer(f"{name}_acc", (1 if single else pblk, P, KB), F32)
-    ni = var(f"{name}_n")
-    xp, pad = pad_blocked(xb, ni, g, name)
     src = xp if xp is not None else xb
     rowstep, blockstep = g["wp"] * blk, g["hp"] * g["wp"] * blk
     kb2, pb, cb = (var(f"{name}_{t}") for t in ("kb", "pb", "cb"))

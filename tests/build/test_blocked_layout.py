@@ -14,6 +14,7 @@ import runtime
 from codegen import te
 from codegen.jit import build_te
 from codegen.schedules import conv2d_pack_geometry
+from codegen.schedules import conv2d_nchwc
 from codegen.schedules.common import vector_width
 from codegen.schedules.conv2d_nchwc import conv2d_nchwc_packed, nchwc_applicable
 from codegen.tir.ops import max as tir_max
@@ -64,7 +65,9 @@ CASES = [
     ((1, 2, 9, 9), 4, 3, 1, (1, 1, 1, 1), 1),     # 3x3 same padding, row tiles (9 a row)
     ((2, 1, 7, 5), 2, 1, 1, (0, 0, 0, 0), 1),     # 1x1, batch 2, 35 pixels
     ((1, 4, 14, 14), 3, 3, 2, (1, 1, 1, 1), 1),   # 3x3 stride 2; KB may not divide K
-    ((1, 4, 8, 8), 10, 1, 2, (0, 0, 0, 0), 1),    # strided 1x1 read in place
+    ((1, 4, 8, 8), 10, 1, 2, (0, 0, 0, 0), 1),    # strided 1x1 (subsampled copy)
+    ((2, 2, 9, 7), 2, 1, 2, (0, 0, 0, 0), 1),     # strided 1x1, odd sizes, batch 2
+    ((1, 2, 10, 11), 2, 1, 3, (0, 0, 0, 0), 1),   # strided 1x1, stride 3
     ((1, 2, 1, 1), 1, 1, 1, (0, 0, 0, 0), 1),     # output size 1
     ((1, 2, 3, 3), 2, 3, 1, (0, 0, 0, 0), 1),     # 3x3 valid: one output pixel
     ((1, 2, 9, 10), 2, 3, 1, (2, 1, 0, 3), 2),    # asymmetric padding, dilation 2
@@ -108,6 +111,27 @@ def test_nchwc_conv_matches_numpy(xs, kblocks, r, stride, pad, dilation, residua
         expected = expected + res
         args.append(blocked(res, x))
     (got,) = run(*args)
+    np.testing.assert_allclose(got, blocked(np.maximum(expected, 0).astype(np.float32), x),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("subsample", [True, False], ids=["subsampled", "in_place"])
+@pytest.mark.parametrize("xs,kblocks", [((1, 4, 8, 8), 10), ((2, 2, 9, 7), 2)])
+def test_strided_1x1_subsample_switch(xs, kblocks, subsample, width, monkeypatch):
+    """Both ways of reading a strided 1x1 conv's input (a dense subsampled copy, or in
+    place at stride s) give the numpy result, and the switch picks the copy."""
+    monkeypatch.setattr(conv2d_nchwc, "SUBSAMPLE_STRIDED", subsample)
+    x = width
+    xs = (xs[0], xs[1] * x, xs[2], xs[3])
+    k = kblocks * x
+    run, geo = build_conv(xs, k, 1, 2, (0, 0, 0, 0), 1, x, False)
+    assert ("_xsub" in str(run.primfunc)) == subsample
+    data = RNG.standard_normal(xs).astype(np.float32)
+    w = (RNG.standard_normal((k, xs[1], 1, 1)) / np.sqrt(xs[1])).astype(np.float32)
+    b = RNG.standard_normal(k).astype(np.float32)
+    expected = conv_reference(data, w, 2, (0, 0, 0, 0)) + b[None, :, None, None]
+    (got,) = run(blocked(data, x), _conv_pack_ref([w], Attrs(groups=1, block=geo[-1])),
+                 b.reshape(k // x, 1, 1, x))
     np.testing.assert_allclose(got, blocked(np.maximum(expected, 0).astype(np.float32), x),
                                rtol=1e-4, atol=1e-4)
 
@@ -429,5 +453,48 @@ def test_conv_reading_an_nchw_concat_of_part_blocks(width, monkeypatch):
     ops = _ops(_optimized(func, True))
     assert "concatenate" in ops and "nn.pad" in ops
     sample = RNG.standard_normal((1, width // 2, 6, 6)).astype("float32")
+    got, _ = _run(func, sample, True)
+    np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
+
+
+def narrowing_then_inverted_residuals(x: int, size: int = 16):
+    """MobileNet-v2's first stages at width x: a narrowing 1x1 (2x -> x) at the large plane,
+    then inverted residuals (1x1 expand, a depthwise 3x3 (the first strided), 1x1 project, the
+    second with its residual add)."""
+    rng = np.random.default_rng(9)
+    data = relay.var("x", shape=(1, 2 * x, size, size))
+    y = _conv(rng, data, 2 * x, x, 1, relu=False)
+    for stride, residual in ((2, False), (1, True)):
+        c = y
+        e = _conv(rng, y, x if stride == 2 else 2 * x, 6 * x, 1)
+        e = relay.nn.conv2d(e, _const(rng, 6 * x, 1, 3, 3), strides=(stride, stride),
+                            padding=(1, 1), groups=6 * x, channels=6 * x, kernel_size=(3, 3))
+        y = _conv(rng, relay.nn.relu(e), 6 * x, 2 * x, 1, relu=False)
+        y = relay.add(y, c) if residual else y
+    return relay.Function([data], y), (1, 2 * x, size, size)
+
+
+@pytest.mark.parametrize("start_plane,narrow_blocked", [(None, True), (8 * 8, False)])
+def test_blocked_region_starts_where_the_network_narrows(width, monkeypatch, start_plane,
+                                                         narrow_blocked):
+    """A narrowing conv (K < C) over an NCHW input at a plane larger than
+    MAX_REGION_START_PLANE stays NCHW: the blocked region starts at the expand after it, whose
+    input (x channels, not the graph's 2x) is the one tensor transformed in."""
+    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
+    if start_plane is not None:  # 16x16 counts as a large plane
+        monkeypatch.setattr(convert_blocked_layout, "MAX_REGION_START_PLANE", start_plane)
+    x = width
+    func, shape = narrowing_then_inverted_residuals(x)
+    after = _optimized(func, True)
+    ops = _ops(after)
+    transforms = [n for n in post_order(after.body) if type(n) is Call
+                  and isinstance(n.op, Op) and n.op.name == "layout_transform"]
+    into = [t for t in transforms if t.attrs.dst_layout == f"NCHW{x}c"]
+    assert len(transforms) == 2 and len(into) == 1
+    assert into[0].args[0].checked_type.shape[1] == (2 * x if narrow_blocked else x)
+    assert ops.count("nn.contrib_conv2d_NCHWc") == (5 if narrow_blocked else 4)
+    assert ops.count("nn.contrib_conv2d_packed") == (0 if narrow_blocked else 1)
+    assert ops.count("nn.contrib_depthwise_conv2d_NCHWc") == 2
+    sample = RNG.standard_normal(shape).astype("float32")
     got, _ = _run(func, sample, True)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
