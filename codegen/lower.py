@@ -103,11 +103,14 @@ class _Lowering:
         readers: dict[Buffer, int] = {b: 1 for b in copied}
         for t in stages:
             e = self.fused.get(id(t))
-            read = [x.buffer for x in t.extern_inputs] if t.kind == "extern" else \
-                [n.buffer for n in post_order(t.body) if type(n) is Load] \
-                + ([x.buffer for x in e.extern_inputs] if e is not None else [])
-            for b in set(read):
-                readers[b] = readers.get(b, 0) + 1
+            # the extern's own inputs and its epilogue's loads count apart: a residual that is
+            # also the extern's input (a depthwise conv adding its own input) is read twice
+            groups = [[x.buffer for x in t.extern_inputs]] if t.kind == "extern" else \
+                [[n.buffer for n in post_order(t.body) if type(n) is Load],
+                 [x.buffer for x in e.extern_inputs] if e is not None else []]
+            for read in groups:
+                for b in set(read):
+                    readers[b] = readers.get(b, 0) + 1
         pairs = []
         for t in stages:
             e = self.fused.get(id(t))

@@ -171,7 +171,7 @@ def test_runtime_refuses_writing_over_a_residual_that_is_read_later():
 
 def test_runtime_refuses_writing_over_a_graph_input():
     x = relay.var("x", shape=(1, 64, 7, 7))
-    z = relay.nn.relu(relay.add(_conv(x, 64, 64, relu=False), x))
+    z = relay.nn.relu(relay.add(_conv(_conv(x, 64, 64), 64, 64, relu=False), x))
     factory, _, _, _ = _build(relay.Function([x], _conv(z, 64, 8)), (1, 64, 7, 7))
     with pytest.raises(ValueError, match="keeps its value between runs"):
         _load(factory, _write_output_over_its_residual(factory))
@@ -218,3 +218,28 @@ def test_lowering_pairs_only_an_input_read_at_the_outputs_index_alone():
     flipped = te.compute(conv.shape, lambda n, k, i, j: conv[n, k, i, j] + r[n, k, j, i],
                          name="flipped")
     assert "in_place" not in lower("elsewhere", [x, wp, r], [flipped]).attrs
+
+
+def test_lowering_never_pairs_the_extern_s_own_input():
+    """z = conv(r) + r: r is the conv's data as well as its residual, so writing z over r
+    would overwrite data the conv still reads (its neighbours, its other channels)."""
+    r = te.placeholder((1, 64, 7, 7), name="r")
+    wp = te.placeholder(conv2d_pack_geometry(64, 64, 1, 1), name="wp")
+    conv = conv2d_nchw_packed(r, wp, channels=64)
+    z = te.compute(conv.shape, lambda n, k, i, j: conv[n, k, i, j] + r[n, k, i, j], name="z")
+    assert "in_place" not in lower("own_input", [r, wp], [z]).attrs
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+@pytest.mark.parametrize("kind", ["conv1x1", "conv3x3", "depthwise"])
+def test_a_conv_adding_its_own_input(blocked, kind):
+    """y = relu(conv1x1(x)); conv(y) + y, through relay.build against the interpreter: a
+    fused epilogue adding the conv's own input (found by a random-network A/B of the blocked
+    layout: the blocked depthwise wrote over its input and read back its own output)."""
+    x = relay.var("x", shape=(1, 32, 10, 10), dtype="float32")
+    y = _conv(x, 32, 32)
+    k, groups = (1, 1) if kind == "conv1x1" else (3, 32 if kind == "depthwise" else 1)
+    w = relay.const((RNG.standard_normal((32, 32 // groups, k, k)) / k)
+                    .astype("float32"))
+    z = relay.add(relay.nn.conv2d(y, w, padding=(k // 2, k // 2), groups=groups), y)
+    _build(relay.Function([x], relay.nn.relu(z)), (1, 32, 10, 10), blocked=blocked)
