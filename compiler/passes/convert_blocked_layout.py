@@ -42,6 +42,11 @@ Let, If or nested functions are left as they are (the pass runs on relay.build's
 graphs). A function whose blocked form would transform more activation elements between its
 ops than MAX_TRANSFORM_ELEMENTS_PER_FLOP per FLOP of its blocked convs is left as it is (all or
 nothing: the transforms would cost more than the blocked convs save).
+Where a blocked region starts is decided per conv: one reading an NCHW input starts it unless
+that would pad its channels past MAX_PADDED_INPUT_CHANNELS_RATIO (an RGB stem) or it narrows
+(K < C) at a plane larger than MAX_REGION_START_PLANE: there the next conv starts it, with the
+narrower tensor transformed in (MobileNet-v2: NCHW through its 32->16 at 112x112, blocked from
+the 16->96 expand on).
 
 On by default (BLOCKED_LAYOUT_DEFAULT; PassContext config "relayjit.blocked_layout": False turns
 it off). One thread, CPU time, same process (benchmarks/blocked_layout_models.py), blocked / NCHW:
@@ -81,14 +86,21 @@ F32 = "float32"
 # The function is left in NCHW when the activations its blocked form would transform between
 # ops (not a graph input, nor for its result) have more than this many elements per FLOP of
 # its blocked convs: a transform costs ~0.5 ns an element, a blocked conv saves ~5% of its
-# time at ~130 GFLOP/s, so transforms pay below ~1/1300. MobileNet-v2 (its 24-channel stage
-# stays NCHW: 0.8M elements moved for 0.2 GFLOP, 1/250) ran 1.12x slower blocked; ResNet-50,
-# SqueezeNet, DenseNet-121 transform nothing inside, Inception-v1 (around its LRNs) ~1/2000.
-MAX_TRANSFORM_ELEMENTS_PER_FLOP = 1 / 1300
+# time at ~130 GFLOP/s, so transforms pay below ~1/1300; measured, MobileNet-v2 blocked from its
+# 16@112 tensor on (1/1149) ran 0.98x, blocked after its stem (1/607) 1.02x, whence 1/1000.
+# ResNet-50 (1/39552), DenseNet-121 (1/13533), SqueezeNet (1/3387), Inception-v1 (around its
+# LRNs, 1/2490) pass; UNet (1/855) does not.
+MAX_TRANSFORM_ELEMENTS_PER_FLOP = 1 / 1000
 # A conv whose input is NCHW (not blocked yet) goes blocked only when padding its channels to
 # whole blocks multiplies them by at most this (24 -> 32 does; an RGB stem's 3 -> 16 does not,
 # its FLOPs would be 5x; it stays NCHW and its output is transformed).
 MAX_PADDED_INPUT_CHANNELS_RATIO = 1.5
+# A narrowing conv (K < C) whose input is NCHW (it would start a blocked region) stays NCHW when
+# its output plane has more pixels than this, so the region starts at the next conv and the
+# transform in moves the narrower tensor: MobileNet-v2's 32->16 at 112x112 loses blocked (0.128
+# -> 0.196 ms) and its 32@112 input's transform costs 0.118 ms; from the 16->96 expand on, the
+# blocked depthwise convs win (96 @112/2 0.351 -> 0.220 ms).
+MAX_REGION_START_PLANE = 56 * 56
 # attributes that make a broadcast op depend on the layout of its operands
 _LAYOUT_ATTRS = ("axis", "shape")
 # reductions over H, W that are global pools (blocked: one vector load per block and pixel,
@@ -270,7 +282,9 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
         c, k = _any_channels(data_t), _any_channels(old.checked_type)
         if c is None or k is None or a.out_dtype not in ("", F32) \
                 or (new.args[0] not in cv.blocked
-                    and _padded(c, x) > MAX_PADDED_INPUT_CHANNELS_RATIO * c) \
+                    and (_padded(c, x) > MAX_PADDED_INPUT_CHANNELS_RATIO * c
+                         or (math.prod(old.checked_type.shape[2:]) > MAX_REGION_START_PLANE
+                             and k < c))) \
                 or not nchwc_applicable(_padded(c, x), _padded(k, x), a.groups, w_t.shape[-1],
                                         x) or _padded(k, x) > w_t.shape[1] * w_t.shape[-1]:
             return None
