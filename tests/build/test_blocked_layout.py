@@ -244,9 +244,12 @@ def test_pass_is_on_by_default_and_can_be_turned_off(config, blocked):
 
 
 @pytest.mark.parametrize("channels,converted", [(None, True), (12, False)])
-def test_channels_not_in_whole_blocks_stay_nchw(width, channels, converted):
-    """A conv whose input or output channels are not whole blocks keeps NCHW, and so do its
-    neighbours: no transform is made for nothing."""
+def test_channels_not_in_whole_blocks_stay_nchw(width, monkeypatch, channels, converted):
+    """Two small convs over whole blocks convert (the cost guard lifted: they would not pay
+    for their edge transforms); with 12 channels (padded blocks) the default guard keeps the
+    function NCHW, neighbours included: no transform is made for nothing."""
+    if converted:
+        monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
     x = width
     rng = np.random.default_rng(3)
     c = channels or 2 * x
@@ -320,7 +323,8 @@ def inverted_residuals(x: int, groups: int | None = None):
     return relay.Function([data], y)
 
 
-def test_depthwise_convs_stay_blocked(width):
+def test_depthwise_convs_stay_blocked(width, monkeypatch):
+    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
     func = inverted_residuals(width)
     ops = _ops(_optimized(func, True))
     assert ops.count("nn.contrib_depthwise_conv2d_NCHWc") == 3
@@ -498,3 +502,14 @@ def test_blocked_region_starts_where_the_network_narrows(width, monkeypatch, sta
     sample = RNG.standard_normal(shape).astype("float32")
     got, _ = _run(func, sample, True)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
+
+
+def test_a_lone_conv_pays_for_its_edge_transforms(width):
+    """One 256 -> 64 1x1 conv at 56x56 (a graph input, a graph output): its two transforms
+    would cost more than the blocked kernel saves (0.95 vs 0.83 ms measured), so the guard
+    counts them and the conv stays NCHW; with the guard lifted it goes blocked."""
+    rng = np.random.default_rng(9)
+    data = relay.var("x", shape=(1, 256, 56, 56))
+    func = relay.Function([data], _conv(rng, data, 256, 64, 1))
+    ops = _ops(_optimized(func, True))
+    assert "nn.contrib_conv2d_NCHWc" not in ops and "layout_transform" not in ops
