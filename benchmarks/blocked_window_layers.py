@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from benchmarks.model_cpu_time import interleaved_medians  # noqa: E402
 from codegen import te  # noqa: E402
 from codegen.jit import build_te  # noqa: E402
 from codegen.schedules.common import vector_width  # noqa: E402
@@ -130,19 +129,8 @@ def compare(layer, rounds: int) -> tuple[float, float]:
         f()
     a, b = fns["NCHW"][1], fns[f"NCHW{x}c"][1]
     np.testing.assert_allclose(block_ref(a, x), b, rtol=1e-4, atol=1e-4)
-    times = {lay: [] for lay in fns}
-    for _ in range(rounds):
-        for lay, (f, _) in fns.items():
-            f()
-            number = 0
-            start = time.thread_time()
-            while True:
-                f()
-                number += 1
-                if time.thread_time() - start > 0.02:
-                    break
-            times[lay].append((time.thread_time() - start) / number)
-    return tuple(statistics.median(times[lay]) * 1e3 for lay in fns)
+    med = interleaved_medians({lay: f for lay, (f, _) in fns.items()}, rounds)
+    return tuple(med[lay] for lay in fns)
 
 
 def main() -> None:

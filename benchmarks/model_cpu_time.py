@@ -101,6 +101,21 @@ def ab_rounds(model: onnx.ModelProto, feeds: dict, off, on, rounds: int,
     return {k: float(np.median(v)) for k, v in times.items()}, same, ok
 
 
+def interleaved_medians(fns: dict, rounds: int, min_seconds: float = 0.02) -> dict:
+    """{name: median ms a call} of callables timed in interleaved rounds of thread CPU time,
+    each round calling a function (after one warm call) until min_seconds have passed."""
+    times: dict = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            fn()
+            number, start = 0, time.thread_time()
+            while time.thread_time() - start <= min_seconds:
+                fn()
+                number += 1
+            times[name].append((time.thread_time() - start) / number * 1e3)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
 def cpu_ms(fn, number: int) -> float:
     """Milliseconds of this thread's CPU time per call of fn, over `number` calls."""
     start = time.thread_time()

@@ -292,8 +292,12 @@ def pixels_per_tile(kb: int, npix: int | None = None, reduction: int | None = No
     short = reduction is not None and reduction <= SHORT_REDUCTION
     most = 8 if kb > 2 * vector_width() else (8 if short else 12) if kb >= 32 \
         else 8 if vector_width() == 16 else PB
-    if npix is None:
-        return most
+    return most if npix is None else least_padding_tile(most, npix)
+
+
+def least_padding_tile(most: int, npix: int) -> int:
+    """Pixels a tile for npix output pixels: the largest from `most` down to two thirds of it
+    whose last tile pads the output by at most 4%, else the one that pads least."""
     candidates = range(most, -(-2 * most // 3) - 1, -1)
     waste = {p: -(-npix // p) * p - npix for p in candidates}
     for p in candidates:

@@ -28,7 +28,8 @@ from ..tir.ops import min as tir_min
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
 from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, vector_width, zero
 from .conv2d import (
-    ACC_BLOCK_TILES, MIN_TASKS, PREFETCH_WEIGHTS, _c_blocks, pixel_tile_loops, row_tile_pixels,
+    ACC_BLOCK_TILES, MIN_TASKS, PREFETCH_WEIGHTS, _c_blocks, least_padding_tile, pixel_tile_loops,
+    row_tile_pixels,
 )
 
 MAX_TILE_PIXELS = 12  # pixels a tile at most (24 accumulators of two vectors with AVX-512)
@@ -47,17 +48,11 @@ def nchwc_applicable(channels: int, out_channels: int, groups: int, kb: int,
 
 def tile_pixels(kb: int, vw: int, npix: int) -> int:
     """Pixels a tile: as many as the registers hold beside one weight row and a broadcast
-    (32 with AVX-512, else 16), at most MAX_TILE_PIXELS; the largest down to two thirds of
-    that whose last tile pads the output by at most 4%, else the one that pads least."""
+    (32 with AVX-512, else 16), at most MAX_TILE_PIXELS, then least_padding_tile."""
     nv = kb // vw
     registers = 32 if vector_width() == 16 else 16
     most = min(MAX_TILE_PIXELS, (registers - nv - 1) // nv, 8 if nv > 2 else MAX_TILE_PIXELS)
-    candidates = range(most, -(-2 * most // 3) - 1, -1)
-    waste = {p: -(-npix // p) * p - npix for p in candidates}
-    for p in candidates:
-        if waste[p] <= 0.04 * npix:
-            return p
-    return min(candidates, key=lambda p: (waste[p], -p))
+    return least_padding_tile(most, npix)
 
 
 def conv2d_nchwc_packed(x: te.Tensor, wp: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0),
