@@ -14,7 +14,7 @@ from ..tir.expr import Expr, Load
 from ..tir.ops import const, sqrt
 from ..tir.stmt import Buffer, For, Stmt, Store, seq
 from .common import F32, imm, var, vector_width
-from .rows import grouped_rows, lane_pass, lanes_reduce, leading_indices
+from .rows import grouped_rows, lane_pass, lanes_reduce
 
 ROW_GROUP = 4  # rows whose passes run interleaved
 
@@ -36,11 +36,6 @@ def layer_norm_rows(x: te.Tensor, gamma: te.Tensor | None, beta: te.Tensor | Non
         bb = ins[-1] if beta is not None else None
         lanes = Buffer(f"{name}_lanes", (group, vw), F32)
         stats = Buffer(f"{name}_s", (group, 2), F32)  # each row's mean and 1 / std
-
-        def rows_stmt(row_exprs: list) -> Stmt:
-            passes = [row_passes(r, leading_indices(row, outer))
-                      for r, row in enumerate(row_exprs)]
-            return seq(*(seq(*p) for p in zip(*passes)))
 
         def row_passes(r: int, lead: tuple) -> tuple[Stmt, Stmt, Stmt]:
             k = var(f"{name}_k{r}")
@@ -76,7 +71,7 @@ def layer_norm_rows(x: te.Tensor, gamma: te.Tensor | None, beta: te.Tensor | Non
             write = For(k, n, Store(out, lead + (k,), value), "vectorized")
             return find_mean, find_inv, write
 
-        return grouped_rows(rows, group, n, [lanes, stats], rows_stmt, name)
+        return grouped_rows(rows, group, n, [lanes, stats], row_passes, outer, name)
 
     return te.extern(x.shape, inputs, fcompute, dtype=F32, name=name,
                      kernel_attrs={"prefer_vector_width": 32 * vw})

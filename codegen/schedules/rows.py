@@ -43,12 +43,18 @@ def lanes_reduce(lanes: Buffer, r: int, combine) -> Expr:
                        combine)
 
 
-def grouped_rows(rows: int, group: int, n: int, buffers: list, rows_stmt: Callable,
-                 name: str) -> Stmt:
-    """rows_stmt([row index expressions]) for groups of `group` rows (in parallel when the
-    work pays), then the rows left over one at a time; buffers are allocated per group."""
+def grouped_rows(rows: int, group: int, n: int, buffers: list, row_passes: Callable,
+                 outer: list, name: str) -> Stmt:
+    """Groups of `group` rows (in parallel when the work pays), then the rows left over one
+    at a time; buffers are allocated per group. row_passes(r, leading indices of the row)
+    gives the passes over the group's row r; a group runs each pass over all its rows in
+    turn, so the rows' short dependent chains overlap."""
     groups, rest = divmod(rows, group)
     g, rt = var(f"{name}_g"), var(f"{name}_rt")
+
+    def rows_stmt(row_exprs: list) -> Stmt:
+        passes = [row_passes(r, leading_indices(row, outer)) for r, row in enumerate(row_exprs)]
+        return seq(*(seq(*p) for p in zip(*passes)))
 
     def allocated(body: Stmt) -> Stmt:
         for buf in buffers:

@@ -28,7 +28,7 @@ from ..tir.ops import const, exp, gt, log, lt, select
 from ..tir.ops import max as tir_max
 from ..tir.stmt import Buffer, For, LetStmt, Stmt, Store, seq
 from .common import Epilogue, F32, imm, mark_epilogue, var, vector_width
-from .rows import grouped_rows, lane_pass, lanes_reduce, leading_indices
+from .rows import grouped_rows, lane_pass, lanes_reduce
 
 
 # exp(-87.33) is float32's smallest normal number; softmax's terms below it are flushed to 0
@@ -52,11 +52,6 @@ def softmax_rows(x: te.Tensor, log_softmax: bool, name: str) -> te.Tensor:
         xb, out = ins[0], outs[0]
         lanes = Buffer(f"{name}_lanes", (group, vw), F32)
         scalar = Buffer(f"{name}_m", (group, 2), F32)  # each row's maximum and sum
-
-        def rows_stmt(row_exprs: list) -> Stmt:
-            passes = [row_passes(r, leading_indices(row, outer))
-                      for r, row in enumerate(row_exprs)]
-            return seq(*(seq(*p) for p in zip(*passes)))
 
         def row_passes(r: int, lead: tuple) -> tuple[Stmt, Stmt, Stmt]:
             k = var(f"{name}_k{r}")
@@ -103,7 +98,7 @@ def softmax_rows(x: te.Tensor, log_softmax: bool, name: str) -> te.Tensor:
                         For(k, n, Store(out, idx, value), "vectorized"))
             return find_max, add_exps, write
 
-        return grouped_rows(rows, group, n, [lanes, scalar], rows_stmt, name)
+        return grouped_rows(rows, group, n, [lanes, scalar], row_passes, outer, name)
 
     return te.extern(x.shape, [x], mark_epilogue(fcompute), dtype=F32, name=name,
                      kernel_attrs={"prefer_vector_width": 32 * vw})
