@@ -6,9 +6,10 @@
 
 Each model is built once (opt_level 3, as benchmarks/compile_time.py builds) to capture the
 kernel sets relay.build and FoldConstant hand to codegen.jit.build_library; then, for each
-model, `emit_module(funcs)` + `str()` (what jit._optimised_kernels does) and
-`structural_digest` + `kernel_text` (jit.structural_key and jit.microkernels_called) are
-timed over all its kernel sets, in CPU seconds of this thread, best of --repeat rounds.
+model, `emit_module(funcs)` + `str()` (what codegen.optimise.optimised_kernels does) and
+`structural_digest` + `kernel_text` (jit.structural_key and
+microkernel_objects.microkernels_called) are timed over all its kernel sets, in CPU seconds
+of this thread, best of --repeat rounds.
 `ukr emit` is the other part of relay.build's "LLVM IR emission" stage on a cold cache: the
 definitions of the micro-kernels those kernels call (codegen.llvm.microkernels.define + str),
 each emitted once per process.
@@ -66,7 +67,7 @@ def load_model(name: str):
 
 
 def ir_text(funcs: list) -> str:
-    """What jit._optimised_kernels parses (without the target's triple and data layout)."""
+    """What optimise.optimised_kernels parses (without the target's triple and data layout)."""
     from codegen.llvm.emit import emit_module
 
     return str(emit_module(list(funcs)))
@@ -76,12 +77,12 @@ def digest(funcs: list) -> None:
     from codegen.tir.structural import kernel_text, structural_digest
 
     structural_digest(funcs, "opt3")
-    for f in funcs:  # jit.microkernels_called reads the same text again
+    for f in funcs:  # microkernels_called reads the same text again
         kernel_text(f)
 
 
 def microkernel_texts(names: list[str]) -> list[str]:
-    """What jit._compile_microkernel emits for each micro-kernel (without triple and layout)."""
+    """What microkernel_objects.compile_microkernel emits for each micro-kernel (without triple and layout)."""
     from llvmlite import ir
 
     from codegen.llvm import microkernels
@@ -136,7 +137,7 @@ def main() -> None:
         dig = best_cpu_seconds(digest, sets, args.repeat)
         texts = [ir_text(s) for s in sets]
         size = sum(len(t) for t in texts) / 1e6
-        from codegen.jit import microkernels_called
+        from codegen.microkernel_objects import microkernels_called
 
         ukrs = list(dict.fromkeys(n for s in sets for n in microkernels_called(s)))
         ukr = best_cpu_seconds(microkernel_texts, [ukrs], args.repeat)

@@ -11,8 +11,8 @@ Entry: one file `<key[:2]>/<key>.rjc` under the cache directory:
 
 The header records the kernel names and the byte length of each object file and each bitcode:
 a kernel set compiled by several jobs is several objects, each with the optimised bitcode it
-was emitted from. A micro-kernel's entry holds its optimised bitcode only (codegen.jit links
-it into the kernel modules that call it). A lookup under other kernel names (same structure)
+was emitted from. A micro-kernel's entry holds its object and optimised bitcode
+(codegen.microkernel_objects). A lookup under other kernel names (same structure)
 renames the functions in the bitcode and re-runs only machine-code emission. The file is
 untrusted input: MAGIC carries the format version, and the lengths must be whole numbers that
 add up to the body exactly.
@@ -24,6 +24,9 @@ Location: $RELAYJIT_CACHE_DIR, default ~/.cache/relayjit; RELAYJIT_CACHE_DIR="" 
 cache, as does `with codegen.cache.disabled():` (relay.build uses it for the PassContext config
 `relayjit.disable_disk_cache`). Size: after writes the oldest entries (by last use) are pruned
 down to $RELAYJIT_CACHE_MAX_MB (default 1024).
+
+Also here: `remember`, the bound the in-process caches in front of this one keep (codegen.jit's
+kernel sets, codegen.microkernel_objects' micro-kernels).
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ import os
 import struct
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import NamedTuple
@@ -42,14 +46,16 @@ from typing import NamedTuple
 from runtime.target import TargetInfo, current_target
 
 __all__ = ["CODEGEN_VERSION", "cache_dir", "enabled", "disabled", "lookup", "store",
-           "disk_cache_stats", "reset_disk_cache_stats", "entry_path", "environment_key"]
+           "disk_cache_stats", "reset_disk_cache_stats", "entry_path", "environment_key",
+           "remember"]
 
 # Bump when the meaning of an entry changes in a way the source digest cannot see.
 CODEGEN_VERSION = "1"
 MAGIC = b"RELAYJIT-OBJCACHE-2\n"  # the format version is part of the magic
 _SUFFIX = ".rjc"
 # Sources whose edits change the machine code produced for the same TIR.
-_CODEGEN_SOURCES = ("llvm", "jit.py", "kernel_families.py", "cache.py",
+_CODEGEN_SOURCES = ("llvm", "jit.py", "optimise.py", "compile_objects.py",
+                    "microkernel_objects.py", "kernel_families.py", "cache.py",
                     os.path.join("tir", "structural.py"))
 _PRUNE_EVERY = 16  # writes between directory size checks
 
@@ -66,6 +72,17 @@ class Entry(NamedTuple):
     names: tuple[str, ...]
     objects: tuple[bytes, ...]
     bitcodes: tuple[bytes, ...]
+
+
+MEMORY_ENTRIES = 256  # entries an in-process cache keeps
+
+
+def remember(cache: OrderedDict, key, value) -> None:
+    """Store in an in-process cache, dropping its oldest entries beyond MEMORY_ENTRIES (the
+    caller holds the lock guarding `cache`)."""
+    cache[key] = value
+    while len(cache) > MEMORY_ENTRIES:
+        cache.popitem(last=False)
 
 
 def cache_dir() -> str | None:

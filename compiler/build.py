@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping
 
 from codegen import cache as disk_cache
 from codegen import jit
+from codegen.compile_stats import record_compile_stats
 from compiler import build_cache
 from compiler.backend.graph_codegen import (CONCAT, NOP, GraphCodegen, function_calls,
                                             is_byte_concat)
@@ -140,7 +141,7 @@ def optimize(mod: IRModule, timing: TimingRecorder | None = None) -> IRModule:
     seq = _pipeline()
     ctx = PassContext.current()
     enabled = [p for p in seq.passes if ctx.pass_enabled(p.info)]
-    with jit.record_compile_stats() as compiled:  # FoldConstant's kernels
+    with record_compile_stats() as compiled:  # FoldConstant's kernels
         instrument = PipelineInstrument(enabled, _stage_reporter(), compiled)
         # The pipeline runs under a copy of the context with our instrument added. The copy
         # is never entered: entering it would enter the caller's instruments a second time,
@@ -366,7 +367,7 @@ def _lower_and_compile(main: Function, mod_name: str, timing: TimingRecorder):
         lowering.note = (f"{len(names)} fused functions -> {len(prim_funcs)} kernels"
                          + (f" ({', '.join(no_kernel)})" if no_kernel else ""))
     _report(f"compiling {len(prim_funcs)} kernels with LLVM")
-    with jit.record_compile_stats() as compiled:
+    with record_compile_stats() as compiled:
         lib = jit.build_library(prim_funcs)
     timing.add_compile_stats(compiled)
     return names, lib, compiled

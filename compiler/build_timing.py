@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Callable
 
-from codegen.jit import COMPILE_STAGES, HAND_SCHEDULED_SPEED_LEVEL, CompileStats
+from codegen.compile_stats import COMPILE_STAGES, CompileStats
+from codegen.optimise import HAND_SCHEDULED_SPEED_LEVEL
 from compiler.transform import PassInstrument, PassTimingInstrument
 
 __all__ = ["Stage", "BuildTiming", "TimingRecorder", "PipelineInstrument", "COMPILE_STAGE_NAMES"]

@@ -7,7 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from codegen import jit
+from codegen import compile_objects, jit
+from codegen.compile_stats import record_compile_stats
 from compiler import relay
 from compiler.build import build_progress
 from compiler.build_timing import COMPILE_STAGE_NAMES
@@ -105,7 +106,7 @@ def test_callers_pass_timing_instrument_keeps_its_figures():
 
 
 def test_compile_stats_blocks_nest(cold):
-    with jit.record_compile_stats() as outer:
+    with record_compile_stats() as outer:
         with PassContext(opt_level=3, config=NO_DISK):
             factory = relay.build(small_net())
     counts = factory.build_timing.counts
@@ -144,10 +145,10 @@ def test_forked_compile_jobs_report_their_time(monkeypatch, cold):
     monkeypatch.setenv("RELAYJIT_COMPILE_JOBS", "2")
     a = te.placeholder((8, 8), "float32", "a")
     funcs = []
-    for k in range(2 * jit.PARALLEL_MIN_KERNELS):
+    for k in range(2 * compile_objects.PARALLEL_MIN_KERNELS):
         b = te.compute((8, 8), lambda i, j, k=k: a[i, j] + float(k), name="b")
         funcs.append(lower(f"timed_{k}", [a], [b]))
-    with jit.record_compile_stats() as stats:
+    with record_compile_stats() as stats:
         lib = jit.build_library(funcs)
     assert len(lib.function_names) == len(funcs)
     assert (stats.jobs, stats.misses, stats.kernels_compiled) == (2, 1, len(funcs))
@@ -163,12 +164,12 @@ def test_auto_compile_jobs_note_the_busy_cores_they_saw(monkeypatch, cold):
 
     monkeypatch.setenv("RELAYJIT_CACHE_DIR", "")
     monkeypatch.delenv("RELAYJIT_COMPILE_JOBS", raising=False)
-    monkeypatch.setattr(jit, "measure_busy_cores", lambda: 1.2)
+    monkeypatch.setattr(compile_objects, "measure_busy_cores", lambda: 1.2)
     a = te.placeholder((8, 8), "float32", "a")
     funcs = [lower(f"auto_{k}", [a], [te.compute((8, 8), lambda i, j, k=k: a[i, j] - float(k),
                                                  name="b")])
-             for k in range(2 * jit.PARALLEL_MIN_KERNELS)]
-    with jit.record_compile_stats() as stats:
+             for k in range(2 * compile_objects.PARALLEL_MIN_KERNELS)]
+    with record_compile_stats() as stats:
         jit.build_library(funcs)
     assert stats.busy_cores == 1.2 and stats.jobs == max(1, available_cores() - 1)
     recorder = TimingRecorder()

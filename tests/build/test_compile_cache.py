@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from codegen import cache, jit
+from codegen.compile_objects import PARALLEL_MIN_KERNELS
+from codegen.compile_stats import record_compile_stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -259,7 +261,7 @@ def test_several_objects_round_trip_through_the_disk_cache_and_renaming(cache_di
         a = te.placeholder((8, 8), "float32", "a")
         return [lower(f"{prefix}_{k}", [a], [te.compute(
             (8, 8), lambda i, j, k=k: a[i, j] * float(k + 1) - a[j, i], name="b")])
-            for k in range(2 * jit.PARALLEL_MIN_KERNELS)]
+            for k in range(2 * PARALLEL_MIN_KERNELS)]
 
     def outputs(lib, funcs):
         x = np.arange(64, dtype="float32").reshape(8, 8)
@@ -271,17 +273,17 @@ def test_several_objects_round_trip_through_the_disk_cache_and_renaming(cache_di
 
     monkeypatch.setenv("RELAYJIT_COMPILE_JOBS", "2")
     funcs = kernels("first")
-    with jit.record_compile_stats() as cold:
+    with record_compile_stats() as cold:
         lib = jit.build_library(funcs)
     assert cold.misses == 1 and cold.jobs == 2 and len(lib.objects) == 2
     expected = outputs(lib, funcs)
     jit.clear_cache()  # as in a new process
-    with jit.record_compile_stats() as warm:
+    with record_compile_stats() as warm:
         again = jit.build_library(funcs)
     assert warm.disk_hits == 1 and warm.misses == 0 and again.objects == lib.objects
     jit.clear_cache()
     other = kernels("second")  # same structure, other names
-    with jit.record_compile_stats() as renamed:
+    with record_compile_stats() as renamed:
         lib2 = jit.build_library(other)
     assert renamed.disk_hits == 1 and renamed.misses == 0 and len(lib2.objects) == 2
     assert lib2.objects != lib.objects  # the functions' names are in the object code

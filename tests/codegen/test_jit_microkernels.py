@@ -6,9 +6,13 @@ import pytest
 from llvmlite import ir
 
 from codegen import cache, jit, te, tir
+from codegen.compile_objects import shares as compile_shares
+from codegen.compile_stats import record_compile_stats
 from codegen.errors import CodegenError
+from codegen.llvm import microkernels
 from codegen.llvm.types import PTR
 from codegen.lower import lower
+from codegen.microkernel_objects import microkernels_called
 from codegen.schedules import conv2d_nchw
 from runtime.library import KernelLibrary
 
@@ -50,7 +54,7 @@ def cache_dir(tmp_path, monkeypatch):
 
 def test_kernel_modules_only_declare_micro_kernels():
     func = _conv("conv_decl", 8)
-    names = jit.microkernels_called([func])
+    names = microkernels_called([func])
     assert names and all(n.startswith("relayjit.ukr.conv_") for n in names)
     text = jit.get_llvm_ir([func], optimized=False)
     assert f'declare void @"{names[0]}"' in text
@@ -62,14 +66,14 @@ def test_kernel_modules_only_declare_micro_kernels():
 
 def test_micro_kernels_are_reused_across_kernel_sets_and_processes(cache_dir):
     plain, with_relu = _conv("conv_plain", 8), _conv("conv_relu", 8, relu=True)
-    assert jit.microkernels_called([plain]) == jit.microkernels_called([with_relu])
-    with jit.record_compile_stats() as first:
+    assert microkernels_called([plain]) == microkernels_called([with_relu])
+    with record_compile_stats() as first:
         lib = jit.build_library([plain])
-    assert first.microkernels_compiled == len(jit.microkernels_called([plain]))
+    assert first.microkernels_compiled == len(microkernels_called([plain]))
     out, want = _run(lib, plain, 8)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
     jit.clear_cache()  # as a new process: only the disk cache remains
-    with jit.record_compile_stats() as second:
+    with record_compile_stats() as second:
         lib = jit.build_library([with_relu])
     assert second.misses == 1 and second.microkernels_compiled == 0
     out, want = _run(lib, with_relu, 8)
@@ -82,16 +86,16 @@ SIZES = (4, 8, 12, 16)  # each size calls its own micro-kernel
 def test_parallel_jobs_compile_each_micro_kernel_once():
     funcs = [_conv(f"conv_{k}", 8 + 8 * (k // 4 % 2), relu=k >= 8, size=SIZES[k % 4])
              for k in range(16)]
-    distinct = jit.microkernels_called(funcs)
+    distinct = microkernels_called(funcs)
     assert len(distinct) == len(SIZES)  # kernels share micro-kernels
-    shares = jit._shares(funcs, 2)
+    shares = compile_shares(funcs, 2)
     assert len(shares) == 2 and sorted(f.name for s in shares for f in s.kernels()) == \
         sorted(f.name for f in funcs)
-    called = [set(jit.microkernels_called(share.kernels())) for share in shares]
+    called = [set(microkernels_called(share.kernels())) for share in shares]
     assert called == [set(share.microkernels) for share in shares]
     assert not called[0] & called[1]  # no micro-kernel is compiled (or emitted) twice
     jit.clear_cache()
-    with cache.disabled(), jit.record_compile_stats() as stats:
+    with cache.disabled(), record_compile_stats() as stats:
         objects = jit.compile_primfuncs(funcs, 3, jobs=2)
     assert stats.jobs == 2 and len(objects) == 2 + len(distinct)  # then the micro-kernels
     assert stats.microkernels_compiled == len(distinct)
@@ -112,7 +116,7 @@ def test_a_definition_that_does_not_match_the_calls_is_refused(monkeypatch):
         ir.IRBuilder(fn.append_basic_block()).ret_void()
         return fn
 
-    monkeypatch.setattr(jit.microkernels, "define", define_with_other_signature)
+    monkeypatch.setattr(microkernels, "define", define_with_other_signature)
     with cache.disabled(), pytest.raises(CodegenError, match="micro-kernel .* is called as"):
         jit.compile_primfuncs([func], 3, jobs=1)
     jit.clear_cache()

@@ -1,11 +1,13 @@
-"""codegen.jit: hand-scheduled kernels (calling micro-kernels) get a cheaper LLVM pipeline."""
+"""codegen.optimise: hand-scheduled kernels (calling micro-kernels) get a cheaper LLVM pipeline."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from codegen import jit, te, tir
-from codegen.jit import Pipeline, pipeline_for
+from codegen import jit, optimise, te, tir
+from codegen.compile_stats import record_compile_stats
+from codegen.microkernel_objects import microkernels_called
+from codegen.optimise import Pipeline, pipeline_for
 from codegen.lower import lower
 from runtime.library import KernelLibrary
 from tests.codegen.test_jit_microkernels import _conv, _run
@@ -22,7 +24,7 @@ def _add_relu(name: str, n: int = 1000):
 @pytest.fixture
 def fresh(monkeypatch):
     """No compiled objects from other tests; the pipeline switch restored afterwards."""
-    monkeypatch.setattr(jit, "HAND_SCHEDULED_SPEED_LEVEL", jit.HAND_SCHEDULED_SPEED_LEVEL)
+    monkeypatch.setattr(optimise, "HAND_SCHEDULED_SPEED_LEVEL", optimise.HAND_SCHEDULED_SPEED_LEVEL)
     jit.clear_cache()
     yield
     jit.clear_cache()
@@ -30,7 +32,7 @@ def fresh(monkeypatch):
 
 def test_each_kernel_class_has_its_pipeline():
     conv, add = _conv("conv_p", 8, relu=True), _add_relu("add_p")
-    assert pipeline_for(conv, 3) == Pipeline(jit.HAND_SCHEDULED_SPEED_LEVEL) == Pipeline(1)
+    assert pipeline_for(conv, 3) == Pipeline(optimise.HAND_SCHEDULED_SPEED_LEVEL) == Pipeline(1)
     assert pipeline_for(add, 3) == Pipeline(3, loop_vectorization=True, slp_vectorization=True)
     assert pipeline_for(add, 2) == Pipeline(2)
     assert pipeline_for(conv, 0) == pipeline_for(add, 0) == Pipeline(0)
@@ -40,9 +42,9 @@ def test_a_mixed_kernel_set_is_one_object_and_computes(fresh):
     """Both classes are optimised in modules of their own, linked into one object (then the
     conv's micro-kernel, an object of its own)."""
     conv, add = _conv("conv_mix", 8, relu=False), _add_relu("add_mix")
-    with jit.record_compile_stats() as stats:
+    with record_compile_stats() as stats:
         objects = jit.compile_primfuncs([conv, add], opt_level=3, jobs=1)
-    assert len(objects) == 1 + len(jit.microkernels_called([conv]))
+    assert len(objects) == 1 + len(microkernels_called([conv]))
     assert stats.kernels_compiled == 2 and stats.hand_scheduled_compiled == 1
     lib = KernelLibrary(objects, [conv.name, add.name])
     out, want = _run(lib, conv, 8)
@@ -59,7 +61,7 @@ def test_the_pipeline_is_part_of_the_cache_key(fresh, monkeypatch):
     """Objects compiled under one pipeline are never handed out for another."""
     conv, add = _conv("conv_key", 8), _add_relu("add_key")
     key, add_only = jit.structural_key([conv, add], 3), jit.structural_key([add], 3)
-    monkeypatch.setattr(jit, "HAND_SCHEDULED_SPEED_LEVEL", 3)
+    monkeypatch.setattr(optimise, "HAND_SCHEDULED_SPEED_LEVEL", 3)
     assert pipeline_for(conv, 3) == Pipeline(3)
     assert jit.structural_key([conv, add], 3) != key
     assert jit.structural_key([add], 3) == add_only  # no hand-scheduled kernel in it

@@ -6,8 +6,11 @@ import pytest
 
 import runtime
 from codegen import cache, jit, te, tir
+from codegen.compile_stats import record_compile_stats
 from codegen.kernel_families import FAMILIES_ENV, Family, find_families
 from codegen.lower import lower
+from codegen.microkernel_objects import microkernels_called
+from codegen.optimise import compile_units
 from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
 from runtime import graph_executor
 from tests.runtime import _runtime_kernels as K
@@ -69,7 +72,7 @@ def test_kernels_differing_in_channels_share_one_body_and_each_runs_correctly():
     bodies = [line for line in text.splitlines()
               if line.startswith("define") and "_family.body(" in line]
     assert len(bodies) == 1 and "noinline" in text  # one shared body, called by every member
-    with jit.record_compile_stats() as stats:
+    with record_compile_stats() as stats:
         lib = jit.build_library(funcs)
     assert (stats.families, stats.family_members) == (1, 3)
     for c, f in zip(channels, funcs):
@@ -85,7 +88,7 @@ def test_conv_family_calls_the_micro_kernel_with_each_members_channels():
     funcs = [_conv(f"conv_{c}", c) for c in channels]
     units = find_families(funcs)
     assert [type(u) for u in units] == [Family] and units[0].extents == channels
-    assert jit.microkernels_called(funcs) == jit.microkernels_called(funcs[:1])
+    assert microkernels_called(funcs) == microkernels_called(funcs[:1])
     lib = jit.build_library(funcs)
     for c, f in zip(channels, funcs):
         x = RNG.standard_normal((1, c, 14, 14)).astype("float32")
@@ -132,9 +135,9 @@ def test_families_can_be_turned_off_and_the_cache_keys_differ(monkeypatch):
     funcs = [_bn_relu("on_a", 16), _bn_relu("on_b", 24)]
     key_on = jit.structural_key(funcs, 3)
     monkeypatch.setenv(FAMILIES_ENV, "0")
-    assert jit.compile_units(funcs) == funcs
+    assert compile_units(funcs) == funcs
     assert jit.structural_key(funcs, 3) != key_on
-    with jit.record_compile_stats() as stats:
+    with record_compile_stats() as stats:
         lib = jit.build_library(funcs)
     assert stats.families == 0 and "_family" not in jit.get_llvm_ir(funcs)
     x, scale, shift = _bn_relu_inputs(24)
@@ -143,7 +146,7 @@ def test_families_can_be_turned_off_and_the_cache_keys_differ(monkeypatch):
     np.testing.assert_allclose(out, np.maximum(x * scale + shift, 0), rtol=1e-6)
     monkeypatch.setenv(FAMILIES_ENV, "yes")
     with pytest.raises(ValueError, match=FAMILIES_ENV):
-        jit.compile_units(funcs)
+        compile_units(funcs)
 
 
 def test_a_cached_family_loads_under_other_kernel_names():
@@ -152,7 +155,7 @@ def test_a_cached_family_loads_under_other_kernel_names():
     jit.clear_cache()  # as a new process: only the disk cache remains
     cache.reset_disk_cache_stats()
     second = [_bn_relu("second_a", 16), _bn_relu("second_b", 24)]
-    with jit.record_compile_stats() as stats:
+    with record_compile_stats() as stats:
         lib = jit.build_library(second)
     assert stats.disk_hits == 1 and stats.misses == 0
     x, scale, shift = _bn_relu_inputs(24)
