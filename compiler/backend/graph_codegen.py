@@ -12,25 +12,16 @@ then, in post-DFS order of the body, one "null" node per distinct constant (name
 Tuples and TupleGetItem only route entries; `let` binds its variable to the value's
 entries. A main result that is an input or a constant is a head pointing at that input.
 
-Memory planning (as TVM's GraphPlanMemory): every entry gets a storage token. Inputs and
-constants get their own tokens, never reused. Walking the op nodes in execution order,
-each output requests a free token whose size is within a factor 16 of the need (the
-smallest big-enough first, else the largest smaller one, which grows), or a new one; after
-the node, each input's token drops one reference and returns to the free list at zero. A
-"__nop" output takes its input's token. Heads are pinned. The token index is the
-storage_id, so two intermediates whose lifetimes do not overlap share one storage.
-
-Outputs written in place (relayjit's addition): where the kernel's library says an output
-may share an input's storage (runtime.library.InPlace: a residual added in a conv's
-epilogue) and this node is that input's last reader, the output takes the input's token,
-as onnxruntime's Conv+Sum writes over the residual: one stream of memory instead of two.
+Memory planning: compiler.backend.memory_plan, given each op node as a step (a "__nop" as a
+VIEW, a "__concat" as a CONCAT, a kernel with the outputs its library says it may write in
+place), the graph inputs and constants as external tensors and the heads as results. The
+storage ids and the offsets (attrs "storage_offset", where a concatenation's inputs lie
+inside its output) go into the JSON.
 
 Concatenations without copies (relayjit's addition): a primitive function that only
 concatenates whole byte runs (is_byte_concat) compiles no kernel and becomes a "__concat"
-node. Where it can, the plan lays its inputs out inside its output (_concat_layout: nested
-concatenations, as DenseNet's, inside the outermost one): the group's token is requested by
-its first member's producer, holds the references of every member, and each member gets a
-byte offset (attrs "storage_offset"); the node then does nothing at run time.
+node; where the memory plan lays its inputs out inside its output, the node does nothing at
+run time.
 """
 from __future__ import annotations
 
@@ -39,18 +30,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compiler.backend.memory_plan import Step, StepKind, StoragePlan, plan_memory
 from compiler.errors import CompilerError
 from compiler.ir.expr import (Call, Constant, Function, Let, Op, RelayExpr, Tuple,
                               TupleGetItem, Var)
 from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.op.registry import get_def
-from runtime.graph_json import CONCAT, NOP, STORAGE_ALIGNMENT, concat_axis
+from runtime.graph_json import CONCAT, NOP, concat_axis
 
 __all__ = ["GraphCodegen", "GraphCodegenResult", "NOP", "CONCAT", "flatten_tensor_types",
            "function_calls", "is_byte_concat"]
 
-MATCH_RANGE = 16
+# how the memory plan sees an op node (kernels: KERNEL)
+_STEP_KIND = {NOP: StepKind.VIEW, CONCAT: StepKind.CONCAT}
 
 
 def is_byte_concat(func: Function) -> bool:
@@ -127,14 +120,6 @@ def _fused_op_attrs(func: Function) -> dict[str, str]:
             int(cost([a.checked_type for a in call.args], call.attrs, call.checked_type))
             for cost, call in zip(costs, ops) if cost is not None))
     return attrs
-
-
-@dataclass(eq=False)
-class _Token:
-    size: int
-    sid: int
-    refs: int = 0
-    pinned: bool = False
 
 
 @dataclass
@@ -277,128 +262,29 @@ class GraphCodegen:
                                 "(a free variable of main?)") from None
 
     # ---- memory planning and JSON -----------------------------------------------------
-    def _plan(self, arg_nodes: list[int], heads: list[int]) -> tuple[list[int], dict]:
+    def _plan(self, arg_nodes: list[int], heads: list[int]) -> tuple[StoragePlan, dict]:
+        """The memory plan (compiler.backend.memory_plan) and its memory statistics."""
         sizes = [_nbytes(t) for t in self.entry_types]
-        uses = [0] * len(sizes)
-        for _, ins, _, _ in self.ops:
-            for e in ins:
-                uses[e] += 1
-        tokens: list[_Token] = []
-        entry_token: list = [None] * len(sizes)
-        free: list[_Token] = []
-
-        def new_token(size: int, refs: int, pinned: bool) -> _Token:
-            tok = _Token(size, len(tokens), refs, pinned)
-            tokens.append(tok)
-            return tok
-
-        head_set = set(heads)
-        for nid in arg_nodes:
-            for e in self.node_entries[nid]:
-                entry_token[e] = new_token(sizes[e], uses[e], True)
-        inputs = {e for nid in arg_nodes for e in self.node_entries[nid]}
-        root, offsets = self._concat_layout(sizes, inputs | head_set)
-        members: dict[int, list[int]] = {}
-        for e, r in root.items():
-            members.setdefault(r, []).append(e)
-        for _, ins, outs, func in self.ops:
-            if func == NOP:
-                tok = entry_token[ins[0]]
-                tok.refs += uses[outs[0]]
-                tok.pinned = tok.pinned or outs[0] in head_set
-                entry_token[outs[0]] = tok
-            else:
-                for o, q in self.in_place.get(func, {}).items():
-                    src, dst = ins[q], outs[o - len(ins)]
-                    tok = entry_token[src]
-                    if tok.refs == 1 and not tok.pinned and sizes[src] == sizes[dst] \
-                            and src not in root and dst not in root and dst not in head_set:
-                        tok.refs += uses[dst]  # the output takes over its last input's bytes
-                        entry_token[dst] = tok
-                for e in outs:
-                    if entry_token[e] is not None:  # in place, or in a placed concatenation
-                        continue
-                    whole = root.get(e, e)
-                    group = members.get(whole, [e])
-                    tok = self._request(free, sizes[whole], sum(uses[m] for m in group),
-                                        new_token)
-                    tok.pinned = any(m in head_set for m in group)
-                    for m in group:
-                        entry_token[m] = tok
-            for e in ins:
-                tok = entry_token[e]
-                tok.refs -= 1
-                if tok.refs == 0 and not tok.pinned:
-                    free.append(tok)
-            for e in outs:  # an output nobody reads is dead right away
-                tok = entry_token[e]
-                if tok.refs == 0 and not tok.pinned and tok not in free:
-                    free.append(tok)
-        storage_ids = [entry_token[e].sid for e in range(len(sizes))]
-        input_sids = {entry_token[e].sid for nid in arg_nodes for e in self.node_entries[nid]}
-        op_entries = [e for _, _, outs, func in self.ops if func != NOP for e in outs]
-        inter = sum(t.size for t in tokens if t.sid not in input_sids)
+        steps = [Step(tuple(ins), tuple(outs), _STEP_KIND.get(func, StepKind.KERNEL),
+                      tuple((o - len(ins), q) for o, q in self.in_place.get(func, {}).items()))
+                 for _, ins, outs, func in self.ops]
+        external = [e for nid in arg_nodes for e in self.node_entries[nid]]
+        plan = plan_memory(sizes, steps, external, heads)
         params_bytes = sum(sizes[e] for nid in arg_nodes for e in self.node_entries[nid]
                            if self.nodes[nid]["name"] in self.params)
         stats = {
-            "num_storage": len(tokens),
-            "intermediate_bytes": inter,  # peak: the static plan holds all of it at once
-            "naive_intermediate_bytes": sum(sizes[e] for e in op_entries),
-            "input_bytes": sum(t.size for t in tokens if t.sid in input_sids) - params_bytes,
+            "num_storage": len(plan.storage_sizes),
+            "intermediate_bytes": plan.internal_bytes,  # peak: the plan holds all at once
+            "naive_intermediate_bytes": sum(sizes[e] for _, _, outs, func in self.ops
+                                            if func != NOP for e in outs),
+            "input_bytes": plan.external_bytes - params_bytes,
             "param_bytes": params_bytes,
-            "total_bytes": sum(t.size for t in tokens),
+            "total_bytes": sum(plan.storage_sizes),
         }
-        return storage_ids, [offsets.get(e, 0) for e in range(len(sizes))], stats
-
-    def _concat_layout(self, sizes: list[int], fixed: set[int]) -> tuple[dict, dict]:
-        """Concatenations laid out in place: ({entry: the outermost concatenation output it
-        lies in}, {entry: its byte offset there}), roots mapping to themselves.
-
-        An input is placed inside its concatenation's output when a kernel or another placed
-        concatenation writes it, it is not a graph input, constant or output, no other
-        concatenation claims it, and its offset keeps kernels' buffers aligned; a
-        concatenation places all its inputs or none (the runtime copies the rest)."""
-        producer = {e: func for _, _, outs, func in self.ops for e in outs}
-        parent: dict[int, tuple[int, int]] = {}  # entry -> (concat output, byte offset)
-        for _, ins, outs, func in self.ops:
-            if func != CONCAT:
-                continue
-            at, places = 0, []
-            for e in ins:
-                places.append(at)
-                at += sizes[e]
-            if len(set(ins)) == len(ins) and all(
-                    e not in fixed and e not in parent and producer.get(e) not in (None, NOP)
-                    and off % STORAGE_ALIGNMENT == 0 for e, off in zip(ins, places)):
-                parent.update((e, (outs[0], off)) for e, off in zip(ins, places))
-        root: dict[int, int] = {}
-        offsets: dict[int, int] = {}
-        for e in parent:
-            r, off = e, 0
-            while r in parent:
-                r, step = parent[r]
-                off += step
-            root[e], offsets[e] = r, off
-            root.setdefault(r, r)
-        return root, offsets
-
-    @staticmethod
-    def _request(free: list[_Token], size: int, refs: int, new_token) -> _Token:
-        bigger = [t for t in free if size <= t.size < size * MATCH_RANGE]
-        if bigger:
-            tok = min(bigger, key=lambda t: (t.size, t.sid))
-        else:
-            smaller = [t for t in free if size // MATCH_RANGE <= t.size < size]
-            if not smaller:
-                return new_token(size, refs, False)
-            tok = max(smaller, key=lambda t: (t.size, -t.sid))
-            tok.size = size
-        free.remove(tok)
-        tok.refs = refs
-        return tok
+        return plan, stats
 
     def _finish(self, arg_nodes: list[int], heads: list[int]) -> GraphCodegenResult:
-        storage_ids, offsets, stats = self._plan(arg_nodes, heads)
+        plan, stats = self._plan(arg_nodes, heads)
         row_ptr = [0]
         for entries in self.node_entries:
             row_ptr.append(row_ptr[-1] + len(entries))
@@ -408,9 +294,10 @@ class GraphCodegen:
             "heads": [self._ref(e) for e in heads],
             "attrs": {
                 "dltype": ["list_str", [t.dtype for t in self.entry_types]],
-                "storage_id": ["list_int", storage_ids],
+                "storage_id": ["list_int", list(plan.storage_ids)],
                 "shape": ["list_shape", [list(t.shape) for t in self.entry_types]],
-                **({"storage_offset": ["list_int", offsets]} if any(offsets) else {}),
+                **({"storage_offset": ["list_int", list(plan.offsets)]}
+                   if any(plan.offsets) else {}),
             },
             "node_row_ptr": row_ptr,
         }
