@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import gc
 import time
-import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Callable, Mapping
@@ -41,14 +40,11 @@ from codegen.compile_stats import record_compile_stats
 from compiler import build_cache
 from compiler.backend.graph_codegen import (CONCAT, NOP, GraphCodegen, function_calls,
                                             is_byte_concat)
-from compiler.backend.lower_function import lower_primitive_function
+from compiler.backend.kernel_table import KernelTable, kernel_name_for
 from compiler.build_timing import PipelineInstrument, TimingRecorder
 from compiler.errors import CompilerError
-from compiler.ir.expr import Call, Constant, Function, Tuple, Var
+from compiler.ir.expr import Constant, Function
 from compiler.ir.module import IRModule
-from compiler.ir.structural import structural_equal, structural_hash
-from compiler.ir.traversal import post_order, rewrite_post_order
-from compiler.ir.types import TensorType, TupleType
 from compiler.passes.alter_op_layout import AlterOpLayout, PackConstantWeights
 from compiler.passes.bind_params import bind_params_by_name
 from compiler.passes.convert_blocked_layout import BLOCKED_LAYOUT, ConvertBlockedLayout
@@ -93,8 +89,6 @@ def _stage_reporter() -> Callable[[str], None] | None:
     progress = _PROGRESS.get()
     return progress[0] if progress is not None else None
 
-
-MAX_NAME_LENGTH = 80
 
 # PassContext(config={"relayjit.disable_disk_cache": True}): compile without the persistent
 # compile cache (codegen.cache; RELAYJIT_CACHE_DIR="" turns it off for the whole process).
@@ -166,98 +160,9 @@ def _pipeline() -> Sequential:
                       name="relay.build")
 
 
-def kernel_name_for(func: Function, mod_name: str = "default") -> str:
-    """TVM's name: tvmgen_<mod>_fused_<op>_<op>... from the ops in post order."""
-    names = [n.op.name.replace(".", "_") for n in post_order(func.body)
-             if type(n) is Call and not isinstance(n.op, (Function, Var))]
-    candidate = "fused_" + "_".join(names) if names else "fused_identity"
-    if len(candidate) > MAX_NAME_LENGTH:
-        digest = zlib.crc32(candidate.encode())
-        candidate = f"{candidate[:MAX_NAME_LENGTH]}_{digest:08x}"
-    prefix = f"tvmgen_{mod_name}_" if mod_name else ""
-    return prefix + candidate
-
-
-def _flatten_tuple_params(func: Function) -> Function:
-    """Replace tuple-typed params by one param per tensor field (the lowering takes tensors)."""
-    if not any(isinstance(p.checked_type, TupleType) for p in func.params):
-        return func
-    new_params: list[Var] = []
-    subst: dict = {}
-    for p in func.params:
-        ty = p.checked_type
-        if not isinstance(ty, TupleType):
-            new_params.append(p)
-            continue
-        stack_fields = []
-        for k, f in enumerate(ty.fields):
-            if not isinstance(f, TensorType):
-                raise CompilerError(f"relay.build: nested tuple parameter {p.name_hint} "
-                                    f"({ty}) is not supported")
-            v = Var(f"{p.name_hint}_{k}", f)
-            new_params.append(v)
-            stack_fields.append(v)
-        subst[p] = Tuple(stack_fields)
-    body = rewrite_post_order(func.body, lambda old, new: subst.get(old, new))
-    flat = Function(new_params, body, func.ret_type, func.type_params, func.attrs, func.span)
-    return InferType()(IRModule.from_expr(flat))["main"]
-
-
-class _KernelTable:
-    """Primitive functions -> kernel names, sharing one kernel per structural class."""
-
-    def __init__(self, mod_name: str):
-        self.mod_name = mod_name
-        self.by_hash: dict[int, list] = {}
-        self.names: dict[int, str] = {}  # id(function as called in main) -> kernel name
-        self.used: set[str] = set()
-        self.prim_funcs: list = []
-
-    def _unique(self, name: str) -> str:
-        if name not in self.used:
-            self.used.add(name)
-            return name
-        k = 1
-        while f"{name}_{k}" in self.used:
-            k += 1
-        self.used.add(f"{name}_{k}")
-        return f"{name}_{k}"
-
-    def add(self, func: Function) -> str:
-        if id(func) in self.names:
-            return self.names[id(func)]
-        if is_byte_concat(func):
-            self.names[id(func)] = CONCAT
-            return CONCAT
-        if int(func.get_attr("relay.reshape_only", 0) or 0) == 1 and len(func.params) == 1 \
-                and isinstance(func.ret_type or func.body.checked_type, TensorType):
-            self.names[id(func)] = NOP
-            return NOP
-        key = structural_hash(func)
-        for other, name in self.by_hash.get(key, ()):
-            if structural_equal(other, func):
-                self.names[id(func)] = name
-                return name
-        name = self._unique(kernel_name_for(func, self.mod_name))
-        self.by_hash.setdefault(key, []).append((func, name))
-        self.names[id(func)] = name
-        self.prim_funcs.append(_lower(func, name))
-        return name
-
-
-def _lower(func: Function, name: str):
-    flat = _flatten_tuple_params(func)
-    try:
-        return lower_primitive_function(flat, name)
-    except CompilerError:
-        raise
-    except Exception as err:  # codegen errors: say where
-        raise CompilerError(f"relay.build > {type(err).__name__}: {err}") from err
-
-
 def lower_module(main: Function, mod_name: str = "default") -> tuple[dict, list]:
     """Lower every primitive function main calls: ({id(func): kernel name}, [PrimFunc])."""
-    table = _KernelTable(mod_name)
+    table = KernelTable(mod_name)
     calls = function_calls(main)
     _report(f"lowering {len(calls)} fused function calls")
     for i, (_, func) in enumerate(calls):

@@ -2,7 +2,7 @@
 numpy and llvmlite, so an exported model runs without the compiler."""
 from __future__ import annotations
 
-from . import debug_executor, graph_executor, threadpool
+from . import debug_executor, graph_executor, threadpool, vm
 from . import ndarray as nd
 from .device import Device, cpu, device
 from .errors import KernelError
@@ -21,6 +21,7 @@ __all__ = [
     "load_param_dict",
     "load_module",
     "graph_executor",
+    "vm",
     "debug_executor",
     "threadpool",
     "KernelLibrary",

@@ -13,6 +13,11 @@ The object-files section is a uint32 count (>= 1), then each object as uint64 by
 bytes (a kernel library holds one object per compile job). Version 1 files, whose third
 section is one object file itself, still load.
 
+A Relay VM executable is the same container with "executor": "vm" in its metadata: its first
+section holds the executable's code (runtime.vm.serialize) instead of graph JSON, the params
+section is empty (constants live in the code), and the object files may number zero (a
+program that calls no kernel).
+
 The triple, CPU and features are what the object code was built for (runtime.target); a host
 lacking one of those features refuses the file before any of its code runs. The LLVM and
 relayjit versions are informational.
@@ -33,10 +38,11 @@ from typing import TYPE_CHECKING, NamedTuple
 import llvmlite.binding as llvm
 
 from .params import save_param_dict
-from .target import TargetInfo, best_host_baseline, host_info, missing_features
+from .target import TargetInfo, best_host_baseline, current_target, host_info, missing_features
 
 if TYPE_CHECKING:  # annotations only: factory imports this module
     from .factory import GraphExecutorFactoryModule
+    from .library import KernelLibrary
 
 MAGIC = b"RELAYJIT"
 VERSION = 2
@@ -53,11 +59,12 @@ class UnsupportedCPUError(ValueError):
 class ModuleContents(NamedTuple):
     """The checked sections of a module file."""
 
-    graph_json: str
+    graph_json: str  # "" for a VM executable
     params_blob: memoryview  # a view into the file's bytes
     objects: tuple[bytes, ...]
     meta: dict
     target: TargetInfo
+    code: bytes | None = None  # a VM executable's code (None for a graph module)
 
 
 def write_module(path: str | os.PathLike, factory: GraphExecutorFactoryModule) -> None:
@@ -66,18 +73,28 @@ def write_module(path: str | os.PathLike, factory: GraphExecutorFactoryModule) -
     An unwritable target is an OSError of the same kind naming `path` (not the temporary file
     it is written through).
     """
-    lib = factory.get_lib()
+    write_sections(path, factory.get_graph_json().encode("utf-8"),
+                   save_param_dict(factory.get_params()), factory.get_lib(),
+                   factory.libmod_name)
+
+
+def write_sections(path: str | os.PathLike, first: bytes, params_blob: bytes,
+                   lib: KernelLibrary | None, libmod_name: str, extra_meta: dict | None = None
+                   ) -> None:
+    """Write a module file of these sections atomically (write_module's body; a VM
+    executable's export gives its code as `first` and may have no kernel library)."""
     meta = {
-        "function_names": list(lib.function_names),
-        "libmod_name": factory.libmod_name,
-        **lib.target._asdict(),
+        "function_names": list(lib.function_names) if lib is not None else [],
+        "libmod_name": libmod_name,
+        **(lib.target if lib is not None else current_target())._asdict(),
         "llvm_version": ".".join(map(str, llvm.llvm_version_info)),
         "relayjit_version": _relayjit_version(),
+        **(extra_meta or {}),
     }
     sections = [
-        factory.get_graph_json().encode("utf-8"),
-        save_param_dict(factory.get_params()),
-        _pack_objects(lib.objects),
+        first,
+        params_blob,
+        _pack_objects(lib.objects if lib is not None else ()),
         json.dumps(meta).encode("utf-8"),
         b"",
     ]
@@ -128,13 +145,20 @@ def read_module(path: str | os.PathLike) -> ModuleContents:
         raise type(err)(f"{path}: cannot read the module ({err.strerror or err}); expected "
                         f"{_EXPECTED}") from err
     try:
-        graph, params_blob, objects, meta = _parse(data)
+        first, params_blob, objects, meta = _parse(data)
         target = TargetInfo(*(_string_field(meta, k) for k in TargetInfo._fields))
         _check_triple(target)
+        if meta.get("executor") == "vm":
+            contents = ModuleContents("", params_blob, objects, meta, target, bytes(first))
+        else:
+            if not objects:
+                raise ValueError("object files section holds no object file")
+            contents = ModuleContents(bytes(first).decode("utf-8"), params_blob, objects,
+                                      meta, target)
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: not a loadable relayjit module: {err}") from err
     _check_features(path, target)
-    return ModuleContents(graph, params_blob, objects, meta, target)
+    return contents
 
 
 def _relayjit_version() -> str:
@@ -158,12 +182,11 @@ def _pack_objects(objects: tuple[bytes, ...]) -> bytes:
 
 def _unpack_objects(section: bytes) -> tuple[bytes, ...]:
     """The object files of a version-2 objects section; ValueError unless it holds exactly
-    a count >= 1 and that many length-prefixed objects."""
+    a count and that many length-prefixed objects (read_module refuses a graph module of
+    none)."""
     if len(section) < 4:
         raise ValueError(f"object files section is {len(section)} bytes, its count needs 4")
     (count,) = struct.unpack_from("<I", section)
-    if count == 0:
-        raise ValueError("object files section holds no object file")
     objects, pos = [], 4
     for i in range(count):
         if pos + 8 > len(section):
@@ -181,7 +204,7 @@ def _unpack_objects(section: bytes) -> tuple[bytes, ...]:
     return tuple(objects)
 
 
-def _parse(data: bytes) -> tuple[str, memoryview, tuple[bytes, ...], dict]:
+def _parse(data: bytes) -> tuple[memoryview, memoryview, tuple[bytes, ...], dict]:
     header = len(MAGIC) + 4
     if data[: len(MAGIC)] != MAGIC:
         raise ValueError(f"bad magic {data[:len(MAGIC)]!r}, expected {MAGIC!r}")
@@ -216,7 +239,7 @@ def _parse(data: bytes) -> tuple[str, memoryview, tuple[bytes, ...], dict]:
         raise ValueError("metadata section is not a JSON object")
     objects = bytes(objects)
     objects = (objects,) if version == _SINGLE_OBJECT_VERSION else _unpack_objects(objects)
-    return bytes(graph).decode("utf-8"), params_blob, objects, meta
+    return graph, params_blob, objects, meta
 
 
 def _check_triple(built_for: TargetInfo) -> None:

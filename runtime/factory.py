@@ -14,6 +14,8 @@ from .graph_json import parse_graph
 from .library import KernelLibrary
 from .ndarray import NDArray, array
 from .params import load_param_dict
+from .vm.executable import Executable
+from .vm.serialize import read_file
 
 
 class GraphExecutorFactoryModule:
@@ -77,11 +79,17 @@ class GraphExecutorFactoryModule:
         )
 
 
-def load_module(path: str | os.PathLike) -> GraphExecutorFactoryModule:
-    """Read a module written by export_library; ValueError naming `path` when it is not one
-    (FileNotFoundError when there is no such file)."""
+def load_module(path: str | os.PathLike) -> GraphExecutorFactoryModule | Executable:
+    """Read a module written by export_library: a graph factory, or the Executable of a Relay
+    VM export; ValueError naming `path` when it is not one (FileNotFoundError when there is
+    no such file)."""
     path = os.fspath(path)
     contents = read_module(path)
+    if contents.code is not None:  # a Relay VM executable
+        try:
+            return Executable.load_exec(*read_file(path, contents))
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{path}: not a loadable relayjit module: {err}") from err
     try:
         lib = KernelLibrary(contents.objects, contents.meta["function_names"],
                             target=contents.target)

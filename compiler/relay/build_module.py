@@ -6,12 +6,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from compiler.build import build
+from compiler.build_vm import compile as vm_compile
 from compiler.errors import CompilerError
 from compiler.ir.expr import Function, RelayExpr
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType, TupleType
 from compiler.passes.bind_params import bind_params_by_name
 from compiler.target import Target
+from runtime.device import cpu
+from runtime.vm import VirtualMachine
 
 __all__ = ["build", "create_executor", "bind_params_by_name", "Executor"]
 
@@ -55,8 +58,9 @@ class Executor:
 
     def __init__(self, kind: str, mod: IRModule | None, device: Any, target: Any,
                  params: dict | None):
-        if kind not in ("debug", "graph"):
-            raise CompilerError(f"create_executor: kind must be 'debug' or 'graph', got {kind!r}")
+        if kind not in ("debug", "graph", "vm"):
+            raise CompilerError(f"create_executor: kind must be 'debug', 'graph' or 'vm', got "
+                                f"{kind!r}")
         self.kind, self.mod, self.device = kind, mod, device
         self.target = Target(target if target is not None else "llvm")
         self.params = params or {}
@@ -68,7 +72,7 @@ class Executor:
         if self.params:
             mod = mod.shallow_copy()
             mod["main"] = bind_params_by_name(mod["main"], self.params)
-        run = self._debug(mod) if self.kind == "debug" else self._graph(mod)
+        run = {"debug": self._debug, "graph": self._graph, "vm": self._vm}[self.kind](mod)
         if expr is None or isinstance(expr, (Function, IRModule)):
             return run
         return run()
@@ -107,6 +111,24 @@ class Executor:
         return run
 
 
+    def _vm(self, mod: IRModule):
+        exe = vm_compile(mod, target=self.target)
+        machine = VirtualMachine(exe, self.device or cpu(0))
+        params = {p.name_hint: p for p in mod["main"].params}
+
+        def convert(name: str, value: Any) -> Any:
+            param = params.get(name)
+            ty = None if param is None else param._checked_type or param.type_annotation
+            return _as_input(param, value) if isinstance(ty, TensorType) else value
+
+        def run(*args: Any, **kwargs: Any):
+            names = exe.function("main").params
+            values = [convert(n, v) for n, v in zip(names, args)] + list(args[len(names):])
+            return machine.invoke("main", *values,
+                                  **{n: convert(n, v) for n, v in kwargs.items()})
+        return run
+
+
 def _nest_like(ty, flat_outputs):
     """The graph's flat outputs regrouped as the (possibly nested) tuple type `ty` says."""
     if not isinstance(ty, TupleType):
@@ -116,7 +138,8 @@ def _nest_like(ty, flat_outputs):
 
 def create_executor(kind: str = "debug", mod: IRModule | None = None, device: Any = None,
                     target: Any = "llvm", params: dict | None = None) -> Executor:
-    """An executor of `kind` ("debug": the reference interpreter, "graph": relay.build)."""
+    """An executor of `kind` ("debug": the reference interpreter, "graph": relay.build,
+    "vm": relay.vm.compile and the Relay VM, for control flow and dynamic shapes)."""
     if isinstance(mod, Function):
         mod = IRModule.from_expr(mod)
     return Executor(kind, mod, device, target, params)

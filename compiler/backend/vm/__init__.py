@@ -1,0 +1,17 @@
+"""The VM compiler's backend half: Relay (fused, typed, A-normal form) -> VM bytecode.
+
+relay.vm.compile (compiler/build_vm.py) runs relay.build's pass pipeline, puts every function
+in A-normal form, and hands the module to ModuleCompiler, which emits one VMFunction per
+global function and per lifted closure (emitter.py says how each expression becomes
+instructions) and asks a KernelResolver (kernels.py) for the kernel of each primitive
+function: static ones are lowered through the same KernelTable as relay.build, dynamic ones
+(Any dims) are compiled per concrete shape at run time by specialise.py's compile hook.
+"""
+from __future__ import annotations
+
+from .emitter import FunctionEmitter, param_type
+from .kernels import KernelResolver, has_any, is_dynamic
+from .module_compiler import ModuleCompiler
+
+__all__ = ["FunctionEmitter", "KernelResolver", "ModuleCompiler", "has_any", "is_dynamic",
+           "param_type"]

@@ -1,0 +1,65 @@
+"""relay.vm.compile: a Relay program -> a runtime.vm Executable (TVM's relay.vm.compile).
+
+1. Bind `params` by name into main (they become constants), as relay.build does.
+2. Run relay.build's pass pipeline (compiler.build.optimize: the same passes, the same
+   PassContext gating), so primitive functions come out exactly as relay.build fuses them,
+   then ToANormalForm and InferType.
+3. The backend (compiler.backend.vm) emits bytecode per global function and lifted closure
+   and resolves each primitive function to a kernel entry.
+4. Static kernels are lowered and compiled into one library through codegen.jit, the same
+   compile path and caches (in memory and on disk) as relay.build: a static-shaped
+   function is the same kernel, at the same speed, under either executor.
+5. The executable is validated; if it has specialised (Any-shaped) kernels, the compile hook
+   that builds them per concrete shape is attached (compiler.backend.vm.specialise).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from codegen import cache as disk_cache
+from codegen import jit
+from compiler.backend.vm import KernelResolver, ModuleCompiler
+from compiler.build import DISABLE_DISK_CACHE, cpu_target, optimize
+from compiler.errors import CompilerError
+from compiler.ir.expr import Function
+from compiler.ir.module import IRModule
+from compiler.passes.bind_params import bind_params_by_name
+from compiler.passes.infer_type import InferType
+from compiler.passes.to_anf import ToANormalForm
+from compiler.target import Target, resolve as resolve_target
+from compiler.transform import PassContext
+from runtime.target import building_for
+from runtime.vm import Executable
+
+__all__ = ["compile"]
+
+
+def compile(mod: IRModule | Function, target: Any = None,  # noqa: A001 (TVM's name)
+            target_host: Any = None, params: Mapping[str, Any] | None = None,
+            mod_name: str = "default") -> Executable:
+    """Compile a Relay module (its main and every global function) for the VM."""
+    if isinstance(mod, Function):
+        mod = IRModule.from_expr(mod)
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"relay.vm.compile expects an IRModule or a relay Function, got "
+                        f"{type(mod).__name__}")
+    mod = mod.shallow_copy()
+    if "main" not in mod:
+        raise CompilerError("relay.vm.compile: the module has no 'main' function")
+    target = resolve_target(target)
+    if target_host is not None:
+        target = Target(target, host=target_host)
+    if params:
+        mod["main"] = bind_params_by_name(mod["main"], params)
+    no_disk = bool(PassContext.current().get_config(DISABLE_DISK_CACHE, False))
+    cpu = cpu_target(target)
+    with target, building_for(cpu), disk_cache.disabled(no_disk):
+        mod = optimize(mod)
+        mod = InferType()(ToANormalForm()(mod))
+        kernels = KernelResolver(mod_name)
+        compiler = ModuleCompiler(mod, kernels)
+        functions = compiler.compile()
+        lib = jit.build_library(kernels.prim_funcs) if kernels.prim_funcs else None
+    exe = Executable(functions, compiler.constants, kernels.entries, lib)
+    exe.target = target
+    return exe

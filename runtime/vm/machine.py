@@ -1,0 +1,409 @@
+"""VirtualMachine: runs an Executable's bytecode (TVM's runtime.vm.VirtualMachine surface).
+
+The interpreter loop keeps its call frames on an explicit stack (a list), so Relay recursion,
+which is how Relay loops, never touches Python's recursion limit. A call directly followed
+by the Ret of its result is a tail call: it replaces the caller's frame, so a tail-recursive
+loop runs in constant stack. Two limits turn runaway programs into errors instead of hangs
+(the validator guarantees jumps go forward, so only calls can repeat code):
+  max_call_depth   frames alive at once (non-tail recursion), default DEFAULT_MAX_CALL_DEPTH
+  max_calls        calls in one invoke (loop iterations), default DEFAULT_MAX_CALLS
+each exceeded as a VMError naming the function and the limit.
+
+Registers hold numpy arrays (tensors over pool storage, constants, inputs), tuples, closures
+and ints (LoadConsti). A kernel call checks every buffer against the kernel's signature
+(type, shape, dtype, contiguity, 64-byte alignment, outputs writable) before native code
+runs, as the graph executor does at setup; anything a malformed program could confuse is a
+ValueError naming the function, the instruction and what was wrong.
+
+One VirtualMachine is used by one thread at a time (it owns its storage pool, its inputs and
+outputs); several VMs may share an Executable.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Any
+
+import numpy as np
+
+from ..benchmark import BenchmarkResult, time_calls
+from ..device import Device
+from ..dtypes import numpy_dtype
+from ..errors import KernelError, VMError
+from ..library import status_message
+from ..memory import aligned_empty
+from .bytecode import (ALLOC_ADT, ALLOC_CLOSURE, ALLOC_STORAGE, ALLOC_TENSOR, ALLOC_TENSOR_REG,
+                       FATAL, GET_FIELD, GOTO, IF, INVOKE, INVOKE_CLOSURE, INVOKE_PACKED,
+                       KILL_REGISTER, LOAD_CONST, LOAD_CONSTI, MOVE, RESHAPE_TENSOR, RET,
+                       SHAPE_FUNC, SHAPE_OF, instruction_text)
+from .executable import Executable
+from .inputs import check_arguments, wrap_output
+from .objects import ADT, VMClosure
+from .pool import StoragePool
+from .program import STATIC, SYMBOLIC
+
+DEFAULT_MAX_CALL_DEPTH = 10_000
+DEFAULT_MAX_CALLS = 1_000_000
+_INT64 = np.dtype("int64")
+
+
+class _Frame:
+    """A suspended caller: its function, registers, the Invoke's pc and destination."""
+
+    __slots__ = ("func", "regs", "pc", "dst")
+
+    def __init__(self, func: int, regs: list, pc: int, dst: int) -> None:
+        self.func, self.regs, self.pc, self.dst = func, regs, pc, dst
+
+
+class VirtualMachine:
+    """Runs an Executable on a device: invoke / run, or set_input + invoke_stateful +
+    get_outputs, and benchmark (see the module docstring)."""
+
+    def __init__(self, exe: Executable, device: Device | list | None = None,
+                 memory_cfg: Any = None, max_call_depth: int = DEFAULT_MAX_CALL_DEPTH,
+                 max_calls: int = DEFAULT_MAX_CALLS) -> None:
+        if not isinstance(exe, Executable):
+            raise TypeError(f"VirtualMachine expects an Executable, got {type(exe).__name__}")
+        if isinstance(device, (list, tuple)):
+            if len(device) != 1:
+                raise ValueError(f"VirtualMachine: expected one device, got {device}")
+            device = device[0]
+        if device is not None and not isinstance(device, Device):
+            raise TypeError(f"VirtualMachine: device must be a runtime Device, got "
+                            f"{type(device).__name__}")
+        if memory_cfg not in (None, "pooled"):
+            raise ValueError(f"VirtualMachine: memory_cfg {memory_cfg!r} is not supported; "
+                             f"storage always comes from a pool (None or 'pooled')")
+        for name, value in (("max_call_depth", max_call_depth), ("max_calls", max_calls)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"VirtualMachine: {name} must be an int >= 1, got {value!r}")
+        self.exe = exe
+        self.device = device
+        self.max_call_depth = max_call_depth
+        self.max_calls = max_calls
+        self.pool = StoragePool()
+        self._inputs: dict[str, list] = {}
+        self._outputs: Any = None
+        self._static = [self._static_kernel(i) for i in range(len(exe.kernels))]
+        self._tails = [_tail_calls(f.code) for f in exe.functions]
+        # per function, per InvokePacked pc: the argument pointer array it fills and passes
+        self._pointers = [{pc: (ctypes.c_void_p * max(len(inst[3]), 1))()
+                           for pc, inst in enumerate(f.code) if inst[0] == INVOKE_PACKED}
+                          for f in exe.functions]
+
+    def _static_kernel(self, index: int):
+        entry = self.exe.kernels[index]
+        if entry.kind != STATIC:
+            return None
+        kernel = self.exe.lib.get_function(entry.name)
+        return kernel.cfunc, _signature(self.exe.lib.signatures[entry.name]), entry.name
+
+    # ---- TVM's surface --------------------------------------------------------------------
+    def set_input(self, func_name: str, *args: Any, **kwargs: Any) -> None:
+        """Check and keep the arguments invoke_stateful(func_name) will pass."""
+        func = self.exe.function(func_name)
+        self._inputs[func_name] = check_arguments(func, args, kwargs)
+
+    def invoke(self, func_name: str, *args: Any, **kwargs: Any) -> Any:
+        """Run a global function on these arguments; an NDArray, an ADT of results, or a
+        closure. With no arguments, those set_input gave."""
+        func = self.exe.function(func_name)
+        if args or kwargs or func_name not in self._inputs:
+            values = check_arguments(func, args, kwargs)
+        else:
+            values = self._inputs[func_name]
+        return wrap_output(self._execute(self.exe.func_index[func_name], values))
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """invoke("main", ...)."""
+        return self.invoke("main", *args, **kwargs)
+
+    def invoke_stateful(self, func_name: str) -> None:
+        """Run func_name on the inputs set_input gave; get_outputs() reads the result."""
+        if func_name not in self._inputs:
+            func = self.exe.function(func_name)
+            if func.params:
+                raise ValueError(f"invoke_stateful({func_name!r}): call set_input("
+                                 f"{func_name!r}, ...) first; it takes {list(func.params)}")
+            self._inputs[func_name] = []
+        self._outputs = self.invoke(func_name)
+
+    def get_outputs(self) -> list:
+        """The last invoke_stateful's results: the fields of a tuple result, else [result]."""
+        if self._outputs is None:
+            raise RuntimeError("get_outputs(): invoke_stateful has not run yet")
+        return list(self._outputs) if isinstance(self._outputs, ADT) else [self._outputs]
+
+    def get_num_outputs(self) -> int:
+        """len(get_outputs())."""
+        return len(self.get_outputs())
+
+    def get_input_index(self, input_name: str, func_name: str = "main") -> int:
+        """Index of a parameter of func_name, -1 when it has none of that name."""
+        params = self.exe.function(func_name).params
+        return params.index(input_name) if input_name in params else -1
+
+    def benchmark(self, device: Device, *args: Any, func_name: str = "main", repeat: int = 5,
+                  number: int = 5, min_repeat_ms: float | None = None, end_to_end: bool = False,
+                  **kwargs: Any) -> BenchmarkResult:
+        """Time invoking func_name (TVM's VirtualMachine.benchmark); with end_to_end the
+        arguments' checks and copies are timed too."""
+        if not isinstance(device, Device):
+            raise TypeError(f"benchmark: device must be a Device, got {type(device).__name__}")
+        if end_to_end:
+            def call() -> None:
+                self.invoke(func_name, *args, **kwargs)
+        else:
+            if args or kwargs:
+                self.set_input(func_name, *args, **kwargs)
+
+            def call() -> None:
+                self.invoke_stateful(func_name)
+        return time_calls(call, repeat, number, min_repeat_ms or 0)
+
+    # ---- the interpreter loop ---------------------------------------------------------------
+    def _execute(self, func_index: int, args: list) -> Any:
+        functions = self.exe.functions
+        constants = self.exe.constants
+        frames: list[_Frame] = []
+        fi = func_index
+        code = functions[fi].code
+        tails = self._tails[fi]
+        regs: list = [None] * functions[fi].num_registers
+        regs[:len(args)] = args
+        pc = calls = 0
+        try:
+            while True:
+                inst = code[pc]
+                op = inst[0]
+                if op == ALLOC_STORAGE:
+                    regs[inst[4]] = self._alloc_storage(regs[inst[1]], inst[3])
+                elif op == ALLOC_TENSOR:
+                    regs[inst[5]] = _place(regs[inst[1]], inst[2], inst[3], inst[4])
+                elif op == INVOKE_PACKED:
+                    self._invoke_packed(inst, regs, self._pointers[fi][pc])
+                elif op == KILL_REGISTER:
+                    regs[inst[1]] = None
+                elif op == MOVE:
+                    regs[inst[2]] = regs[inst[1]]
+                elif op == LOAD_CONST:
+                    regs[inst[2]] = constants[inst[1]]
+                elif op == GET_FIELD:
+                    regs[inst[3]] = _field(regs[inst[1]], inst[2])
+                elif op == ALLOC_ADT:
+                    fields = tuple([regs[r] for r in inst[2]])
+                    regs[inst[3]] = fields if inst[1] == 0 else ADT(inst[1], fields)
+                elif op == IF:
+                    pc += inst[2] if _truth(regs[inst[1]]) else inst[3]
+                    continue
+                elif op == GOTO:
+                    pc += inst[1]
+                    continue
+                elif op == INVOKE or op == INVOKE_CLOSURE:
+                    callee, values = self._callee(inst, regs)
+                    calls += 1
+                    if calls > self.max_calls:
+                        raise VMError(f"more than {self.max_calls} calls in one invoke (a loop "
+                                      f"that does not end?); VirtualMachine(max_calls=...) "
+                                      f"raises the limit")
+                    if pc not in tails:
+                        frames.append(_Frame(fi, regs, pc, inst[3]))
+                        if len(frames) >= self.max_call_depth:
+                            raise VMError(f"call depth exceeds {self.max_call_depth} frames "
+                                          f"(recursion too deep); VirtualMachine("
+                                          f"max_call_depth=...) raises the limit")
+                    fi, pc = callee, 0
+                    code, tails = functions[fi].code, self._tails[fi]
+                    regs = [None] * functions[fi].num_registers
+                    regs[:len(values)] = values
+                    continue
+                elif op == RET:
+                    value = regs[inst[1]]
+                    if not frames:
+                        return value
+                    frame = frames.pop()
+                    fi, regs, pc = frame.func, frame.regs, frame.pc
+                    code, tails = functions[fi].code, self._tails[fi]
+                    regs[frame.dst] = value
+                elif op == ALLOC_TENSOR_REG:
+                    regs[inst[5]] = _place(regs[inst[1]], inst[2], _shape(regs[inst[3]]),
+                                           inst[4])
+                elif op == LOAD_CONSTI:
+                    regs[inst[2]] = inst[1]
+                elif op == SHAPE_OF:
+                    regs[inst[2]] = _shape_tensor(_tensor(regs[inst[1]], "ShapeOf").shape)
+                elif op == RESHAPE_TENSOR:
+                    regs[inst[3]] = _reshape(regs[inst[1]], _shape(regs[inst[2]]))
+                elif op == ALLOC_CLOSURE:
+                    regs[inst[3]] = VMClosure(inst[1], tuple([regs[r] for r in inst[2]]))
+                elif op == SHAPE_FUNC:
+                    self._shape_func(inst, regs)
+                elif op == FATAL:
+                    raise VMError(f"the program executed Fatal: {inst[1]}")
+                pc += 1
+        except (VMError, KernelError, MemoryError, ValueError) as err:
+            raise type(err)(f"{_where(functions[fi].name, pc, inst)}: {err}") from None
+        except (TypeError, AttributeError, IndexError, KeyError, OverflowError) as err:
+            raise ValueError(f"{_where(functions[fi].name, pc, inst)}: the program is "
+                             f"malformed: {type(err).__name__}: {err}") from None
+
+    def _callee(self, inst: tuple, regs: list) -> tuple[int, list]:
+        """(function index, argument values) of an Invoke or InvokeClosure."""
+        if inst[0] == INVOKE:
+            return inst[1], [regs[r] for r in inst[2]]
+        closure = regs[inst[1]]
+        if not isinstance(closure, VMClosure):
+            raise ValueError(f"InvokeClosure of a {_kind(closure)}, not a closure")
+        values = [*closure.captured, *(regs[r] for r in inst[2])]
+        callee = self.exe.functions[closure.func_index]
+        if len(values) != len(callee.params):
+            raise ValueError(f"closure of {callee.name!r} called with {len(values)} values "
+                             f"({len(closure.captured)} captured); it takes "
+                             f"{len(callee.params)}")
+        return closure.func_index, values
+
+    def _alloc_storage(self, size: Any, dtype: str) -> np.ndarray:
+        if type(size) is np.ndarray:  # a shape: its elements' bytes
+            nbytes = math.prod(_shape(size)) * numpy_dtype(dtype).itemsize
+        elif isinstance(size, int) and not isinstance(size, bool):
+            nbytes = size
+        else:
+            raise ValueError(f"AllocStorage size must be an int or a shape tensor, got "
+                             f"{_kind(size)}")
+        return self.pool.alloc(nbytes, f"a {dtype} tensor")
+
+    def _invoke_packed(self, inst: tuple, regs: list, pointers) -> None:
+        index, num_outputs, arg_regs = inst[1], inst[2], inst[3]
+        arrays = [regs[r] for r in arg_regs]
+        resolved = self._static[index]
+        if resolved is None:
+            resolved = self._specialised(index, arrays)
+        cfunc, signature, name = resolved
+        first_output = len(arrays) - num_outputs
+        for i, (a, (shape, dtype)) in enumerate(zip(arrays, signature)):
+            if type(a) is not np.ndarray:
+                raise ValueError(f"argument {i} of kernel {name!r} is {_kind(a)}, not a tensor")
+            if a.shape != shape or a.dtype != dtype:
+                raise ValueError(f"argument {i} of kernel {name!r} must be {shape} "
+                                 f"{dtype.name}, the program gives {a.shape} {a.dtype.name}")
+            address = a.ctypes.data
+            if not a.flags.c_contiguous or address % 64:
+                raise ValueError(f"argument {i} of kernel {name!r} is not a contiguous "
+                                 f"64-byte-aligned buffer")
+            if i >= first_output and not a.flags.writeable:
+                raise ValueError(f"output {i - first_output} of kernel {name!r} is a "
+                                 f"read-only tensor (a constant)")
+            pointers[i] = address
+        status = cfunc(pointers)
+        if status:
+            raise KernelError(f"kernel {name!r} returned a nonzero status: "
+                              f"{status_message(status)}")
+
+    def _specialised(self, index: int, arrays: list) -> tuple:
+        entry = self.exe.kernels[index]
+        if entry.kind == SYMBOLIC:
+            raise VMError(f"kernel {entry.name!r} is symbolic, which this runtime cannot "
+                          f"run yet")
+        for i, a in enumerate(arrays):
+            if type(a) is not np.ndarray:
+                raise ValueError(f"argument {i} of kernel {entry.name!r} is {_kind(a)}, not a "
+                                 f"tensor")
+        key = tuple((a.shape, a.dtype.name) for a in arrays)
+        kernel = self.exe.specialised_kernel(index, key)
+        return kernel.cfunc, _signature(kernel.library.signatures[kernel.name]), kernel.name
+
+    def _shape_func(self, inst: tuple, regs: list) -> None:
+        program = self.exe.shape_programs[inst[1]]
+        tensors = [_tensor(regs[r], "ShapeFunc") for r in inst[2]]
+        needs = program.needs_values
+        shapes = program.evaluate([t.shape for t in tensors],
+                                  [t if needs[i] else None for i, t in enumerate(tensors)])
+        if len(shapes) != len(inst[3]):
+            raise ValueError(f"shape program {inst[1]} gives {len(shapes)} shapes for "
+                             f"{len(inst[3])} outputs")
+        for r, shape in zip(inst[3], shapes):
+            regs[r] = _shape_tensor(shape)
+
+
+def _where(func: str, pc: int, inst: tuple) -> str:
+    try:
+        text = instruction_text(inst)
+    except (KeyError, TypeError, ValueError):
+        text = repr(inst)[:60]
+    return f"VM function {func!r} instruction {pc} ({text})"
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "an empty register"
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    if isinstance(value, np.ndarray):
+        return f"a tensor {value.shape} {value.dtype.name}"
+    return f"a {type(value).__name__}"
+
+
+def _tensor(value: Any, what: str) -> np.ndarray:
+    if type(value) is not np.ndarray:
+        raise ValueError(f"{what} needs a tensor, the register holds {_kind(value)}")
+    return value
+
+
+def _truth(value: Any) -> bool:
+    if type(value) is not np.ndarray or value.size != 1:
+        raise ValueError(f"If needs a scalar condition, the register holds {_kind(value)}")
+    return bool(value.reshape(()))
+
+
+def _field(value: Any, index: int) -> Any:
+    if not isinstance(value, tuple) or index >= len(value):
+        raise ValueError(f"GetField {index} of {_kind(value)}")
+    return value[index]
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    """A shape held in a register: an int64 1-d tensor of non-negative dims."""
+    if type(value) is not np.ndarray or value.ndim != 1 or value.dtype != _INT64:
+        raise ValueError(f"a shape must be an int64 1-d tensor, the register holds "
+                         f"{_kind(value)}")
+    dims = tuple(int(d) for d in value)
+    if any(d < 0 for d in dims):
+        raise ValueError(f"shape {dims} has a negative dimension")
+    return dims
+
+
+def _shape_tensor(shape) -> np.ndarray:
+    out = aligned_empty((len(shape),), _INT64)
+    out[:] = shape
+    return out
+
+
+def _place(storage: Any, offset: int, shape: tuple, dtype: str) -> np.ndarray:
+    """The tensor at byte `offset` of a storage lease (AllocTensor)."""
+    if type(storage) is not np.ndarray or storage.dtype != np.uint8 or storage.ndim != 1:
+        raise ValueError(f"AllocTensor needs a storage, the register holds {_kind(storage)}")
+    dt = numpy_dtype(dtype)
+    nbytes = math.prod(shape) * dt.itemsize
+    if offset < 0 or offset + nbytes > storage.nbytes:
+        raise ValueError(f"a {shape} {dtype} tensor at offset {offset} does not fit in a "
+                         f"storage of {storage.nbytes} bytes")
+    return storage[offset:offset + nbytes].view(dt).reshape(shape)
+
+
+def _reshape(value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    tensor = _tensor(value, "ReshapeTensor")
+    if math.prod(shape) != tensor.size:
+        raise ValueError(f"ReshapeTensor of {tensor.shape} to {shape}: element counts differ")
+    return tensor.reshape(shape)
+
+
+def _signature(sig) -> tuple:
+    return tuple((tuple(shape), numpy_dtype(dtype)) for shape, dtype in sig)
+
+
+def _tail_calls(code: tuple) -> frozenset[int]:
+    """The pcs of calls whose result the next instruction returns: they replace their frame."""
+    return frozenset(pc for pc, inst in enumerate(code[:-1])
+                     if inst[0] in (INVOKE, INVOKE_CLOSURE) and code[pc + 1] == (RET, inst[3]))
+
