@@ -19,6 +19,7 @@ from typing import Any, Mapping
 from codegen import cache as disk_cache
 from codegen import jit
 from compiler.backend.vm import KernelResolver, ModuleCompiler
+from compiler.backend.vm.specialise import Specialiser
 from compiler.build import DISABLE_DISK_CACHE, cpu_target, optimize
 from compiler.errors import CompilerError
 from compiler.ir.expr import Function
@@ -62,4 +63,6 @@ def compile(mod: IRModule | Function, target: Any = None,  # noqa: A001 (TVM's n
         lib = jit.build_library(kernels.prim_funcs) if kernels.prim_funcs else None
     exe = Executable(functions, compiler.constants, kernels.entries, lib)
     exe.target = target
+    if kernels.dynamic:
+        exe.compile_hook = Specialiser(kernels.dynamic, cpu, target)
     return exe

@@ -4,12 +4,12 @@ An instruction is a plain tuple `(opcode, field, field, ...)` (the interpreter l
 it without attribute lookups). FIELDS says what each field is, which is all that the
 serialiser, the validator and the printer need to know about an opcode:
 
-    "reg"    a register of the current frame          "regs"   a tuple of registers
-    "int"    a signed integer (a constant value)       "ints"   a tuple of non-negative ints (a shape)
-    "func"   an index into Executable.functions        "const"  an index into Executable.constants
-    "kernel" an index into Executable.kernels          "shape"  an index into Executable.shape_programs
-    "dtype"  an element type name ("float32", ...)     "jump"   a pc offset, relative to this instruction
-    "index"  a non-negative field index or count       "align"  a power-of-two byte alignment
+    "reg"     a register of the current frame      "regs"   a tuple of registers
+    "int"     a signed integer (a constant value)  "ints"   non-negative ints (a shape)
+    "func"    an index into Executable.functions   "const"  an index into .constants
+    "kernel"  an index into Executable.kernels     "shape"  an index into .shape_programs
+    "dtype"   an element type ("float32", ...)     "jump"   a pc offset from this instruction
+    "index"   a non-negative field index or count  "align"  a power-of-two byte alignment
     "message" a string (Fatal's reason)
 
 The set follows TVM's VM (src/runtime/vm/executable.cc); where relayjit differs it says so.

@@ -122,7 +122,11 @@ class Executable:
     @staticmethod
     def load_exec(code: bytes | bytearray | memoryview, lib: KernelLibrary | None) -> Executable:
         """The executable `save` wrote, checked before anything runs (ValueError otherwise)."""
-        return Executable(*decode(code), lib=lib)
+        functions, constants, kernels, shape_programs = decode(code)
+        try:
+            return Executable(functions, constants, kernels, lib, shape_programs)
+        except ValueError as err:
+            raise ValueError(f"not a loadable VM executable: {err}") from None
 
     def export_library(self, path: str) -> None:
         """Write code and object code to one file; runtime.load_module(path) reads it back."""

@@ -18,7 +18,7 @@ class VMFunction(NamedTuple):
 
     name: str
     params: tuple[str, ...]
-    param_types: tuple  # per param: ("tensor", dims (None: Any), dtype) | ("tuple", fields) | ("any",)
+    param_types: tuple  # per parameter: TENSOR, TUPLE or ANY, as described above
     num_registers: int
     code: tuple[tuple, ...]
 
