@@ -45,6 +45,7 @@ from .program import STATIC, SYMBOLIC
 DEFAULT_MAX_CALL_DEPTH = 10_000
 DEFAULT_MAX_CALLS = 1_000_000
 _INT64 = np.dtype("int64")
+_DTYPES: dict[str, np.dtype] = {}  # dtype name -> numpy dtype (validated names only)
 
 
 class _Frame:
@@ -383,7 +384,7 @@ def _place(storage: Any, offset: int, shape: tuple, dtype: str) -> np.ndarray:
     """The tensor at byte `offset` of a storage lease (AllocTensor)."""
     if type(storage) is not np.ndarray or storage.dtype != np.uint8 or storage.ndim != 1:
         raise ValueError(f"AllocTensor needs a storage, the register holds {_kind(storage)}")
-    dt = numpy_dtype(dtype)
+    dt = _DTYPES.get(dtype) or _DTYPES.setdefault(dtype, numpy_dtype(dtype))
     nbytes = math.prod(shape) * dt.itemsize
     if offset < 0 or offset + nbytes > storage.nbytes:
         raise ValueError(f"a {shape} {dtype} tensor at offset {offset} does not fit in a "

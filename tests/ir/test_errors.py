@@ -97,8 +97,8 @@ def test_pass_context_misuse():
 
 
 def test_create_executor_misuse():
-    with pytest.raises(CompilerError, match="kind must be 'debug' or 'graph', got 'vm'"):
-        relay.create_executor("vm")
+    with pytest.raises(CompilerError, match="kind must be 'debug', 'graph' or 'vm', got 'aot'"):
+        relay.create_executor("aot")
     with pytest.raises(CompilerError, match="give an expression or create the executor"):
         relay.create_executor("debug").evaluate()
     run = relay.create_executor("debug").evaluate(relay.Function([X], X))
