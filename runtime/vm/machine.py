@@ -7,7 +7,8 @@ loop runs in constant stack. Two limits turn runaway programs into errors instea
 (the validator guarantees jumps go forward, so only calls can repeat code):
   max_call_depth   frames alive at once (non-tail recursion), default DEFAULT_MAX_CALL_DEPTH
   max_calls        calls in one invoke (loop iterations), default DEFAULT_MAX_CALLS
-each exceeded as a VMError naming the function and the limit.
+each exceeded as a VMError naming the function and the limit (and the register slots of all
+live frames are bounded by MAX_LIVE_REGISTERS, so deep recursion cannot exhaust memory).
 
 Registers hold numpy arrays (tensors over pool storage, constants, inputs), tuples, closures
 and ints (LoadConsti). A kernel call checks every buffer against the kernel's signature
@@ -44,6 +45,9 @@ from .program import STATIC, SYMBOLIC
 
 DEFAULT_MAX_CALL_DEPTH = 10_000
 DEFAULT_MAX_CALLS = 1_000_000
+# register slots of all live frames together (8 bytes each): bounds the memory deep recursion
+# of functions with large register files can take, whatever the depth limit says
+MAX_LIVE_REGISTERS = 1 << 24
 _INT64 = np.dtype("int64")
 _DTYPES: dict[str, np.dtype] = {}  # dtype name -> numpy dtype (validated names only)
 
@@ -174,6 +178,7 @@ class VirtualMachine:
         regs: list = [None] * functions[fi].num_registers
         regs[:len(args)] = args
         pc = calls = 0
+        slots = len(regs)  # register slots of all live frames
         try:
             while True:
                 inst = code[pc]
@@ -208,7 +213,9 @@ class VirtualMachine:
                         raise VMError(f"more than {self.max_calls} calls in one invoke (a loop "
                                       f"that does not end?); VirtualMachine(max_calls=...) "
                                       f"raises the limit")
-                    if pc not in tails:
+                    if pc in tails:
+                        slots -= len(regs)
+                    else:
                         frames.append(_Frame(fi, regs, pc, inst[3]))
                         if len(frames) >= self.max_call_depth:
                             raise VMError(f"call depth exceeds {self.max_call_depth} frames "
@@ -216,6 +223,11 @@ class VirtualMachine:
                                           f"max_call_depth=...) raises the limit")
                     fi, pc = callee, 0
                     code, tails = functions[fi].code, self._tails[fi]
+                    slots += functions[fi].num_registers
+                    if slots > MAX_LIVE_REGISTERS:
+                        raise VMError(f"the live frames hold more than {MAX_LIVE_REGISTERS} "
+                                      f"registers (recursion too deep for functions this "
+                                      f"large)")
                     regs = [None] * functions[fi].num_registers
                     regs[:len(values)] = values
                     continue
@@ -224,6 +236,7 @@ class VirtualMachine:
                     if not frames:
                         return value
                     frame = frames.pop()
+                    slots -= len(regs)
                     fi, regs, pc = frame.func, frame.regs, frame.pc
                     code, tails = functions[fi].code, self._tails[fi]
                     regs[frame.dst] = value

@@ -3,7 +3,7 @@
 A storage is a 64-byte-aligned uint8 buffer leased from the pool. Its lifetime is Python's
 reference count: the lease is a fresh ndarray over the pooled buffer, every tensor the VM
 places in it is a view of the lease (numpy keeps the lease as the views' base), and a
-weakref finalizer on the lease puts the buffer back on the free list the moment the last
+weak reference's callback on the lease puts the buffer back on the free list the moment the last
 register, tuple, closure or user-held output letting go of it drops. The compiler emits
 KillRegister after a value's last use, so within a run a buffer comes back as soon as the
 program is done with it and the next allocation of its size class reuses it; across runs at
@@ -41,6 +41,8 @@ class StoragePool:
 
     def __init__(self) -> None:
         self._free: dict[int, list[np.ndarray]] = {}
+        # id(weak ref to a live lease) -> (that ref, its buffer, size class)
+        self._leases: dict[int, tuple[weakref.ref, np.ndarray, int]] = {}
         self.system_allocations = 0  # buffers taken from the system
         self.reuses = 0  # leases served from the free list
         self.held_bytes = 0  # bytes of all buffers the pool owns (leased or free)
@@ -63,10 +65,12 @@ class StoragePool:
             self.held_bytes += size
         self.leased_bytes += size
         lease = np.frombuffer(memoryview(buffer), dtype=np.uint8)
-        weakref.finalize(lease, self._release, buffer, size)
+        ref = weakref.ref(lease, self._release)  # cheaper than weakref.finalize
+        self._leases[id(ref)] = (ref, buffer, size)
         return lease
 
-    def _release(self, buffer: np.ndarray, size: int) -> None:
+    def _release(self, ref: weakref.ref) -> None:
+        _, buffer, size = self._leases.pop(id(ref))
         self.leased_bytes -= size
         self._free.setdefault(size, []).append(buffer)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..dtypes import dtype_name
 from ..library import KernelLibrary
-from .bytecode import (ALLOC_TENSOR, FATAL, FIELDS, GOTO, IF, INVOKE, INVOKE_PACKED,
+from .bytecode import (ALLOC_CLOSURE, ALLOC_TENSOR, FATAL, FIELDS, GOTO, IF, INVOKE, INVOKE_PACKED,
                        KILL_REGISTER, NAMES, RET, SHAPE_FUNC, instruction_text)
 from .program import ANY, KERNEL_KINDS, STATIC, TENSOR, TUPLE, KernelEntry, VMFunction
 
@@ -174,6 +174,11 @@ def _check_arity(inst: tuple, at: str, functions, kernels) -> None:
         if len(inst[2]) != len(callee.params):
             raise ValueError(f"{at}: calls {callee.name!r} with {len(inst[2])} arguments, it "
                              f"takes {len(callee.params)}")
+    elif inst[0] == ALLOC_CLOSURE:
+        callee = functions[inst[1]]
+        if len(inst[2]) > len(callee.params):
+            raise ValueError(f"{at}: captures {len(inst[2])} values for {callee.name!r}, which "
+                             f"takes {len(callee.params)} parameters")
     elif inst[0] == INVOKE_PACKED:
         k = kernels[inst[1]]
         if inst[2] != k.num_outputs or len(inst[3]) != k.arity:

@@ -10,7 +10,7 @@ import runtime
 from compiler import interpreter, relay
 from compiler.transform import PassContext
 from runtime.errors import VMError
-from runtime.vm import ADT, VirtualMachine
+from runtime.vm import ADT, VirtualMachine, machine
 
 RNG = np.random.default_rng(22)
 
@@ -47,7 +47,7 @@ def test_a_tail_recursive_loop_runs_in_constant_stack():
     assert vm.run(np.array(20000, "int32")).numpy() == 20000 * 20001 // 2
 
 
-def test_countdown_that_builds_on_the_way_back_is_bounded_by_the_call_depth():
+def _count_module() -> tvm.IRModule:
     """count(n) = n == 0 ? 0 : 1 + count(n - 1): not a tail call, one frame per level."""
     mod = tvm.IRModule()
     count = relay.GlobalVar("count")
@@ -58,10 +58,20 @@ def test_countdown_that_builds_on_the_way_back_is_bounded_by_the_call_depth():
         relay.TensorType([], "int32"))
     x = relay.var("x", shape=[], dtype="int32")
     mod["main"] = relay.Function([x], relay.Call(count, [x]))
-    vm = _vm(mod, max_call_depth=100)
+    return mod
+
+
+def test_countdown_that_builds_on_the_way_back_is_bounded_by_the_call_depth():
+    vm = _vm(_count_module(), max_call_depth=100)
     assert vm.run(np.array(90, "int32")).numpy() == 90
     with pytest.raises(VMError, match="call depth exceeds 100"):
         vm.run(np.array(500, "int32"))
+
+
+def test_the_registers_of_live_frames_are_bounded(monkeypatch):
+    monkeypatch.setattr(machine, "MAX_LIVE_REGISTERS", 200)
+    with pytest.raises(VMError, match="live frames hold more than 200 registers"):
+        _vm(_count_module()).run(np.array(90, "int32"))
 
 
 def test_a_loop_that_never_ends_is_stopped_by_the_call_limit():

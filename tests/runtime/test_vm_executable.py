@@ -155,6 +155,9 @@ CORRUPTIONS = {
                                  "two functions are named"),
     "negative shape": (lambda m, s, p: s["code"][_first(s, "AllocTensor")].__setitem__(3, [-1, 3]),
                        "non-negative"),
+    "closure capturing more than its function takes": (
+        lambda m, s, p: m["code"][_first(m, "AllocClosure")][2].extend([0, 0, 0]),
+        "captures 4 values"),
     "bad parameter type": (lambda m, s, p: m["param_types"].__setitem__(0, ["tensor", 3]),
                            "parameter type"),
 }
