@@ -257,7 +257,12 @@ class VirtualMachine:
                     raise VMError(f"the program executed Fatal: {inst[1]}")
                 pc += 1
         except (VMError, KernelError, MemoryError, ValueError) as err:
-            raise type(err)(f"{_where(functions[fi].name, pc, inst)}: {err}") from None
+            where = f"{_where(functions[fi].name, pc, inst)}: {err}"
+            try:
+                located = type(err)(where)
+            except TypeError:  # an exception class with another constructor
+                located = ValueError(where)
+            raise located from None
         except (TypeError, AttributeError, IndexError, KeyError, OverflowError) as err:
             raise ValueError(f"{_where(functions[fi].name, pc, inst)}: the program is "
                              f"malformed: {type(err).__name__}: {err}") from None

@@ -252,3 +252,14 @@ def test_a_repeated_shape_allocates_nothing_new():
     assert vm.pool.stats()["system_allocations"] == before
     assert vm.pool.stats()["reuses"] > 0
     np.testing.assert_allclose(result[1].numpy(), np.exp(result[0].numpy()), rtol=1e-5)
+
+
+def test_ifs_nested_deeper_than_the_recursion_limit():
+    c = relay.var("c", shape=(), dtype="bool")
+    x = relay.var("x", shape=(), dtype="int32")
+    e = x
+    for k in range(3000):  # else-if chains nest: compiled through an explicit stack
+        e = relay.If(c, relay.const(k, "int32"), e)
+    vm = _vm(tvm.IRModule.from_expr(relay.Function([c, x], e)))
+    assert vm.run(np.array(True), np.array(-5, "int32")).numpy() == 2999
+    assert vm.run(np.array(False), np.array(-5, "int32")).numpy() == -5

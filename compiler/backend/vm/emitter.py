@@ -29,11 +29,11 @@ from typing import Iterator
 
 import numpy as np
 
-from compiler.analysis.vars import free_vars
 from compiler.backend.graph_codegen import NOP
 from compiler.errors import CompilerError
 from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,
                               TupleGetItem, Var)
+from compiler.ir.traversal import children, post_order
 from compiler.ir.types import TensorType, TupleType, Type
 from runtime.vm import bytecode as bc
 from runtime.vm.program import ANY, TENSOR, TUPLE
@@ -85,6 +85,7 @@ class FunctionEmitter:
             self.regs[var] = self._emit_dst(bc.ALLOC_CLOSURE, index,
                                             tuple(self.regs[v] for v in captured))
         self.body = body
+        self.nested = nested_free_vars(body)
 
     # ---- registers and instructions ---------------------------------------------------------
     def _new_reg(self) -> int:
@@ -138,7 +139,7 @@ class FunctionEmitter:
             expr = expr.body
         if lets and expr is lets[-1][0]:  # `let %v = e; %v` is e: a call there is a tail call
             expr = lets.pop()[1]
-        last_use = _last_uses(lets, expr)
+        last_use = _last_uses(lets, expr, self.nested)
         for i, (var, value) in enumerate(lets):
             if type(value) is If:
                 reg = yield from self._if(value, tail=False)
@@ -287,16 +288,17 @@ class FunctionEmitter:
                 regs.append(next(flat))
 
 
-def _last_uses(lets: list, final: RelayExpr) -> dict[int, list[Var]]:
+def _last_uses(lets: list, final: RelayExpr, nested: dict) -> dict[int, list[Var]]:
     """{let index: the variables bound in this chain whose last use is that let's value}
-    (a variable never used dies right after its own let; the final atom's are not killed)."""
+    (a variable never used dies right after its own let; the final atom's are not killed).
+    `nested` gives the free variables of each If and closure (nested_free_vars)."""
     bound = {var: i for i, (var, _) in enumerate(lets)}
     last: dict[Var, int] = {var: i for var, i in bound.items()}
     for i, (_, value) in enumerate(lets):
-        for v in _used(value):
+        for v in _used(value, nested):
             if v in bound:
                 last[v] = i
-    for v in _used(final):
+    for v in _used(final, nested):
         last.pop(v, None)
     out: dict[int, list[Var]] = {}
     for v, i in last.items():
@@ -304,7 +306,7 @@ def _last_uses(lets: list, final: RelayExpr) -> dict[int, list[Var]]:
     return out
 
 
-def _used(value: RelayExpr) -> list[Var]:
+def _used(value: RelayExpr, nested: dict) -> list[Var] | set[Var]:
     kind = type(value)
     if kind is Var:
         return [value]
@@ -315,6 +317,31 @@ def _used(value: RelayExpr) -> list[Var]:
     if kind is TupleGetItem:
         return [value.tuple_value] if type(value.tuple_value) is Var else []
     if kind in (If, Function):
-        return free_vars(value)
+        return nested.get(value, ())
     return []
 
+
+def nested_free_vars(body: RelayExpr) -> dict[RelayExpr, frozenset]:
+    """The free variables of every If and non-primitive function in body, in one bottom-up
+    pass (each variable is carried up only until its binder: linear for ANF programs, where
+    a value's uses are near its let, instead of one traversal per If)."""
+    free: dict[RelayExpr, frozenset] = {}
+    out: dict[RelayExpr, frozenset] = {}
+    empty: frozenset = frozenset()
+    skip = (lambda e: not (type(e) is Function and e.is_primitive))
+    for node in post_order(body, expand=skip):
+        kind = type(node)
+        if kind is Var:
+            free[node] = frozenset((node,))
+        elif kind is Function:
+            free[node] = empty if node.is_primitive else \
+                free[node.body].difference(node.params)
+            out[node] = free[node]
+        elif kind is Let:
+            free[node] = (free[node.value] | free[node.body]) - {node.var}
+        else:
+            sets = [free[c] for c in children(node)]
+            free[node] = empty.union(*sets) if sets else empty
+            if kind is If:
+                out[node] = free[node]
+    return out
