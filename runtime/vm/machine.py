@@ -335,9 +335,8 @@ class VirtualMachine:
     def _shape_func(self, inst: tuple, regs: list) -> None:
         program = self.exe.shape_programs[inst[1]]
         tensors = [_tensor(regs[r], "ShapeFunc") for r in inst[2]]
-        needs = program.needs_values
-        shapes = program.evaluate([t.shape for t in tensors],
-                                  [t if needs[i] else None for i, t in enumerate(tensors)])
+        values = {i: tensors[i] for i in program.needs_values}  # inputs whose data it reads
+        shapes = program.evaluate([t.shape for t in tensors], values)
         if len(shapes) != len(inst[3]):
             raise ValueError(f"shape program {inst[1]} gives {len(shapes)} shapes for "
                              f"{len(inst[3])} outputs")
