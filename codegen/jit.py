@@ -99,8 +99,8 @@ def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3,
     if objects is None:
         _count("misses")
         note(misses=1, kernels_compiled=len(funcs),
-              hand_scheduled_compiled=sum(pipeline_for(f, opt_level).speed_level < opt_level
-                                          for f in funcs))
+             hand_scheduled_compiled=sum(pipeline_for(f, opt_level).speed_level < opt_level
+                                         for f in funcs))
         compiled = compile_objects(funcs, opt_level, jobs)
         objects = tuple(obj for obj, _ in compiled)
         bitcodes = tuple(bitcode for _, bitcode in compiled)
