@@ -17,10 +17,13 @@ from compiler.ir.structural import structural_equal, structural_hash
 from compiler.ir.traversal import post_order, rewrite_post_order
 from compiler.ir.types import TensorType, TupleType
 from compiler.passes.infer_type import InferType
+from compiler.transform import PassContext
 
-__all__ = ["KernelTable", "kernel_name_for", "lower_kernel", "MAX_NAME_LENGTH"]
+__all__ = ["KernelTable", "kernel_name_for", "lower_kernel", "MAX_NAME_LENGTH",
+           "DISABLE_COMPILE_ENGINE_CACHE"]
 
 MAX_NAME_LENGTH = 80
+DISABLE_COMPILE_ENGINE_CACHE = "relay.backend.disable_compile_engine_cache"  # TVM's key
 
 
 def kernel_name_for(func: Function, mod_name: str = "default") -> str:
@@ -64,11 +67,16 @@ class KernelTable:
     """Primitive functions -> kernel names, sharing one kernel per structural class.
 
     Reshape-only functions map to NOP and, with byte_concat, concatenations of whole byte
-    runs to CONCAT (graph codegen lays those out in memory); neither gets a kernel."""
+    runs to CONCAT (graph codegen lays those out in memory); neither gets a kernel.
+
+    Under the PassContext config "relay.backend.disable_compile_engine_cache" nothing is
+    shared: as TVM's compile engine lowers each function afresh, each structurally equal one
+    gets a kernel of its own (named _1, _2, ...)."""
 
     def __init__(self, mod_name: str, byte_concat: bool = True):
         self.mod_name = mod_name
         self.byte_concat = byte_concat
+        self.share = not PassContext.current().get_config(DISABLE_COMPILE_ENGINE_CACHE)
         self.by_hash: dict[int, list] = {}
         self.names: dict[int, str] = {}  # id(function as called in main) -> kernel name
         self.used: set[str] = set()
@@ -95,7 +103,7 @@ class KernelTable:
             self.names[id(func)] = NOP
             return NOP
         key = structural_hash(func)
-        for other, name in self.by_hash.get(key, ()):
+        for other, name in self.by_hash.get(key, ()) if self.share else ():
             if structural_equal(other, func):
                 self.names[id(func)] = name
                 return name

@@ -46,10 +46,16 @@ def _name_list(what: str, names) -> tuple:
 # config keys
 
 _CONFIG_KEYS: dict[str, tuple[Any, type | None]] = {}
+_UNSUPPORTED: dict[str, str] = {}  # key -> why only its default is accepted
 
 
-def register_pass_config(key: str, default: Any = None, value_type: type | None = None) -> None:
-    """Declare a PassContext config key so a typo in a user's config fails loudly."""
+def register_pass_config(key: str, default: Any = None, value_type: type | None = None,
+                         unsupported: str | None = None) -> None:
+    """Declare a PassContext config key so a typo in a user's config fails loudly.
+
+    unsupported: the key is TVM's and relayjit does not implement what it asks for; any value
+    but the default is refused with this message (what relayjit does instead), never ignored.
+    """
     if value_type is None and default is not None:
         value_type = type(default)
     old = _CONFIG_KEYS.get(key)
@@ -57,6 +63,8 @@ def register_pass_config(key: str, default: Any = None, value_type: type | None 
         raise CompilerError(f"pass config {key!r} is registered twice with different defaults: "
                             f"{old[0]!r} ({_tname(old[1])}) vs {default!r} ({_tname(value_type)})")
     _CONFIG_KEYS[key] = (default, value_type)
+    if unsupported is not None:
+        _UNSUPPORTED[key] = unsupported
 
 
 def list_pass_configs() -> dict:
@@ -80,6 +88,15 @@ def _check_config_value(key: str, value: Any) -> Any:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise CompilerError(f"PassContext config: unknown key {key!r}{hint}; known keys: "
                             f"{sorted(_CONFIG_KEYS)}")
+    value = _typed_config_value(key, value)
+    if key in _UNSUPPORTED and value != _CONFIG_KEYS[key][0]:
+        raise CompilerError(f"PassContext config {key!r} = {value!r} is not supported: "
+                            f"{_UNSUPPORTED[key]}")
+    return value
+
+
+def _typed_config_value(key: str, value: Any) -> Any:
+    """The value as the key's registered type (an int for a float, 0/1 for a bool)."""
     _, value_type = _CONFIG_KEYS[key]
     if value_type is None:
         return value
@@ -96,12 +113,24 @@ def _check_config_value(key: str, value: Any) -> Any:
     return value
 
 
+# TVM's keys. Each is read where it acts (FuseOps: passes/fuse_ops.py; the compile engine
+# cache: compiler/backend/kernel_table.py) or refused when set (`unsupported`).
 for _key, _default in (("relay.FuseOps.max_depth", 256), ("relay.FuseOps.link_params", False),
-                       ("relay.backend.use_auto_scheduler", False),
-                       ("relay.backend.use_meta_schedule", False),
-                       ("relay.backend.disable_compile_engine_cache", False),
-                       ("tir.disable_vectorize", False)):
+                       ("relay.backend.disable_compile_engine_cache", False)):
     register_pass_config(_key, _default)
+register_pass_config("tir.disable_vectorize", False, unsupported=(
+    "relayjit cannot build without vector code yet: its schedules and micro-kernels "
+    "vectorise for the target CPU (a target's -mcpu/-mattr choose which vector "
+    "instructions they may use); leave this key False or unset"))
+
+_NO_TUNER = ("relayjit has no {0}: each operator's implementation and schedule come from "
+             "relayjit's built-in schedule heuristics for the target CPU. Tuning records applied "
+             "with autotvm.apply_history_best(...) are the planned way to tune (not available "
+             "yet); leave this key False or unset")
+register_pass_config("relay.backend.use_auto_scheduler", False,
+                     unsupported=_NO_TUNER.format("auto-scheduler (Ansor)"))
+register_pass_config("relay.backend.use_meta_schedule", False,
+                     unsupported=_NO_TUNER.format("MetaSchedule"))
 
 
 # ---------------------------------------------------------------------------------------------
