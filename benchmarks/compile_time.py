@@ -57,7 +57,7 @@ def build_once(name: str) -> dict:
     import onnx
 
     from compiler import relay
-    from compiler.model_zoo import light_model_path
+    from compiler.tools.model_zoo import light_model_path
     from compiler.transform import PassContext
 
     model = onnx.load(light_model_path(name))
@@ -105,7 +105,7 @@ def stage_split(report: dict) -> dict[str, float]:
 
 def model_table(names: list[str], detail: bool, settings: list[dict[str, str]],
                 repeat: int) -> None:
-    from compiler.model_zoo import LIGHT_MODELS
+    from compiler.tools.model_zoo import LIGHT_MODELS
 
     names = names or list(LIGHT_MODELS)
     width = max([14] + [len(name) + len(_label(s)) + 1 for name in names or ["x"]

@@ -56,7 +56,7 @@ def kernel_sets(model) -> list[list]:
 def load_model(name: str):
     import onnx
 
-    from compiler.model_zoo import LIGHT_MODELS, light_model_path
+    from compiler.tools.model_zoo import LIGHT_MODELS, light_model_path
 
     if name in LIGHT_MODELS:
         return onnx.load(light_model_path(name))
@@ -115,7 +115,7 @@ def main() -> None:
     args = p.parse_args()
     names = args.models or ["resnet50", "densenet121"]
     if args.all:
-        from compiler.model_zoo import LIGHT_MODELS
+        from compiler.tools.model_zoo import LIGHT_MODELS
 
         sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
         import generated_models

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from benchmarks.generated_models import GENERATED_MODELS  # noqa: E402
 from benchmarks.generated_models import build as build_generated  # noqa: E402
 from compiler import relay  # noqa: E402
-from compiler.model_zoo import LIGHT_MODELS, dummy_inputs, light_model_path  # noqa: E402
+from compiler.tools.model_zoo import LIGHT_MODELS, dummy_inputs, light_model_path  # noqa: E402
 from compiler.transform import PassContext  # noqa: E402
 from runtime import cpu, graph_executor, threadpool  # noqa: E402
 

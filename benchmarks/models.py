@@ -57,7 +57,7 @@ def bench_model(path: str, repeat: int, number: int, threads: list[int],
 
     import runtime
     from compiler import relay
-    from compiler.model_zoo import dummy_inputs, reference_outputs
+    from compiler.tools.model_zoo import dummy_inputs, reference_outputs
     from codegen import jit
     from compiler.transform import PassContext
     from runtime import graph_executor
@@ -170,7 +170,7 @@ def write_readme(text: str) -> None:
 
 
 def main() -> None:
-    from compiler.model_zoo import LIGHT_MODELS, light_model_path
+    from compiler.tools.model_zoo import LIGHT_MODELS, light_model_path
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="*", help="ONNX files or generated model names "

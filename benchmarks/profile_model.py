@@ -25,7 +25,7 @@ def profile(name: str, number: int, repeat: int, top: int) -> None:
 
     import runtime
     from compiler import relay
-    from compiler.model_zoo import dummy_inputs, light_model_path
+    from compiler.tools.model_zoo import dummy_inputs, light_model_path
     from compiler.transform import PassContext
     from runtime import graph_executor
 

@@ -40,7 +40,7 @@ def compare(name: str, rounds: int) -> None:
     import onnx
     import onnxruntime as ort
 
-    from compiler.model_zoo import light_model_path
+    from compiler.tools.model_zoo import light_model_path
     from runtime import cpu, graph_executor
 
     path = light_model_path(name)

@@ -3,7 +3,7 @@
 - faulthandler on, so a crash in native code shows a Python traceback;
 - the persistent compile cache (codegen.cache) goes to a temporary directory for the session,
   never to the user's ~/.cache/relayjit (subprocesses the tests start inherit it);
-- the build cache (compiler.build_cache) is off, so every build runs its passes and asks the
+- the build cache (compiler.driver.build_cache) is off, so every build runs its passes and asks the
   kernel cache as the tests expect; tests/build/test_build_cache.py turns it on.
 - keep_thread_count: a fixture restoring the kernel thread count a test changed;
 - width: a fixture running a test at both micro-kernel vector widths (8: AVX2 code, 16:

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from compiler.errors import CompilerError, OpNotImplemented
-from compiler.interpreter import Interpreter
+from compiler.op.interpreter import Interpreter
 from compiler.ir.expr import Constant, Function, RelayExpr, Tuple, Var
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order

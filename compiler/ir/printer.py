@@ -62,7 +62,7 @@ def astext(node, show_meta_data: bool = True) -> str:
 
 def meta_table(node: IRModule | RelayExpr) -> dict[str, list[Constant]]:
     """The constants astext(node) prints as `meta[relay.Constant][k]`, in index order: the
-    text does not carry their values, so compiler.parser.parse takes this as init_meta_table."""
+    text does not carry their values, so compiler.ir.parser.parse takes this as init_meta_table."""
     printer = _Printer()
     printer.print(node)
     return {"relay.Constant": list(printer.meta)}
@@ -80,7 +80,7 @@ def _quote(text: str) -> str:
 def _float_text(value: float, dtype: str = "float64") -> str:
     """C++ ostream's default float format (6 significant digits), which TVM uses, unless it
     loses precision: then the shortest text that reads back as the same `dtype` value, so
-    that the parser (compiler.parser) gets back exactly what was printed."""
+    that the parser (compiler.ir.parser) gets back exactly what was printed."""
     short = format(float(value), "g")
     exact = np.dtype(dtype).type(value)
     if np.isnan(exact) or np.dtype(dtype).type(short) == exact:

@@ -1,4 +1,4 @@
-"""The tokenizer of Relay's text format (what compiler.ir.printer writes; compiler.parser reads).
+"""The tokenizer of Relay's text format (what compiler.ir.printer writes; compiler.ir.parser reads).
 
 Comments (`/* ty=... */`, `// ...`) and the `#[version = "0.0.5"]` header are skipped; a
 `#[metadata]` section ends the text (its constants come through init_meta_table instead).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from compiler.ir.module import IRModule
 from compiler.ir.printer import astext, meta_table
-from compiler.parser import parse
+from compiler.ir.parser import parse
 from compiler.transform import module_pass, register_pass
 
 SOURCE_NAME = "GeneratedSource"

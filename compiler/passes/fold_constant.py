@@ -33,7 +33,7 @@ from collections import OrderedDict
 import numpy as np
 
 from compiler.errors import CompilerError
-from compiler.interpreter import apply_op
+from compiler.op.interpreter import apply_op
 from compiler.ir.attrs import DictAttrs
 from compiler.ir.expr import (Call, Constant, Function, If, Let, Op, RelayExpr, Tuple,
                               TupleGetItem, Var)

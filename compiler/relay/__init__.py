@@ -22,4 +22,4 @@ from . import frontend  # noqa: F401
 
 from compiler.ir.expr import RelayExpr as Expr  # noqa: E402,F401
 from . import testing  # noqa: F401,E402
-from compiler.parser import fromtext, parse, parse_expr  # noqa: E402,F401
+from compiler.ir.parser import fromtext, parse, parse_expr  # noqa: E402,F401

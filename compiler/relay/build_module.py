@@ -5,8 +5,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from compiler.build import build
-from compiler.build_vm import compile as vm_compile
+from compiler.driver.build import build
+from compiler.driver.build_vm import compile as vm_compile
 from compiler.errors import CompilerError
 from compiler.ir.expr import Function, RelayExpr
 from compiler.ir.module import IRModule
@@ -78,7 +78,7 @@ class Executor:
         return run()
 
     def _debug(self, mod: IRModule):
-        from compiler import interpreter
+        from compiler.op import interpreter
 
         def run(*args: Any):
             values = [a.numpy() if hasattr(a, "numpy") else a for a in args]

@@ -4,7 +4,7 @@
     vm = runtime.vm.VirtualMachine(exe, runtime.cpu())
     out = vm.invoke("main", x)          # or vm.run(x); set_input + invoke_stateful
 """
-from compiler.build_vm import compile  # noqa: F401  (TVM's name)
+from compiler.driver.build_vm import compile  # noqa: F401  (TVM's name)
 from runtime.vm import ADT, Executable, VirtualMachine  # noqa: F401
 
 __all__ = ["compile", "Executable", "VirtualMachine", "ADT"]

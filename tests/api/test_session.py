@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import compiler
 from compiler.errors import CompilerError
-from compiler.session import InferenceSession, TensorInfo
+from compiler.tools.session import InferenceSession, TensorInfo
 
 
 @pytest.fixture(scope="module")

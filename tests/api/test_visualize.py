@@ -1,4 +1,4 @@
-"""compiler.visualize.draw_graph: the SVG's boxes and edges match the graph JSON."""
+"""compiler.tools.visualize.draw_graph: the SVG's boxes and edges match the graph JSON."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from compiler import relay, transform
-from compiler.visualize import draw_graph
+from compiler.tools.visualize import draw_graph
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import interpreter, relay
+from compiler import relay
+from compiler.op import interpreter
 from compiler.ir.module import IRModule
 from compiler.transform import PassContext
 from runtime import cpu

@@ -19,9 +19,9 @@ from codegen.schedules.common import vector_width
 from codegen.schedules.conv2d_nchwc import conv2d_nchwc_packed, nchwc_applicable
 from codegen.tir.ops import max as tir_max
 from compiler import relay
-from compiler.build import DISABLE_DISK_CACHE as NO_DISK
-from compiler.build import optimize
-from compiler.interpreter import evaluate
+from compiler.driver.build import DISABLE_DISK_CACHE as NO_DISK
+from compiler.driver.build import optimize
+from compiler.op.interpreter import evaluate
 from compiler.ir.expr import Call, Op
 from compiler.ir.traversal import post_order
 from compiler.op.nn_packed import _conv_pack_ref

@@ -1,4 +1,4 @@
-"""The build cache (compiler.build_cache): a rebuild of the same program loads the result."""
+"""The build cache (compiler.driver.build_cache): a rebuild of the same program loads the result."""
 from __future__ import annotations
 
 import glob
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from codegen.schedules.common import vector_width
-from compiler import build as build_module, build_cache, relay
+from compiler import relay
+from compiler.driver import build as build_module, build_cache
 from compiler.transform import PassContext, PassInstrument, pass_instrument
 from runtime import cpu, digest
 from runtime.graph_executor import GraphModule

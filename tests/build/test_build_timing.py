@@ -10,8 +10,8 @@ import pytest
 from codegen import compile_objects, jit
 from codegen.compile_stats import record_compile_stats
 from compiler import relay
-from compiler.build import build_progress
-from compiler.build_timing import COMPILE_STAGE_NAMES
+from compiler.driver.build import build_progress
+from compiler.driver.build_timing import COMPILE_STAGE_NAMES
 from compiler.transform import PassContext, PassTimingInstrument
 
 PIPELINE = ["InferType", "SimplifyInference", "FoldScaleAxis", "AlterOpLayout",
@@ -159,7 +159,7 @@ def test_forked_compile_jobs_report_their_time(monkeypatch, cold):
 def test_auto_compile_jobs_note_the_busy_cores_they_saw(monkeypatch, cold):
     from codegen import te
     from codegen.lower import lower
-    from compiler.build_timing import TimingRecorder
+    from compiler.driver.build_timing import TimingRecorder
     from runtime.thread_config import available_cores
 
     monkeypatch.setenv("RELAYJIT_CACHE_DIR", "")

@@ -7,7 +7,8 @@ import pytest
 
 import compiler as tvm
 import runtime
-from compiler import interpreter, relay
+from compiler import relay
+from compiler.op import interpreter
 from compiler.transform import PassContext
 from runtime.errors import VMError
 from runtime.vm import ADT, VirtualMachine, machine

@@ -1,4 +1,4 @@
-"""The relayjit command line through compiler.cli.main([...]): every subcommand and its errors.
+"""The relayjit command line through compiler.tools.cli.main([...]): every subcommand, errors.
 
 squeezenet (the light model the onnx package ships) is compiled once per module and exported;
 the run/bench tests load that export, so the module costs one compile plus the inspect/demo
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler import cli
-from compiler.model_zoo import light_model_path
+from compiler.tools import cli
+from compiler.tools.model_zoo import light_model_path
 
 
 @pytest.fixture(scope="module")

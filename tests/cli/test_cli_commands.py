@@ -15,8 +15,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler import cli
-from compiler.model_zoo import LIGHT_MODELS
+from compiler.tools import cli
+from compiler.tools.cli import demo
+from compiler.tools.model_zoo import LIGHT_MODELS
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -49,7 +50,7 @@ def tiny(workdir) -> str:
 
 
 def relayjit(*argv: str, cwd, code: int = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "compiler.cli", *argv], cwd=cwd,
+    proc = subprocess.run([sys.executable, "-m", "compiler.tools.cli", *argv], cwd=cwd,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == code, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
@@ -184,7 +185,7 @@ def test_demo_reference_falls_back_to_the_interpreter(tiny, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # "not installed"
     model = onnx.load(tiny)
     data = np.random.default_rng(4).standard_normal((1, 3, 8, 8)).astype("float32")
-    expected, source = cli._reference(model, {"x": data})
+    expected, source = demo.reference(model, {"x": data})
     assert "reference interpreter" in source
     import compiler
     np.testing.assert_allclose(compiler.load(tiny).run({"x": data})["prob"], expected,
@@ -218,7 +219,7 @@ def test_errors_name_what_was_wrong(argv, code, message, tiny, rjit, workdir):
 
 
 def test_missing_layout_library_names_the_extra(monkeypatch):
-    from compiler import visualize
+    from compiler.tools import visualize
     monkeypatch.setattr(visualize.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(visualize.VizDependencyError, match=r"pip install 'relayjit\[viz\]'"):
         visualize.require_layout_library()

@@ -23,7 +23,7 @@ def _model(path, op_type: str = "Relu") -> str:
 
 
 def relayjit(*argv: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "compiler.cli", *argv, "-q"], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "compiler.tools.cli", *argv, "-q"], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
 

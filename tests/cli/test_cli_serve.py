@@ -6,7 +6,8 @@ import signal
 
 import pytest
 
-from compiler import cli, cli_serve
+from compiler.tools import cli
+from compiler.tools.cli import serve as cli_serve
 from runtime import serving
 
 

@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler import cli
+from compiler.tools import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -83,7 +83,7 @@ def test_progress_lines_when_stderr_is_not_a_terminal(tiny_model, tmp_path, caps
 
 def compile_in_subprocess(tiny_model, out_path, *extra):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "compiler.cli", "compile", tiny_model,
+    return subprocess.run([sys.executable, "-m", "compiler.tools.cli", "compile", tiny_model,
                            "-o", out_path, *extra], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import relay
-from compiler.interpreter import evaluate
+from compiler.op.interpreter import evaluate
 from tests.codegen_ops.lowering_harness import compile_function
 
 

@@ -15,7 +15,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from codegen.simplify import _Simplifier, simplify
 from codegen.tir.expr import BinaryOp, IntImm, Var
-from compiler.interpreter import evaluate
+from compiler.op.interpreter import evaluate
 from compiler.ir.expr import Function, Tuple, const, var
 from compiler.ir.types import TensorType
 from compiler.op.registry import make_call

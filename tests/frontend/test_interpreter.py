@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.interpreter import InterpreterError, evaluate
+from compiler.op.interpreter import InterpreterError, evaluate
 from compiler.ir.expr import Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var, const
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.errors import CompilerError, OpNotImplemented
 from compiler.frontend import from_onnx
-from compiler.interpreter import evaluate
+from compiler.op.interpreter import evaluate
 from compiler.ir import assert_structural_equal
 from compiler.ir.expr import Call, Constant, Var
 from compiler.ir.traversal import post_order

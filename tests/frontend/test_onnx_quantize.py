@@ -89,7 +89,7 @@ def test_dynamic_quantize_linear(values):
 def test_dynamic_quantize_linear_all_zero_input_follows_the_onnx_reference():
     """max == min: ONNX's reference divides 1 by 255 (onnxruntime uses a scale of 1)."""
     from onnx.reference import ReferenceEvaluator
-    from compiler.interpreter import evaluate
+    from compiler.op.interpreter import evaluate
     node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "zp"])
     x = np.zeros(4, np.float32)
     model = _model(node, {"x": x}, {}, opset=11)

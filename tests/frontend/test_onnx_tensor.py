@@ -11,7 +11,7 @@ from onnx.reference import ReferenceEvaluator
 
 from compiler import relay
 from compiler.frontend import from_onnx
-from compiler.interpreter import evaluate
+from compiler.op.interpreter import evaluate
 from runtime import cpu, graph_executor
 
 ort = pytest.importorskip("onnxruntime")

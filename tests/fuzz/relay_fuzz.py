@@ -201,7 +201,7 @@ def run_relay_case(seed: int, steps: int | None = None, pipeline: list | None = 
     import compiler as tvm
     import runtime
     from compiler import relay
-    from compiler.interpreter import evaluate
+    from compiler.op.interpreter import evaluate
     from runtime import graph_executor
 
     from .oracle import CRASH, MISMATCH, PASS, classify_error, describe_error

@@ -1,4 +1,4 @@
-"""The Relay text parser (compiler.parser, TVM's tvm.parser): text -> IR, and round trips."""
+"""The Relay text parser (compiler.ir.parser, TVM's tvm.parser): text -> IR, and round trips."""
 import time
 
 import numpy as np
@@ -6,10 +6,11 @@ import onnx
 import pytest
 
 import compiler as tvm
-from compiler import model_zoo, relay
+from compiler import relay
+from compiler.tools import model_zoo
 from compiler.errors import CompilerError
 from compiler.ir.printer import meta_table
-from compiler.parser import ParseError, parse, parse_expr
+from compiler.ir.parser import ParseError, parse, parse_expr
 from compiler.relay import testing
 from runtime import graph_executor
 

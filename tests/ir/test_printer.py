@@ -52,7 +52,7 @@ def test_concatenate_example_prints_exactly():
 ])
 def test_scalar_constants(value, dtype, text):
     # TVM's 6 significant digits unless they lose precision (pi): then the exact shortest text,
-    # so that compiler.parser reads back the same constant.
+    # so that compiler.ir.parser reads back the same constant.
     assert str(relay.const(value, dtype)) == text
 
 

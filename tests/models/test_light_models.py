@@ -13,7 +13,7 @@ import pytest
 
 import runtime
 from compiler import relay, transform
-from compiler.model_zoo import LIGHT_MODELS, dummy_inputs, light_model_path, reference_outputs
+from compiler.tools.model_zoo import LIGHT_MODELS, dummy_inputs, light_model_path, reference_outputs
 from runtime import graph_executor
 
 CHEAP = ("squeezenet", "shufflenet", "bvlc_alexnet")
@@ -51,7 +51,7 @@ def test_light_model_with_random_weights_matches_onnxruntime(name):
     """The shipped weights are constant fills; random ones check the network really computes."""
     import onnxruntime as ort
 
-    from compiler.model_zoo import with_random_weights
+    from compiler.tools.model_zoo import with_random_weights
     model = with_random_weights(onnx.load(light_model_path(name)), seed=1)
     feeds = dummy_inputs(model)
     options = ort.SessionOptions()

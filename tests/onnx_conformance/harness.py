@@ -67,7 +67,7 @@ def _input_names(model) -> list:
 
 
 def _run_debug(mod, params, feeds: dict) -> list:
-    from compiler.interpreter import evaluate
+    from compiler.op.interpreter import evaluate
     main = mod["main"]
     args = [params[p.name_hint] if p.name_hint in params else feeds[p.name_hint]
             for p in main.params]

@@ -187,7 +187,7 @@ def test_bind_params_by_name_checks_shape_and_dtype():
 
 
 def test_bind_params_by_name_result_runs():
-    from compiler.interpreter import evaluate
+    from compiler.op.interpreter import evaluate
     x = relay.var("x", T23)
     w = relay.var("w", T23)
     func = relay.Function([x, w], relay.multiply(x, w))

@@ -5,7 +5,7 @@ import numpy as np
 
 import compiler as tvm
 from compiler import relay
-from compiler.interpreter import evaluate
+from compiler.op.interpreter import evaluate
 from compiler.ir import assert_structural_equal, structural_equal
 from compiler.passes.eliminate_common_subexpr import (EliminateCommonSubexpr,
                                                       eliminate_common_subexpr)

@@ -5,7 +5,7 @@ import numpy as np
 
 import compiler as tvm
 from compiler import relay
-from compiler.interpreter import evaluate
+from compiler.op.interpreter import evaluate
 from compiler.ir import assert_structural_equal, structural_equal
 from compiler.passes.dead_code import DeadCodeElimination, eliminate_dead_code
 from compiler.transform import PassContext, Sequential

@@ -5,7 +5,7 @@ import numpy as np
 
 import compiler as tvm
 from compiler import relay
-from compiler.interpreter import evaluate
+from compiler.op.interpreter import evaluate
 from compiler.ir import assert_structural_equal
 from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fold_scale_axis import FoldScaleAxis

@@ -128,7 +128,7 @@ def test_cse_long_chain():
 
 def test_fuse_simplify_interpreter_analysis_and_visitors_long_chain():
     from compiler.analysis import all_vars, free_vars, well_formed
-    from compiler.interpreter import evaluate
+    from compiler.op.interpreter import evaluate
     from compiler.passes.fuse_ops import FuseOps
     from compiler.passes.simplify_inference import SimplifyInference
     func, x, c = chain()

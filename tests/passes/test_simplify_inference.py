@@ -6,7 +6,7 @@ import pytest
 
 import compiler as tvm
 from compiler import relay
-from compiler.interpreter import evaluate
+from compiler.op.interpreter import evaluate
 from compiler.ir import assert_structural_equal, structural_equal
 from compiler.passes.infer_type import InferType
 from compiler.passes.simplify_inference import SimplifyInference

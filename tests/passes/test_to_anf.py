@@ -7,7 +7,7 @@ import pytest
 import compiler as tvm
 from compiler import relay
 from compiler.analysis import free_vars, well_formed
-from compiler.interpreter import evaluate
+from compiler.op.interpreter import evaluate
 from compiler.ir import assert_structural_equal
 from compiler.ir.traversal import post_order
 from compiler.passes.to_anf import ToANormalForm, to_a_normal_form_expr

@@ -12,7 +12,7 @@ import pytest
 import runtime
 from codegen import cache, jit
 from codegen.schedules.common import vector_width
-from compiler import build as build_module
+from compiler.driver import build as build_module
 from compiler import relay
 from compiler.errors import CompilerError
 from compiler.ir.module import IRModule

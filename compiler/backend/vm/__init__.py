@@ -1,6 +1,6 @@
 """The VM compiler's backend half: Relay (fused, typed, A-normal form) -> VM bytecode.
 
-relay.vm.compile (compiler/build_vm.py) runs relay.build's pass pipeline, puts every function
+relay.vm.compile (compiler/driver/build_vm.py) runs relay.build's pass pipeline, puts every function
 in A-normal form, and hands the module to ModuleCompiler, which emits one VMFunction per
 global function and per lifted closure (emitter.py says how each expression becomes
 instructions) and asks a KernelResolver (kernels.py) for the kernel of each primitive

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import runtime
-from compiler.build import build
+from compiler.driver.build import build
 from compiler.errors import CompilerError
 from compiler.frontend.onnx import from_onnx
 from compiler.transform import PassContext

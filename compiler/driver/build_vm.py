@@ -1,7 +1,7 @@
 """relay.vm.compile: a Relay program -> a runtime.vm Executable (TVM's relay.vm.compile).
 
 1. Bind `params` by name into main (they become constants), as relay.build does.
-2. Run relay.build's pass pipeline (compiler.build.optimize: the same passes, the same
+2. Run relay.build's pass pipeline (compiler.driver.build.optimize: the same passes, the same
    PassContext gating), so primitive functions come out exactly as relay.build fuses them,
    then ToANormalForm and InferType.
 3. The backend (compiler.backend.vm) emits bytecode per global function and lifted closure
@@ -20,7 +20,7 @@ from codegen import cache as disk_cache
 from codegen import jit
 from compiler.backend.vm import KernelResolver, ModuleCompiler
 from compiler.backend.vm.specialise import Specialiser
-from compiler.build import DISABLE_DISK_CACHE, cpu_target, optimize
+from compiler.driver.build import DISABLE_DISK_CACHE, cpu_target, optimize
 from compiler.errors import CompilerError
 from compiler.ir.expr import Function
 from compiler.ir.module import IRModule

@@ -18,8 +18,7 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r} ({err})")
 
 
-def add_serve_parser(sub) -> None:
-    """The `serve` subcommand on the CLI's subparsers."""
+def add_parser(sub) -> None:
     p = sub.add_parser("serve", help="serve a .rjit module over HTTP on Ray Serve")
     p.add_argument("model", help="the module file (.rjit) written by `relayjit compile`")
     p.add_argument("--replicas", type=_count, default=1,
@@ -33,10 +32,10 @@ def add_serve_parser(sub) -> None:
                    help="address to listen on (default: 127.0.0.1; 0.0.0.0 for every interface)")
     p.add_argument("--address", help='join this Ray cluster ("auto", or "ray://HOST:PORT") '
                                      "instead of starting a local Ray instance")
-    p.set_defaults(func=cmd_serve)
+    p.set_defaults(func=command)
 
 
-def cmd_serve(args) -> int:
+def command(args) -> int:
     try:
         import ray  # noqa: F401  (only to say clearly when it is missing)
     except ImportError:

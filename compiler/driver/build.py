@@ -19,7 +19,7 @@ The driver (TVM's relay.build with the graph executor):
 
 The result is a runtime GraphExecutorFactoryModule; its `memory_stats` attribute reports the
 planned storage (intermediate_bytes is the peak intermediate memory of the static plan), its
-`build_timing` attribute where the time went (compiler.build_timing.BuildTiming: seconds per
+`build_timing` attribute where the time went (compiler.driver.build_timing.BuildTiming: seconds per
 pass and per compile stage, kernel counts, compile-cache outcomes; print it for a table).
 
 Progress: within `with build_progress(report):` the build calls report(message) at each
@@ -37,11 +37,11 @@ from typing import Any, Callable, Mapping
 from codegen import cache as disk_cache
 from codegen import jit
 from codegen.compile_stats import record_compile_stats
-from compiler import build_cache
+from compiler.driver import build_cache
 from compiler.backend.graph_codegen import (CONCAT, NOP, GraphCodegen, function_calls,
                                             is_byte_concat)
 from compiler.backend.kernel_table import KernelTable, kernel_name_for
-from compiler.build_timing import PipelineInstrument, TimingRecorder
+from compiler.driver.build_timing import PipelineInstrument, TimingRecorder
 from compiler.errors import CompilerError
 from compiler.ir.expr import Constant, Function
 from compiler.ir.module import IRModule

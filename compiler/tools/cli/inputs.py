@@ -1,0 +1,69 @@
+"""--input handling: NAME=FILE.npy and FILE.npz values, checked before np.load; the inputs
+not given are invented and announced."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .common import CliError, note
+
+_NPY_MAGIC, _NPZ_MAGIC = b"\x93NUMPY", b"PK\x03\x04"
+
+
+def _load_array_file(path: str, item: str):
+    """np.load of a .npy or .npz file, after checking it is one (np.load would call a text
+    file "pickled data")."""
+    if not os.path.isfile(path):
+        raise CliError(f"bad --input {item!r}: no such file: {path}")
+    with open(path, "rb") as f:
+        head = f.read(6)
+    if not (head.startswith(_NPY_MAGIC) or head.startswith(_NPZ_MAGIC)):
+        raise CliError(f"bad --input {item!r}: {path} is not a NumPy .npy or .npz file (it "
+                       f"starts with {head!r}); save arrays with numpy.save or numpy.savez")
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        raise CliError(f"bad --input {item!r}: {path} is not a readable .npy/.npz file "
+                       f"({type(err).__name__}: {err})") from None
+
+
+def read_inputs(items: list[str] | None, names: list[str]) -> dict[str, np.ndarray]:
+    """--input NAME=FILE.npy and --input FILE.npz (one array per input, by name) values."""
+    feeds = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        if not sep:
+            path = item
+        elif not name:
+            raise CliError(f"bad --input {item!r}: expected NAME=FILE.npy or FILE.npz")
+        data = _load_array_file(path, item)
+        arrays = dict(data.items()) if isinstance(data, np.lib.npyio.NpzFile) else None
+        if arrays is None and not sep:
+            raise CliError(f"bad --input {item!r}: a .npy file holds one array; say which "
+                           f"input it is with NAME={path} (inputs: {names})")
+        if arrays is not None and sep:
+            raise CliError(f"bad --input {item!r}: {path} is an .npz archive; give it without "
+                           "NAME= (its arrays are matched to inputs by name)")
+        for key, value in (arrays or {name: data}).items():
+            if key not in names:
+                raise CliError(f"bad --input {item!r}: the model has no input {key!r}; its "
+                               f"inputs are {names}")
+            feeds[key] = value
+    return feeds
+
+
+def feeds(args, gmod) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Inputs from --input, the rest invented (arange(n)/n) and announced unless --quiet;
+    (feeds, names of the invented ones)."""
+    shapes, dtypes = gmod.get_input_info()
+    values = read_inputs(args.input, list(shapes))
+    invented = [name for name in shapes if name not in values]
+    for name in invented:
+        shape = shapes[name]
+        n = int(np.prod(shape))
+        values[name] = (np.arange(n).reshape(shape) / max(n, 1)).astype(dtypes[name])
+        if not args.quiet:
+            note(f"no --input for {name!r} ({'x'.join(map(str, shape))} {dtypes[name]}): "
+                 "using arange(n)/n")
+    return values, invented
