@@ -33,16 +33,13 @@ import json
 import os
 import struct
 import tempfile
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import llvmlite.binding as llvm
 
+from .library import KernelLibrary
 from .params import save_param_dict
 from .target import TargetInfo, best_host_baseline, current_target, host_info, missing_features
-
-if TYPE_CHECKING:  # annotations only: factory imports this module
-    from .factory import GraphExecutorFactoryModule
-    from .library import KernelLibrary
 
 MAGIC = b"RELAYJIT"
 VERSION = 2
@@ -67,8 +64,9 @@ class ModuleContents(NamedTuple):
     code: bytes | None = None  # a VM executable's code (None for a graph module)
 
 
-def write_module(path: str | os.PathLike, factory: GraphExecutorFactoryModule) -> None:
-    """Write `factory` to `path` atomically (a crash never leaves a half-written module).
+def write_module(path: str | os.PathLike, factory) -> None:
+    """Write `factory` (a runtime.factory.GraphExecutorFactoryModule, whose export_library
+    calls this) to `path` atomically (a crash never leaves a half-written module).
 
     An unwritable target is an OSError of the same kind naming `path` (not the temporary file
     it is written through).

@@ -1,6 +1,7 @@
 """Loop-nest IR (TIR): typed expressions, statements, buffers, PrimFunc. Indices are int64."""
 from __future__ import annotations
 
+from .buffer import Buffer
 from .dtype import (
     INDEX_DTYPE, as_dtype, bits, is_bool, is_float, is_int, is_integer, is_uint, itemsize,
 )
@@ -19,5 +20,5 @@ from .ops import (
     trunc, truncdiv, truncmod,
 )
 from .stmt import (
-    Allocate, Buffer, ConstantBuffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store, seq,
+    Allocate, ConstantBuffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store, seq,
 )

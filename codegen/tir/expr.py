@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CodegenError
-
-if TYPE_CHECKING:
-    from .stmt import Buffer
+from .buffer import Buffer
 
 ARITH_KINDS = frozenset(["add", "sub", "mul", "div", "floordiv", "floormod", "mod", "min", "max"])
 COMPARE_KINDS = frozenset(["eq", "ne", "lt", "le", "gt", "ge"])
@@ -94,18 +92,24 @@ class Expr:
     __hash__ = object.__hash__
 
     def __str__(self) -> str:
-        from ..printer import expr_str
-
-        return expr_str(self)
+        return printer().expr_str(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
 
 
-def _ops():  # late import: ops builds nodes and imports this module
-    from . import ops
+def _ops():
+    """codegen.tir.ops, whose folding constructors the operators above build through."""
+    from . import ops  # ops builds these nodes, so it imports this module
 
     return ops
+
+
+def printer():
+    """codegen.printer, through which every loop-IR node and PrimFunc prints."""
+    from .. import printer as module  # the printer imports every node class
+
+    return module
 
 
 _NODE = dict(frozen=True, slots=True, eq=False, repr=False)

@@ -1,74 +1,14 @@
-"""Statement nodes, buffers and PrimFunc of the loop-nest IR."""
+"""Statement nodes and PrimFunc of the loop-nest IR."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ..errors import CodegenError
-from .dtype import as_dtype, itemsize
-from .expr import Expr, Var
+from .buffer import Buffer
+from .expr import Expr, Var, printer
 
 LOOP_KINDS = frozenset(["serial", "vectorized", "unrolled", "parallel"])
 _NODE = dict(frozen=True, slots=True, eq=False, repr=False)
-
-
-@dataclass(**_NODE)
-class Buffer:
-    """A typed n-d array in memory; strides in elements (None = row-major contiguous)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    strides: tuple[int, ...] | None = None
-    alignment: int = 64
-
-    def __post_init__(self) -> None:
-        shape = tuple(self.shape)
-        for dim in shape:
-            if not isinstance(dim, int) or isinstance(dim, bool) or dim < 0:
-                raise CodegenError(
-                    f"buffer {self.name}: shape must be static ints >= 0, got {self.shape!r}"
-                )
-        object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "dtype", as_dtype(self.dtype))
-        if self.strides is not None:
-            if len(self.strides) != len(shape):
-                raise CodegenError(
-                    f"buffer {self.name}: {len(shape)} dims but {len(self.strides)} strides"
-                )
-            object.__setattr__(self, "strides", tuple(int(s) for s in self.strides))
-
-    @property
-    def size(self) -> int:
-        """Number of elements."""
-        n = 1
-        for dim in self.shape:
-            n *= dim
-        return n
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes spanned by the buffer (used for `dereferenceable` and scratch sizing)."""
-        if self.strides is None:
-            return self.size * itemsize(self.dtype)
-        if self.size == 0:
-            return 0
-        span = 1 + sum((d - 1) * s for d, s in zip(self.shape, self.strides))
-        return span * itemsize(self.dtype)
-
-    def elem_strides(self) -> tuple[int, ...]:
-        """Strides in elements, computing row-major ones when not given."""
-        if self.strides is not None:
-            return self.strides
-        out, acc = [], 1
-        for dim in reversed(self.shape):
-            out.append(acc)
-            acc *= dim
-        return tuple(reversed(out))
-
-    def __repr__(self) -> str:
-        return f"Buffer({self.name}, {self.shape}, {self.dtype})"
-
-    __hash__ = object.__hash__
 
 
 class Stmt:
@@ -77,9 +17,7 @@ class Stmt:
     __slots__ = ()
 
     def __str__(self) -> str:
-        from ..printer import stmt_str
-
-        return stmt_str(self)
+        return printer().stmt_str(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"
@@ -189,9 +127,7 @@ class PrimFunc:
             raise CodegenError(f"PrimFunc name must be an identifier, got {self.name!r}")
 
     def __str__(self) -> str:
-        from ..printer import primfunc_str
-
-        return primfunc_str(self)
+        return printer().primfunc_str(self)
 
     __hash__ = object.__hash__
 

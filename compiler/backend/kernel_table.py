@@ -9,15 +9,15 @@ from __future__ import annotations
 import zlib
 
 from compiler.backend.graph_codegen import CONCAT, NOP, is_byte_concat
-from compiler.backend.lower_function import lower_primitive_function
 from compiler.errors import CompilerError
 from compiler.ir.expr import Call, Function, Tuple, Var
 from compiler.ir.module import IRModule
 from compiler.ir.structural import structural_equal, structural_hash
 from compiler.ir.traversal import post_order, rewrite_post_order
 from compiler.ir.types import TensorType, TupleType
-from compiler.passes.infer_type import InferType
+from compiler.op.compute.lower_function import lower_primitive_function
 from compiler.transform import PassContext
+from compiler.transform.pass_infra import InferType
 
 __all__ = ["KernelTable", "kernel_name_for", "lower_kernel", "MAX_NAME_LENGTH",
            "DISABLE_COMPILE_ENGINE_CACHE"]

@@ -37,14 +37,15 @@ from typing import Any, Callable, Mapping
 from codegen import cache as disk_cache
 from codegen import jit
 from codegen.compile_stats import record_compile_stats
-from compiler.driver import build_cache
 from compiler.backend.graph_codegen import (CONCAT, NOP, GraphCodegen, function_calls,
                                             is_byte_concat)
 from compiler.backend.kernel_table import KernelTable, kernel_name_for
+from compiler.driver import build_cache
 from compiler.driver.build_timing import PipelineInstrument, TimingRecorder
 from compiler.errors import CompilerError
 from compiler.ir.expr import Constant, Function
 from compiler.ir.module import IRModule
+from compiler.ir.type_infer import infer_module
 from compiler.passes.alter_op_layout import AlterOpLayout, PackConstantWeights
 from compiler.passes.bind_params import bind_params_by_name
 from compiler.passes.convert_blocked_layout import BLOCKED_LAYOUT, ConvertBlockedLayout
@@ -55,10 +56,10 @@ from compiler.passes.fold_batch_matmul_axes import FoldTransposeIntoBatchMatmul
 from compiler.passes.fuse_conv_pool import FuseConvMaxPool
 from compiler.passes.fuse_layer_norm import FuseLayerNorm
 from compiler.passes.fuse_ops import FuseOps
-from compiler.passes.infer_type import InferType, infer_module
 from compiler.passes.simplify_inference import SimplifyInference
 from compiler.target import Target, resolve as resolve_target
 from compiler.transform import PassContext, Sequential, register_pass_config
+from compiler.transform.pass_infra import InferType
 from runtime.factory import GraphExecutorFactoryModule
 from runtime.target import TargetInfo, building_for, missing_features, resolve_cpu_target
 

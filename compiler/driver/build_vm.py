@@ -25,10 +25,10 @@ from compiler.errors import CompilerError
 from compiler.ir.expr import Function
 from compiler.ir.module import IRModule
 from compiler.passes.bind_params import bind_params_by_name
-from compiler.passes.infer_type import InferType
 from compiler.passes.to_anf import ToANormalForm
 from compiler.target import Target, resolve as resolve_target
 from compiler.transform import PassContext
+from compiler.transform.pass_infra import InferType
 from runtime.target import building_for
 from runtime.vm import Executable
 

@@ -14,11 +14,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from compiler.errors import CompilerError, OpNotImplemented
-from compiler.op.interpreter import Interpreter
 from compiler.ir.expr import Constant, Function, RelayExpr, Tuple, Var
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType
+from compiler.op.interpreter import Interpreter
+from runtime import ndarray as nd
 
 from .onnx_ops import find_converter
 from .onnx_ops.common import (DEFAULT_DOMAIN, FrontendError, NodeContext, canonical_domain,
@@ -241,7 +242,6 @@ class GraphConverter:
         used = {n for n in post_order(body) if isinstance(n, Var)}
         param_vars = [v for v in params.values() if v in used]
         func = Function(user_inputs + param_vars, body)
-        from runtime import ndarray as nd
         out_params = {v.name_hint: nd.array(self.param_values[v]) for v in param_vars}
         return IRModule.from_expr(func), out_params
 

@@ -1,15 +1,20 @@
 """Relay expression nodes: immutable, compared by identity (structural_equal compares by value)."""
 from __future__ import annotations
 
+import difflib
 from itertools import count
 from typing import Any, Sequence
 
 import numpy as np
 
+from compiler.errors import CompilerError
+from runtime import ndarray as nd
 from .attrs import Attrs, DictAttrs
-from .types import FuncType, Type
+from .types import FuncType, TensorType, Type
 
 _var_ids = count()
+# OpDef.num_inputs of an op that takes any number of arguments
+VARIADIC = -1
 
 
 class Node:
@@ -28,14 +33,19 @@ class Node:
         return self is other
 
     def astext(self, show_meta_data: bool = True) -> str:
-        from .printer import astext
-        return astext(self, show_meta_data)
+        return print_text(self, show_meta_data)
 
     def __str__(self) -> str:
         return self.astext()
 
     def __repr__(self) -> str:
         return self.astext()
+
+
+def print_text(node, show_meta_data: bool = True) -> str:
+    """TVM's text form of a node or an IRModule (compiler.ir.printer)."""
+    from .printer import astext  # the printer imports every node class; nodes print through it
+    return astext(node, show_meta_data)
 
 
 class RelayExpr(Node):
@@ -60,10 +70,9 @@ class RelayExpr(Node):
 
     # numeric sugar, as relay.Expr provides
     def _binary(self, name: str, other, reverse: bool = False):
-        from compiler.op import registry
         other = _to_expr(other, self)
         args = [other, self] if reverse else [self, other]
-        return registry.make_call(name, args)
+        return call_op(name, args)
 
     def __add__(self, other):
         return self._binary("add", other)
@@ -90,8 +99,7 @@ class RelayExpr(Node):
         return self._binary("divide", other, True)
 
     def __neg__(self):
-        from compiler.op import registry
-        return registry.make_call("negative", [self])
+        return call_op("negative", [self])
 
     def __getitem__(self, index: int):
         if not isinstance(index, (int, np.integer)):
@@ -99,11 +107,16 @@ class RelayExpr(Node):
         return TupleGetItem(self, int(index))
 
     def astype(self, dtype: str):
-        from compiler.op import registry
-        return registry.make_call("cast", [self], dtype=dtype)
+        return call_op("cast", [self], dtype=dtype)
 
     __hash__ = object.__hash__
     __eq__ = object.__eq__
+
+
+def call_op(name: str, args: Sequence, **attrs: Any) -> "Call":
+    """A call of the registered op `name`, its arity and attributes checked by the op's
+    definition (OpDef.make_call)."""
+    return Op.get(name).op_def.make_call(args, **attrs)
 
 
 def _to_expr(value, like: RelayExpr | None = None) -> RelayExpr:
@@ -137,7 +150,6 @@ class Constant(RelayExpr):
     __slots__ = ("data",)
 
     def __init__(self, data, span=None):
-        from runtime import ndarray as nd
         if isinstance(data, np.ndarray) or np.isscalar(data):
             data = nd.array(np.asarray(data))
         if not isinstance(data, nd.NDArray):
@@ -150,9 +162,11 @@ class Op(RelayExpr):
     """A primitive operator; one instance per name (`Op("add") is Op.get("add")`).
 
     Passes compare ops by identity (`call.op is batch_norm`, memo keys), so Op(name) returns
-    the interned node; an unregistered name is an error only when its OpDef is asked for."""
+    the interned node; an unregistered name is an error only when its OpDef is asked for.
+    Registering an op (compiler.op.registry) attaches its OpDef to the node, as TVM's Op
+    carries its attributes: the IR reads the definition without importing the op layer."""
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "_definition")
     _instances: dict = {}
 
     def __new__(cls, name: str):
@@ -161,7 +175,7 @@ class Op(RelayExpr):
         inst = Op._instances.get(name)
         if inst is None:
             inst = Op._instances[name] = super().__new__(cls)
-            inst._set(name=name)
+            inst._set(name=name, _definition=None)
         return inst
 
     def __init__(self, name: str):
@@ -172,13 +186,25 @@ class Op(RelayExpr):
 
     @staticmethod
     def get(name: str) -> "Op":
-        from compiler.op import registry
-        return registry.get_op(name)
+        """The registered op `name`; an unknown name is an error naming the close ones."""
+        inst = Op._instances.get(name)
+        if inst is None or inst._definition is None:
+            known = [n for n, op in Op._instances.items() if op._definition is not None]
+            close = difflib.get_close_matches(name, known, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise CompilerError(f"unknown op {name!r}{hint}")
+        return inst
 
     @property
     def op_def(self):
-        from compiler.op import registry
-        return registry.get_def(self.name)
+        """The op's OpDef (type relation, attrs schema, reference, ...)."""
+        if self._definition is None:
+            Op.get(self.name)  # an unknown op: the error names the close ones
+        return self._definition
+
+    def _define(self, definition) -> None:
+        """Attach (or, with None, detach) the op's definition: the registry's business."""
+        object.__setattr__(self, "_definition", definition)
 
     # TVM's Op registration methods (relay.op.register(...).set_num_inputs(2), ...): the
     # state lives in the op's OpDef, so these only forward to it.
@@ -356,7 +382,6 @@ class Function(RelayExpr):
 def const(value, dtype: str | None = None, span=None) -> Constant:
     """relay.const: Python int -> int32, float -> float32, int64/float64 arrays narrowed unless
     dtype is given, bool stays bool."""
-    from runtime import ndarray as nd
     if isinstance(value, nd.NDArray):
         return Constant(value if dtype is None else nd.array(value.numpy().astype(dtype)), span)
     if isinstance(value, RelayExpr):
@@ -374,7 +399,6 @@ def const(value, dtype: str | None = None, span=None) -> Constant:
 def var(name_hint: str, type_annotation: Type | str | None = None, shape=None,
         dtype: str = "float32", span=None) -> Var:
     """relay.var: a string annotation is a scalar of that dtype; shape= gives a tensor type."""
-    from .types import TensorType
     if type_annotation is not None and shape is not None:
         raise ValueError(f"relay.var({name_hint!r}): give either type_annotation or shape")
     if isinstance(type_annotation, str):

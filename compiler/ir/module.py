@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .expr import Function, GlobalVar, RelayExpr
+from .expr import Function, GlobalVar, RelayExpr, print_text
+from .vars import free_vars
 
 
 class IRModule:
@@ -21,7 +22,6 @@ class IRModule:
         """Wrap an expression as @main (free vars become parameters if it is not a function)."""
         mod = IRModule(functions)
         if not isinstance(expr, Function):
-            from compiler.analysis import free_vars
             expr = Function(free_vars(expr), expr)
         mod["main"] = expr
         return mod
@@ -92,8 +92,7 @@ class IRModule:
         return iter(self._functions.items())
 
     def astext(self, show_meta_data: bool = True) -> str:
-        from .printer import astext
-        return astext(self, show_meta_data)
+        return print_text(self, show_meta_data)
 
     def __str__(self) -> str:
         return self.astext()

@@ -14,12 +14,13 @@ over the nesting of the text (a call inside a call, a fn inside a fn), never onc
 statement: a block's `%n = ...;` and `let` statements are read by a loop, so a 10,000-line
 program parses at constant Python stack depth.
 
-- Op calls go through the op registry's make_call, so the attrs object (defaults filled, the
-  op's attrs type) is exactly what the relay builder makes; unknown ops and attributes are
-  errors pointing at the text.
+- Op calls go through the op's definition (OpDef.make_call), so the attrs object (defaults
+  filled, the op's attrs type) is exactly what the relay builder makes; unknown ops and
+  attributes are errors pointing at the text.
 - Constants the printer writes as `meta[relay.Constant][k]` are not in the text: pass them as
   `init_meta_table={"relay.Constant": [...]}` (compiler.ir.printer.meta_table(mod) gives it).
-- parse() runs InferType on the module, as TVM's parser does; parse_expr() does not.
+- parse() infers the module's types (compiler.ir.type_infer), as TVM's parser does;
+  parse_expr() does not.
 - Errors are ParseError (a CompilerError) with the source name, line and column.
 """
 from __future__ import annotations
@@ -35,10 +36,9 @@ from compiler.ir.module import IRModule
 from compiler.ir.printer import meta_table
 from compiler.ir.span import SourceName, Span
 from compiler.ir.tokenizer import ParseError, Token, error_at, tokenize
+from compiler.ir.type_infer import infer_module
 from compiler.ir.types import (FuncType, IncompleteType, TensorType, TupleType, Type,
                                TypeVar)
-from compiler.op import registry
-from compiler.passes.infer_type import InferType
 
 __all__ = ["parse", "parse_expr", "fromtext", "ParseError", "meta_table"]
 
@@ -310,7 +310,7 @@ class _Parser:
             if token.text == "meta":
                 return self.meta_ref(token)
             try:
-                return registry.get_op(token.text)
+                return Op.get(token.text)
             except CompilerError as err:
                 raise self.error(str(err), token) from None
         if token.kind == "PUNCT" and token.text == "(":
@@ -356,12 +356,12 @@ class _Parser:
         return self.spanned(Tuple([first, *self.sequence(")", self.expr)]), start)
 
     def call(self, callee: RelayExpr) -> RelayExpr:
-        """`callee(args, key=value, ...)`; an op's attrs go through the registry."""
+        """`callee(args, key=value, ...)`; an op's attrs go through its definition."""
         open_token = self.expect("(")
         args, attrs = self.arguments(self.expr)
         if isinstance(callee, Op):
             try:
-                return registry.make_call(callee.name, args, **attrs)
+                return callee.op_def.make_call(args, **attrs)
             except CompilerError as err:
                 raise self.error(str(err), open_token) from None
         if attrs:
@@ -455,7 +455,7 @@ def parse(source: str, source_name: str = "from_string", init_module: IRModule |
     """An IRModule from text (TVM's tvm.parser.parse), type-inferred like TVM's."""
     parser = _Parser(source, source_name, init_meta_table)
     mod = parser.module(init_module.shallow_copy() if init_module is not None else IRModule())
-    return InferType()(mod)
+    return infer_module(mod)
 
 
 def fromtext(source: str, source_name: str = "from_string") -> IRModule:

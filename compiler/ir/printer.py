@@ -32,6 +32,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from compiler.errors import CompilerError
 from .attrs import Attrs, _freeze
 from .expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,
                    TupleGetItem, Var)
@@ -142,10 +143,8 @@ def _attr_defaults(op: RelayExpr) -> dict | None:
     """The attribute schema of a registered op (None for unknown ops and non-op callees)."""
     if not isinstance(op, Op):
         return None
-    from compiler.errors import CompilerError
-    from compiler.op import registry
     try:
-        return registry.get_def(op.name).attrs
+        return op.op_def.attrs
     except CompilerError:
         return None
 

@@ -9,6 +9,8 @@ import numpy as np
 
 from compiler.ir.types import TensorType
 from .registry import OpDef, OpPattern, make_call, register
+from .tensor import exp, log, sqrt
+from .transform import squeeze
 from .type_relations import (as_axis_list, check_arity, fail, reduce_axes, reduce_rel,
                              reduce_shape, same_dtype, tensor_arg)
 
@@ -156,14 +158,11 @@ def variance(data, axis=None, keepdims=False, exclude=False, unbiased=False, wit
 
 def std(data, axis=None, keepdims=False, exclude=False, unbiased=False):
     """relay.std: sqrt(variance(...)), composed as TVM does (there is no std op)."""
-    from .tensor import sqrt
     return sqrt(variance(data, axis, keepdims, exclude, unbiased))
 
 
 def logsumexp(data, axis=None, keepdims=False):
     """relay.logsumexp: log(sum(exp(x - max))) + max, composed as TVM does."""
-    from .tensor import exp, log
-    from .transform import squeeze
     axis = as_axis_list(axis)
     max_x = max(data, axis, True)
     out = log(sum(exp(data - max_x), axis, True)) + max_x

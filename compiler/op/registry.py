@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from compiler.errors import CompilerError
 from compiler.ir.attrs import Attrs
-from compiler.ir.expr import Call, Op, RelayExpr, _to_expr
+from compiler.ir.expr import VARIADIC, Call, Op, RelayExpr, _to_expr
 from .type_relations import broadcast_rel, identity_rel
 
 
@@ -35,7 +35,6 @@ class _Required:
 
 
 REQUIRED = _Required()
-VARIADIC = -1
 
 
 @dataclass
@@ -107,6 +106,15 @@ class OpDef:
         self.attr_levels.pop(key, None)
         self.extra_attrs.pop(key, None)
 
+    def make_call(self, args: list, **attrs: Any) -> Call:
+        """A call of this op after checking arity and attributes (Python values among the
+        arguments become constants)."""
+        args = [_to_expr(a) if not isinstance(a, RelayExpr) else a for a in args]
+        if self.num_inputs != VARIADIC and len(args) != self.num_inputs:
+            raise CompilerError(f"{self.name} takes {self.num_inputs} argument(s), got "
+                                f"{len(args)}")
+        return Call(self.op, args, make_attrs(self, attrs) if self.attrs or attrs else None)
+
     def add_type_rel(self, rel_name: str, type_rel: Callable | None = None) -> None:
         """TVM's Op.add_type_rel: a function, or one of the named relations TVM provides."""
         if type_rel is None:
@@ -133,6 +141,7 @@ def register(opdef: OpDef) -> OpDef:
     if opdef.name in _REGISTRY:
         raise CompilerError(f"op {opdef.name!r} is registered twice")
     opdef.op = Op(opdef.name)
+    opdef.op._define(opdef)
     _REGISTRY[opdef.name] = opdef
     return opdef
 
@@ -156,8 +165,6 @@ def register_op(name: str, description: str = "") -> Op:
 
     A new op is variadic and OPAQUE until its num_inputs, type relation, pattern and compute
     are set (Op.set_num_inputs, Op.add_type_rel, register_pattern, register_compute)."""
-    if name not in _REGISTRY:
-        _ensure_loaded()
     if name in _REGISTRY:
         return _REGISTRY[name].op
     return register(OpDef(name=name, num_inputs=VARIADIC, type_rel=_no_type_rel(name),
@@ -183,32 +190,20 @@ def temporary_ops(*opdefs: OpDef):
     finally:
         for opdef in opdefs:
             _REGISTRY.pop(opdef.name, None)
-
-
-def _ensure_loaded() -> None:
-    import compiler.op  # noqa: F401  (importing the package registers every op)
+            opdef.op._define(None)
 
 
 def get_def(name: str) -> OpDef:
     """The OpDef of a registered op; a clear error for an unknown name."""
-    if name not in _REGISTRY:
-        _ensure_loaded()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        import difflib
-        close = difflib.get_close_matches(name, _REGISTRY, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise CompilerError(f"unknown op {name!r}{hint}") from None
+    return Op.get(name).op_def
 
 
 def get_op(name: str) -> Op:
     """The unique Op node for a name (Op.get)."""
-    return get_def(name).op
+    return Op.get(name)
 
 
 def list_ops() -> list[str]:
-    _ensure_loaded()
     return sorted(_REGISTRY)
 
 
@@ -257,8 +252,4 @@ def make_attrs(opdef: OpDef, given: dict) -> Attrs:
 
 def make_call(name: str, args: list, **attrs: Any) -> Call:
     """Build a call of a registered op after checking arity and attributes."""
-    opdef = get_def(name)
-    args = [_to_expr(a) if not isinstance(a, RelayExpr) else a for a in args]
-    if opdef.num_inputs != VARIADIC and len(args) != opdef.num_inputs:
-        raise CompilerError(f"{name} takes {opdef.num_inputs} argument(s), got {len(args)}")
-    return Call(opdef.op, args, make_attrs(opdef, attrs) if opdef.attrs or attrs else None)
+    return get_def(name).make_call(args, **attrs)

@@ -14,12 +14,12 @@ import numpy as np
 from compiler.errors import BindError
 from compiler.ir.expr import Constant, Function, RelayExpr, const
 from compiler.ir.types import TensorType, type_to_str
+from runtime.ndarray import NDArray
 
 from .bind import bind
 
 
 def _to_constant(name: str, value: Any) -> RelayExpr:
-    from runtime.ndarray import NDArray
     if isinstance(value, Constant):
         return value
     if isinstance(value, NDArray):

@@ -16,11 +16,11 @@ Evaluation runs the real compiled path, not a numpy reference, unless the refere
 the compiled kernel's bits exactly (data movement, and the float operations IEEE 754 rounds
 correctly everywhere) and the tensors are small enough for it to be cheaper
 (_fold_by_reference); that is most of what a CNN folds (BatchNorm into weights, weight
-packing) at a fraction of the cost of compiling a kernel. Otherwise the
-call is wrapped as a primitive function over parameters (one per tensor, tuple arguments
-flattened), type inferred under a fresh PassContext, lowered by the backend's
-lower_primitive_function, JIT-compiled by codegen.jit and run on the CPU. Compiled kernels
-are cached by the structural hash of that function, which does not depend on the constants'
+packing) at a fraction of the cost of compiling a kernel. Otherwise the call is wrapped as
+a primitive function over parameters (one per tensor, tuple arguments flattened), type
+inferred under a fresh PassContext, lowered through the compute rules
+(compiler.op.compute.lower_function, as relay.build lowers), JIT-compiled by codegen.jit and
+run on the CPU. Compiled kernels are cached by the structural hash of that function, which does not depend on the constants'
 values, so 100 weights going through the same exp compile once per shape signature. Each
 kernel runs once, so small ones compile at LLVM O0 (see _opt_level); all share one kernel
 name so the persistent compile cache (codegen.cache) finds them again in the next process.
@@ -32,13 +32,18 @@ from collections import OrderedDict
 
 import numpy as np
 
+from codegen import jit
 from compiler.errors import CompilerError
-from compiler.op.interpreter import apply_op
 from compiler.ir.attrs import DictAttrs
 from compiler.ir.expr import (Call, Constant, Function, If, Let, Op, RelayExpr, Tuple,
                               TupleGetItem, Var)
+from compiler.ir.module import IRModule
+from compiler.ir.structural import structural_equal, structural_hash
 from compiler.ir.traversal import children, post_order, with_children
+from compiler.ir.type_infer import infer_module
 from compiler.ir.types import TensorType, TupleType, Type
+from compiler.op.compute.lower_function import lower_primitive_function
+from compiler.op.interpreter import apply_op
 from compiler.transform import FunctionPass, PassContext, function_pass, register_pass
 from runtime.ndarray import NDArray, empty
 
@@ -114,15 +119,11 @@ def _primitive_for(call: Call) -> tuple[Function, list[Constant]]:
 
 
 def _infer(func: Function) -> Function:
-    from compiler.ir.module import IRModule
-    from compiler.passes.infer_type import InferType
-    mod = InferType()(IRModule.from_expr(func))
-    return mod["main"]
+    return infer_module(IRModule.from_expr(func))["main"]
 
 
 def _compile(func: Function) -> tuple:
     """(library, kernel name) for a type-inferred primitive function, cached structurally."""
-    from compiler.ir.structural import structural_equal, structural_hash
     key = structural_hash(func)
     with _cache_lock:
         for cached, lib, name in _cache.get(key, ()):
@@ -131,8 +132,6 @@ def _compile(func: Function) -> tuple:
                 _cache.move_to_end(key)
                 return lib, name
         _stats["misses"] += 1
-    from codegen import jit
-    from compiler.backend.lower_function import lower_primitive_function
     # Each kernel has a library of its own, so one fixed name serves: it keeps the compile
     # caches' keys (structure, names) equal across processes and across equal kernels.
     name = KERNEL_NAME

@@ -20,7 +20,10 @@ from compiler.errors import CompilerError
 from compiler.ir.expr import Call, Function, Op, RelayExpr, TupleGetItem, const
 from compiler.ir.traversal import rewrite_post_order
 from compiler.ir.types import TensorType
+from compiler.op import reduce
 from compiler.op.registry import get_def
+from compiler.op.tensor import maximum, sqrt
+from compiler.op.transform import expand_dims, reshape
 from compiler.transform import function_pass, register_pass
 
 
@@ -43,13 +46,8 @@ def _expand_to_axis(bias: RelayExpr, ndim: int, axis: int) -> RelayExpr:
     """TVM's ExpandBiasToMatchAxis for one axis: append ndim - axis - 1 unit dims."""
     pad = ndim - axis - 1
     if pad > 0:
-        return _relay().expand_dims(bias, axis=1, num_newaxis=pad)
+        return expand_dims(bias, axis=1, num_newaxis=pad)
     return bias
-
-
-def _relay():
-    from compiler import relay  # the op constructors normalise attributes as relay users do
-    return relay
 
 
 def _norm_axis(axis: int, ndim: int) -> int:
@@ -58,14 +56,14 @@ def _norm_axis(axis: int, ndim: int) -> int:
 
 def _variance(data: RelayExpr, mean: RelayExpr, axes: list) -> RelayExpr:
     """Biased variance around the already computed mean (shared, as TVM's Variance(data, mean))."""
-    return _relay().variance(data, axis=axes, keepdims=True, exclude=False, unbiased=False,
-                             with_mean=mean)
+    return reduce.variance(data, axis=axes, keepdims=True, exclude=False, unbiased=False,
+                           with_mean=mean)
 
 
 def _standardise(data: RelayExpr, axes: list, eps: RelayExpr) -> RelayExpr:
-    mean = _relay().mean(data, axis=axes, keepdims=True)
+    mean = reduce.mean(data, axis=axes, keepdims=True)
     var = _variance(data, mean, axes)
-    return (data - mean) / _relay().sqrt(var + eps)
+    return (data - mean) / sqrt(var + eps)
 
 
 def _affine(out: RelayExpr, gamma, beta, attrs, ndim: int, axis: int) -> RelayExpr:
@@ -80,9 +78,8 @@ def batch_norm_to_inference(call: Call, data_type: TensorType) -> RelayExpr:
     """nn.batch_norm(...)[0] as x * scale + shift."""
     data, gamma, beta, mean, var = call.args
     attrs = call.attrs
-    relay = _relay()
     eps = const(float(attrs.epsilon), data_type.dtype)
-    scale = const(1.0, data_type.dtype) / relay.sqrt(var + eps)
+    scale = const(1.0, data_type.dtype) / sqrt(var + eps)
     if attrs.scale:
         scale = scale * gamma
     shift = -mean * scale
@@ -124,19 +121,17 @@ def group_norm_to_inference(call: Call, data_type: TensorType) -> RelayExpr:
     groups = attrs.num_groups
     grouped = list(shape[:axis]) + [groups, shape[axis] // groups] + list(shape[axis + 1:])
     axes = list(range(axis + 1, ndim + 1))
-    relay = _relay()
     eps = const(float(attrs.epsilon), data_type.dtype)
-    out = _standardise(relay.reshape(data, grouped), axes, eps)
-    out = relay.reshape(out, list(shape))
+    out = _standardise(reshape(data, grouped), axes, eps)
+    out = reshape(out, list(shape))
     return _affine(out, gamma, beta, attrs, ndim, axis)
 
 
 def l2_normalize_to_inference(call: Call, data_type: TensorType) -> RelayExpr:
     (data,) = call.args
-    relay = _relay()
     eps = const(float(call.attrs.eps), "float32")
-    total = relay.maximum(relay.sum(data * data, axis=call.attrs.axis, keepdims=True), eps)
-    return data / relay.sqrt(total)
+    total = maximum(reduce.sum(data * data, axis=call.attrs.axis, keepdims=True), eps)
+    return data / sqrt(total)
 
 
 _CALL_RULES = {

@@ -11,9 +11,12 @@ from compiler.errors import CompilerError
 from compiler.ir.expr import Function, RelayExpr
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType, TupleType
+from compiler.op import interpreter
 from compiler.passes.bind_params import bind_params_by_name
 from compiler.target import Target
 from runtime.device import cpu
+from runtime.graph_executor import GraphModule
+from runtime.ndarray import NDArray, array
 from runtime.vm import VirtualMachine
 
 __all__ = ["build", "create_executor", "bind_params_by_name", "Executor"]
@@ -38,14 +41,12 @@ def _main_of(mod: IRModule | None, expr: RelayExpr | None) -> IRModule:
 
 
 def _to_nd(value: Any):
-    from runtime.ndarray import NDArray, array
     if isinstance(value, tuple):
         return tuple(_to_nd(v) for v in value)
     return value if isinstance(value, NDArray) else array(np.asarray(value))
 
 
 def _as_input(param, value: Any) -> np.ndarray:
-    from runtime.ndarray import NDArray
     if isinstance(value, NDArray):
         return value.numpy()
     ty = param.checked_type if param._checked_type is not None else param.type_annotation
@@ -78,16 +79,12 @@ class Executor:
         return run()
 
     def _debug(self, mod: IRModule):
-        from compiler.op import interpreter
-
         def run(*args: Any):
             values = [a.numpy() if hasattr(a, "numpy") else a for a in args]
             return _to_nd(interpreter.evaluate(mod, values))
         return run
 
     def _graph(self, mod: IRModule):
-        from runtime import cpu
-        from runtime.graph_executor import GraphModule
         factory = build(mod, target=self.target)
         main = factory.ir_mod["main"]
         gmod = GraphModule(factory["default"](self.device or cpu(0)))

@@ -6,6 +6,8 @@ from typing import Any, Iterable
 
 from compiler.errors import CompilerError
 
+from .instruments import PassInstrument
+
 
 class PassInfo:
     """The static description of a pass: Sequential gates it on opt_level and runs `required`."""
@@ -267,7 +269,6 @@ class PassContext:
 
 
 def _check_instruments(instruments) -> list:
-    from .instruments import PassInstrument
     if instruments is None:
         return []
     if isinstance(instruments, PassInstrument):

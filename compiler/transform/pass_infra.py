@@ -7,13 +7,13 @@ required, opt_level) and first runs the passes it names in `required`.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from typing import Callable, Iterable
 
 from compiler.errors import CompilerError
 from compiler.ir.expr import Function
 from compiler.ir.module import IRModule
+from compiler.ir.type_infer import infer_module
 
 from .context import PassContext, PassInfo, _name_list
 
@@ -78,7 +78,8 @@ def is_optimizable(func) -> bool:
 class FunctionPass(Pass):
     """A pass over each optimizable function: pass_func(func, mod, ctx) -> Function.
 
-    Like Relay's, it runs InferType on its result (through the context, so instruments see it).
+    Like Relay's, it runs InferType on its result (through the context, so instruments see it):
+    that is why InferType is defined here, with the pass infrastructure.
     """
 
     def __init__(self, pass_func: Callable, info: PassInfo):
@@ -99,7 +100,6 @@ class FunctionPass(Pass):
             updates.append((gv, new))
         for gv, new in updates:
             updated.update_func(gv, new)
-        from compiler.passes.infer_type import InferType
         return InferType()._run(updated, ctx)
 
 
@@ -135,21 +135,9 @@ class Sequential(Pass):
 # ---------------------------------------------------------------------------------------------
 # the registry of pass factories, so `required=["InferType"]` resolves by name
 
+# (each pass module registers its factories when it is imported; importing `compiler` imports
+# every built-in pass through the relay facade)
 _FACTORIES: dict[str, Callable[[], Pass]] = {}
-
-# built-in passes, imported on first lookup (each module registers its factory on import)
-BUILTIN_PASS_MODULES = {
-    "InferType": "compiler.passes.infer_type",
-    "FoldConstant": "compiler.passes.fold_constant",
-    "FuseOps": "compiler.passes.fuse_ops",
-    "ToANormalForm": "compiler.passes.to_anf",
-    "DeadCodeElimination": "compiler.passes.dead_code",
-    "EliminateCommonSubexpr": "compiler.passes.eliminate_common_subexpr",
-    "SimplifyInference": "compiler.passes.simplify_inference",
-    "AlterOpLayout": "compiler.passes.alter_op_layout",
-    "FoldScaleAxis": "compiler.passes.fold_scale_axis",
-    "PrintIR": "compiler.transform.print_ir",
-}
 
 
 def register_pass(factory: Callable | None = None, *, name: str | None = None):
@@ -168,9 +156,7 @@ def register_pass(factory: Callable | None = None, *, name: str | None = None):
 
 
 def get_pass(name: str, needed_by: str | None = None) -> Pass:
-    """A fresh instance of the registered pass `name` (importing built-in passes on demand)."""
-    if name not in _FACTORIES and name in BUILTIN_PASS_MODULES:
-        importlib.import_module(BUILTIN_PASS_MODULES[name])
+    """A fresh instance of the registered pass `name`."""
     factory = _FACTORIES.get(name)
     if factory is None:
         who = f"pass {needed_by!r} requires {name!r}, which" if needed_by else f"{name!r}"
@@ -184,8 +170,18 @@ def get_pass(name: str, needed_by: str | None = None) -> Pass:
 
 
 def list_passes() -> list[str]:
-    """Names of every registered pass factory (built-ins that are not yet imported included)."""
-    return sorted(set(_FACTORIES) | set(BUILTIN_PASS_MODULES))
+    """Names of every registered pass factory."""
+    return sorted(_FACTORIES)
+
+
+def _infer_types(mod: IRModule, ctx: PassContext) -> IRModule:
+    return infer_module(mod)
+
+
+@register_pass
+def InferType() -> ModulePass:  # noqa: N802  (TVM's pass name)
+    """The InferType module pass (opt_level 0): types every function, filling annotations."""
+    return ModulePass(_infer_types, PassInfo(0, "InferType"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -161,7 +161,7 @@ def _ops(expr) -> list[str]:
 def _rewritten(body_of, monkeypatch):
     from compiler import IRModule
     from compiler.passes.alter_op_layout import alter_op_layout
-    from compiler.passes.infer_type import InferType
+    from compiler.transform.pass_infra import InferType
     monkeypatch.setattr(fuse_conv_pool, "FUSE_MIN_BYTES", 0)
     x = relay.var("x", shape=(1, 3, 20, 20))
     w = relay.const(RNG.standard_normal((16, 3, 3, 3)).astype("float32"))

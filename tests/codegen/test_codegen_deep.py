@@ -67,11 +67,11 @@ def test_long_te_stage_chain_inlines():
 
 def test_relay_chain_needs_no_materialize_cut(monkeypatch):
     """lower_function's inline-depth cut is only a heuristic: without it long chains lower."""
-    from compiler.backend import lower_function
+    from compiler.op.compute import lower_function
     from compiler.ir.expr import Function, var
     from compiler.ir.types import TensorType
     from compiler.op.registry import make_call
-    from compiler.passes.infer_type import InferTypeLocal
+    from compiler.ir.type_infer import InferTypeLocal
 
     monkeypatch.setattr(lower_function, "MAX_INLINE_DEPTH", 10 ** 9)
     x = var("x", TensorType((4,), "float32"))

@@ -7,11 +7,11 @@ import itertools
 import numpy as np
 
 from codegen.jit import build_library
-from compiler.backend.lower_function import lower_primitive_function
+from compiler.op.compute.lower_function import lower_primitive_function
 from compiler.ir.expr import Function, Tuple, var
 from compiler.ir.types import TensorType, TupleType
 from compiler.op.registry import get_def, make_call
-from compiler.passes.infer_type import InferTypeLocal
+from compiler.ir.type_infer import InferTypeLocal
 
 _KERNELS: dict = {}
 _ids = itertools.count()

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from codegen.errors import LoweringError
-from compiler.backend.lower_function import lower_primitive_function
+from compiler.op.compute.lower_function import lower_primitive_function
 from compiler.ir.expr import Function, Tuple, TupleGetItem, const, var
 from compiler.ir.types import TensorType, TupleType
 from compiler.op.registry import get_def, list_ops, make_call
-from compiler.passes.infer_type import InferTypeLocal
+from compiler.ir.type_infer import InferTypeLocal
 from tests.codegen_ops.lowering_harness import compile_function, rand
 
 OPS_TESTED: set = set()

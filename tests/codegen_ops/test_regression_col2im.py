@@ -19,7 +19,7 @@ from compiler.op.interpreter import evaluate
 from compiler.ir.expr import Function, Tuple, const, var
 from compiler.ir.types import TensorType
 from compiler.op.registry import make_call
-from compiler.passes.infer_type import InferTypeLocal
+from compiler.ir.type_infer import InferTypeLocal
 from tests.codegen_ops.lowering_harness import compile_function
 
 I64 = "int64"

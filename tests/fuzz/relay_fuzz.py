@@ -62,7 +62,7 @@ class _Prog:
         return v
 
     def shape(self, expr) -> tuple:
-        from compiler.passes.infer_type import InferTypeLocal
+        from compiler.ir.type_infer import InferTypeLocal
         return tuple(int(d) for d in InferTypeLocal(expr).shape)
 
     def choice(self, options):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import compiler as tvm
 from compiler import relay
-from compiler.passes.infer_type import InferType
+from compiler.transform.pass_infra import InferType
 
 
 def run_opt_pass(expr, opt_pass):

@@ -9,7 +9,7 @@ from compiler.op.interpreter import evaluate
 from compiler.ir import assert_structural_equal
 from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fold_scale_axis import FoldScaleAxis
-from compiler.passes.infer_type import InferType
+from compiler.transform.pass_infra import InferType
 from compiler.passes.simplify_inference import SimplifyInference
 from compiler.transform import PassContext, Sequential
 

@@ -12,7 +12,8 @@ from compiler.ir import (Call, Function, GlobalVar, If, IncompleteType, IRModule
 from compiler.ir.types import FuncType
 from compiler.op import registry
 from compiler.op.registry import OpDef, OpPattern
-from compiler.passes.infer_type import InferType, InferTypeLocal, infer_type_local
+from compiler.ir.type_infer import InferTypeLocal, infer_type_local
+from compiler.transform.pass_infra import InferType
 from compiler.transform import PassContext, Sequential
 
 T23 = TensorType((2, 3), "float32")

@@ -12,7 +12,7 @@ from compiler import relay
 from compiler.ir import structural_equal, structural_hash
 from compiler.passes.dead_code import DeadCodeElimination
 from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
-from compiler.passes.infer_type import InferType
+from compiler.transform.pass_infra import InferType
 from compiler.passes.to_anf import ToANormalForm
 from compiler.transform import PassContext, Sequential
 

@@ -8,7 +8,7 @@ import compiler as tvm
 from compiler import relay
 from compiler.op.interpreter import evaluate
 from compiler.ir import assert_structural_equal, structural_equal
-from compiler.passes.infer_type import InferType
+from compiler.transform.pass_infra import InferType
 from compiler.passes.simplify_inference import SimplifyInference
 from compiler.transform import PassContext, Sequential
 from tests.passes._helpers import run_infer_type, run_opt_pass

@@ -7,7 +7,7 @@ from compiler.ir import Function, IRModule, TensorType, Var
 from compiler.transform import (ModulePass, PassContext, PassInfo, PassInstrument,
                                 PassTimingInstrument, PrintIR, Sequential, function_pass,
                                 module_pass, pass_instrument)
-from compiler.passes.infer_type import InferType
+from compiler.transform.pass_infra import InferType
 
 T = TensorType((4,), "float32")
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.analysis.vars import free_vars
 from compiler.errors import CompilerError
 from compiler.ir.expr import Function, GlobalVar, Var
 from compiler.ir.module import IRModule
+from compiler.ir.vars import free_vars
 from runtime.vm.program import VMFunction
 
 from .emitter import FunctionEmitter, param_type

@@ -18,7 +18,7 @@ from compiler.ir.expr import Function, Var
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import rewrite_post_order
 from compiler.ir.types import TensorType, TupleType, Type
-from compiler.passes.infer_type import InferType
+from compiler.transform.pass_infra import InferType
 from codegen import jit
 from runtime.library import Kernel
 from runtime.target import TargetInfo, building_for

@@ -8,6 +8,7 @@ import numpy as np
 
 from compiler.errors import CompilerError
 from compiler.ir.expr import Call, Constant, Op, RelayExpr, Tuple, TupleGetItem, Var
+from compiler.ir.expr import const as relay_const
 from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.op.registry import VARIADIC, get_def, make_call
@@ -90,7 +91,7 @@ def infer_type(expr: RelayExpr, memo: dict) -> Type:
 
     Incremental on purpose: `memo` (the graph's type table) persists across the whole
     conversion, so each converted node types only the calls it just built. InferTypeLocal
-    (compiler.passes.infer_type) starts from scratch and re-types the whole expression below
+    (compiler.ir.type_infer) starts from scratch and re-types the whole expression below
     its root on every call, which over an N-node graph is O(N^2); it also sets checked_type on
     the nodes, which the frontend does not need. Errors carry the op, its argument types and
     attrs, as InferType's do.
@@ -148,7 +149,6 @@ def op(name: str, *args: RelayExpr, **attrs: Any) -> Call:
 
 def const(value: Any, dtype: str) -> Constant:
     """A constant of an explicit dtype (relay.const would narrow int64 to int32)."""
-    from compiler.ir.expr import const as relay_const
     return relay_const(np.asarray(value, dtype=dtype), dtype=dtype)
 
 

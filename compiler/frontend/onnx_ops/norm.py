@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.ir.expr import TupleGetItem
+from compiler.ir.expr import Tuple, TupleGetItem
 
 from .common import const, converter, norm_axis, num_elements, op, reshape
 
@@ -129,7 +129,6 @@ def _lrn(ctx, inputs):
     c = shape[1]
     zeros = [const(np.zeros((shape[0], k) + tuple(shape[2:]), dtype), dtype) for k in (lo, hi)]
     parts = ([zeros[0]] if lo else []) + [sq] + ([zeros[1]] if hi else [])
-    from compiler.ir.expr import Tuple
     padded = op("concatenate", Tuple(parts), axis=1) if len(parts) > 1 else sq
     total = None
     for offset in range(size):

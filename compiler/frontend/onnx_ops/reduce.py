@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.ir.expr import TupleGetItem
 from .common import NodeContext, as_ints, const, converter, norm_axis, op
 
 # ONNX name -> (opset where axes became an input, builder)
@@ -109,7 +110,6 @@ def _topk(ctx: NodeContext, inputs, k: int):
     largest = bool(ctx.attr("largest", 1))
     out = op("topk", x, k=k, axis=axis, ret_type="both", is_ascend=not largest,
              dtype="int64")
-    from compiler.ir.expr import TupleGetItem
     return [TupleGetItem(out, 0), TupleGetItem(out, 1)]
 
 

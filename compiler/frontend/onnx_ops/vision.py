@@ -11,6 +11,7 @@ import itertools
 
 import numpy as np
 
+from compiler.ir.expr import Tuple
 from .common import NodeContext, as_ints, const, converter, norm_axis, op, reshape
 
 _GRID_MODES = {"linear": "bilinear", "bilinear": "bilinear", "nearest": "nearest",
@@ -196,7 +197,6 @@ def _roi_align(ctx: NodeContext, inputs):
         raise ctx.error("sampling_ratio=0 (adaptive) makes the sample count depend on the box "
                         "sizes; only a positive sampling_ratio is supported")
     index = reshape(op("cast", batch, dtype=dtype), [ctx.shape(rois)[0], 1])
-    from compiler.ir.expr import Tuple
     boxes = op("concatenate", Tuple([index, op("cast", rois, dtype=dtype)]), axis=1)
     return op("vision.roi_align", x, boxes,
               pooled_size=(int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))),

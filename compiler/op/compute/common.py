@@ -6,6 +6,7 @@ from typing import Any, Callable, Sequence
 from codegen import te, tir
 from codegen.errors import LoweringError
 from codegen.tir.dtype import is_bool, is_float, is_int, is_integer, max_value, min_value
+from compiler.ir.types import TensorType, TupleType
 from compiler.op.registry import _REGISTRY, list_ops, register_compute
 
 Expr = tir.Expr
@@ -31,8 +32,6 @@ def in_float32(fn: Callable) -> Callable:
     inputs (inlined, exact) and a float32 out_type; its float16 outputs are rounded once.
     """
     def wrapped(inputs, attrs, out_type):
-        from compiler.ir.types import TensorType, TupleType
-
         fields = out_type.fields if isinstance(out_type, TupleType) else [out_type]
         if not any(getattr(t, "dtype", None) == "float16" for t in [*inputs, *fields]):
             return fn(inputs, attrs, out_type)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from codegen.tir.dtype import max_value, min_value
+from codegen.tir.dtype import bits as nbits, max_value, min_value
 
 from . import bits
 from .common import (Expr, bcast, const_of, fail, is_bool, is_float, rule, scalar,
@@ -78,8 +78,6 @@ def _int_power(shape: tuple, a: te.Tensor, b: te.Tensor, out_dtype: str) -> te.T
 
     The squares a**(2**k) are materialized stages: as one expression the repeated `base * base`
     would be a DAG whose printed form (the JIT cache key) doubles with every bit."""
-    from codegen.tir.dtype import bits as nbits
-
     result = te.compute(shape, lambda *i: tir.const(1, out_dtype), name="T_power")
     base = te.compute(shape, lambda *i: bcast(a, shape, i), name="T_power_base")
     for k in range(nbits(out_dtype)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .common import (Expr, is_float, normalize_index, rule, scalar, te, tensor_name, tir,
                      unravel)
+from .transform import reshape_to
 
 
 @rule("take")
@@ -71,7 +72,6 @@ def _scan(op: str, reducer) -> None:
         (x,) = inputs
         dt = out_type.dtype
         if attrs.axis is None:
-            from .transform import reshape_to
             x = reshape_to(x, (x.size,), "T_flatten")
             axis = 0
         else:

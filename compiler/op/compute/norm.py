@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from codegen.schedules.layer_norm import layer_norm_rows
 from codegen.schedules.softmax import softmax_rows
-from .common import in_float32, is_float, rule, te, tir
+from codegen.tir.expr import Load
+from codegen.tir.stmt import For, Store, seq
+from .common import fail, in_float32, is_float, rule, te, tir
+from .transform import reshape_to
 
 
 def _along(x: te.Tensor, axis: int, fn, name: str) -> te.Tensor:
@@ -87,7 +90,6 @@ def _affine(y: te.Tensor, gamma: te.Tensor, beta: te.Tensor, axis: int, attrs,
 
 def _require_float(op: str, x: te.Tensor) -> None:
     if not is_float(x.dtype):
-        from .common import fail
         raise fail(op, f"needs a float tensor, got {x.dtype}")
 
 
@@ -122,7 +124,6 @@ def _group_norm(inputs, attrs, out_type):
     _require_float("nn.group_norm", x)
     axis = attrs.axis % x.ndim
     g = attrs.num_groups
-    from .transform import reshape_to
     gshape = x.shape[:axis] + (g, x.shape[axis] // g) + x.shape[axis + 1:]
     grouped = reshape_to(x, gshape, "T_group_norm_g")
     y = normalize(grouped, tuple(range(axis + 1, len(gshape))), attrs.epsilon, "T_group_norm_n")
@@ -184,9 +185,6 @@ def _lrn_fast(x: te.Tensor, axis: int, size: int, attrs) -> te.Tensor:
     loop over the flattened inner (spatial) dims sums the squares of the channels in the
     window [c - size//2, c - size//2 + size) that exist; the border channels get their own
     statements with only the in-range terms, so no load is guarded."""
-    from codegen.tir.expr import Load
-    from codegen.tir.stmt import For, Store, seq
-
     shape = x.shape
     outer = 1
     for d in shape[:axis]:

@@ -6,7 +6,7 @@ seeded Xavier-initialised weights; `layers` has the parameter-creating layer hel
 """
 from compiler.ir.expr import Function
 from compiler.ir.module import IRModule
-from compiler.passes.infer_type import InferType
+from compiler.transform.pass_infra import InferType
 from compiler.transform import Pass, Sequential
 
 from . import init, layers  # noqa: F401

@@ -13,7 +13,7 @@ import numpy as np
 from compiler.ir.expr import Function
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType
-from compiler.passes.infer_type import InferType
+from compiler.transform.pass_infra import InferType
 from runtime import cpu
 from runtime import ndarray as nd
 

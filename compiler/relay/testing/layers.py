@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from compiler.ir.expr import var as _var
 from compiler.op import nn as _nn
-from compiler.passes.infer_type import InferTypeLocal
+from compiler.ir.type_infer import InferTypeLocal
 
 __all__ = ["batch_norm_infer", "conv2d", "conv2d_transpose", "dense_add_bias",
            "conv_kernel_layout", "infer_shape"]

@@ -1,5 +1,8 @@
 """Relay -> codegen bridge: lower one fused Primitive function to a codegen PrimFunc.
 
+It sits with the compute rules it applies, below the passes, because FoldConstant compiles
+what it folds through it as relay.build does.
+
 Each parameter becomes a te.placeholder; the body is walked once in post-order (explicit
 stack, no recursion over the graph) and every op call is replaced by its registered compute
 rule applied to the tensors of its arguments, so a fused chain of ops becomes one tensor
@@ -46,8 +49,6 @@ def lower_to_tensors(func: Function, name: str) -> tuple[list[te.Tensor], list[t
     ctx = f"lowering {name}"
     if not isinstance(func, Function):
         raise LoweringError(f"{ctx}: expected a relay Function, got {type(func).__name__}")
-    import compiler.op.compute  # noqa: F401  (registers every compute rule)
-
     env: dict[RelayExpr, Value] = {}
     depth: dict[int, int] = {}  # id(tensor) -> ops inlined into it
     inputs: list[te.Tensor] = []
@@ -103,12 +104,10 @@ def _lower_call(call: Call, env: dict, ctx: str) -> Value:
     if not isinstance(call.op, Op):
         raise LoweringError(f"{ctx}: calls of {type(call.op).__name__} cannot be lowered; only "
                             f"operator calls can appear inside a primitive function")
-    from compiler.op.registry import get_def
-
     op = call.op.name
     where = f"{ctx} > {op}"
     try:
-        opdef = get_def(op)
+        opdef = call.op.op_def
     except CompilerError as err:
         raise LoweringError(f"{where}: {err}") from None
     if opdef.compute is None:

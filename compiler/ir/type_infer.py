@@ -1,4 +1,5 @@
-"""InferType: forward type inference over the IR, filling in what the user left out.
+"""Type inference (what the InferType pass runs): forward over the IR, filling in what the user
+left out.
 
 Algorithm: one post-order sweep (explicit stack, compiler.ir.traversal.post_order) per
 function. Leaves get their types from annotations (vars), data (constants) or the module
@@ -21,15 +22,11 @@ filled in (primitive ops are monomorphic here).
 from __future__ import annotations
 
 from compiler.errors import CompilerError, TypeInferenceError
-from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,
-                              TupleGetItem, Var)
-from compiler.ir.module import IRModule
-from compiler.ir.traversal import post_order, rewrite_post_order
-from compiler.ir.types import (FuncType, IncompleteType, TensorType, TupleType, Type,
-                               instantiate)
-from compiler.op import registry
-from compiler.transform.context import PassInfo
-from compiler.transform.pass_infra import ModulePass, register_pass
+from .expr import (VARIADIC, Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,
+                   TupleGetItem, Var)
+from .module import IRModule
+from .traversal import post_order, rewrite_post_order
+from .types import FuncType, IncompleteType, TensorType, TupleType, Type, instantiate
 
 _BOOL_SCALAR = TensorType((), "bool")
 
@@ -226,7 +223,7 @@ class _Inferer:
 
     def _solve_untyped_args(self, call: Call) -> None:
         """Type the call's unannotated params through the op's solve_missing, if it has one."""
-        opdef = registry.get_def(call.op.name)
+        opdef = call.op.op_def
         if opdef.solve_missing is None or not any(a in self.untyped for a in call.args):
             return
         known = [self.types.get(a) for a in call.args]
@@ -245,8 +242,8 @@ class _Inferer:
 
     def _type_op_call(self, call: Call, arg_types: list) -> Type:
         name = call.op.name
-        opdef = registry.get_def(name)
-        if opdef.num_inputs != registry.VARIADIC and opdef.num_inputs != len(arg_types):
+        opdef = call.op.op_def
+        if opdef.num_inputs != VARIADIC and opdef.num_inputs != len(arg_types):
             raise TypeInferenceError(f"InferType: {brief(call)}: {name} takes "
                                      f"{opdef.num_inputs} argument(s), got {len(arg_types)}")
         try:
@@ -394,12 +391,3 @@ def InferTypeLocal(expr: RelayExpr) -> Type:
     inferer = _Inferer(_local_global_type)
     return inferer.infer(expr)
 
-
-def _infer_type_pass(mod: IRModule, ctx) -> IRModule:
-    return infer_module(mod)
-
-
-@register_pass
-def InferType() -> ModulePass:
-    """The InferType module pass (opt_level 0): types every function, filling annotations."""
-    return ModulePass(_infer_type_pass, PassInfo(0, "InferType"))

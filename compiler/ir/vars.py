@@ -1,8 +1,8 @@
 """free_vars / bound_vars / all_vars: which variables an expression uses and which it binds."""
 from __future__ import annotations
 
-from compiler.ir.expr import Function, Let, RelayExpr, Var
-from compiler.ir.traversal import post_order
+from .expr import Function, Let, RelayExpr, Var
+from .traversal import post_order
 
 
 def _scan(expr: RelayExpr) -> tuple[list, set]:
