@@ -79,8 +79,8 @@ def ab_rounds(model: onnx.ModelProto, feeds: dict, off, on, rounds: int,
     """Two relayjit builds of a model (graph modules with their inputs set) and onnxruntime
     at one thread, in interleaved rounds: ({"off"|"on"|"ort": median ms of thread CPU time},
     whether off and on agree within `tolerance`, whether on agrees with onnxruntime). The
-    in-process A/B the switch scripts (conv_weight_prefetch.py, blocked_layout_models.py)
-    print."""
+    in-process A/B the switch scripts (blocked_layout_models.py,
+    experiments/conv_weight_prefetch.py) print."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1

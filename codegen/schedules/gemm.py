@@ -80,7 +80,7 @@ def tile_columns(n: int, vw: int) -> int:
     accumulators, three B vectors and a broadcast of 32) when that pads n's columns no more
     than two vectors do, else two (6 x 16 on AVX2, whose 16 ymm hold no more). Per FMA the
     8 x 48 tile loads 0.46 values to 8 x 32's 0.63; one thread, CPU time, Xeon (AVX-512),
-    benchmarks/gemm_tiles.py: 128 rows at 768 x 3072, 3072 x 768, 768 x 768, 768 x 2304,
+    benchmarks/experiments/gemm_tiles.py: 128 rows at 768 x 3072, 3072 x 768, 768 x 768, 768 x 2304,
     768 x 1000 about 8% faster (0.92x the time)."""
     if vw != 16:
         return 2 * vw

@@ -1,7 +1,7 @@
 """One blocked-layout conv layer built with a conv2d_nchwc switch off and on, timed in one
 process (one thread, thread CPU time, median of interleaved rounds).
 
-    python benchmarks/conv_nchwc_switch.py [--switch SUBSAMPLE_STRIDED] [--rounds 9]
+    python benchmarks/experiments/conv_nchwc_switch.py [--switch SUBSAMPLE_STRIDED] [--rounds 9]
                                            [--layer C,H,K,R,stride,pad ...]
 
 Default layers: ResNet-50's strided convs (1x1/2 projections and the 3x3/2 convs). Both
@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from conv_blocked_layout import build  # noqa: E402
 

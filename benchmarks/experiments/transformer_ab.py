@@ -1,6 +1,6 @@
 """Same-process A/B of the transformer path's lowering choices, in thread CPU time.
 
-    RELAYJIT_BUILD_CACHE=0 nice -n 10 python benchmarks/transformer_ab.py matmul_dense_nd \
+    RELAYJIT_BUILD_CACHE=0 nice -n 10 python benchmarks/experiments/transformer_ab.py matmul_dense_nd \
         gen_bert_encoder gen_gpt2_decoder [--rounds 15] [--threads 1]
 
 Each model is built twice in one process, once with the switch as the code has it (on) and
@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from benchmarks.generated_models import GENERATED_MODELS  # noqa: E402
 from benchmarks.generated_models import build as build_generated  # noqa: E402

@@ -1,6 +1,6 @@
 """Whole models with and without the direct conv schedule's weight prefetch, beside onnxruntime.
 
-    python benchmarks/conv_weight_prefetch.py resnet50 [vgg19 ...] [--rounds 15]
+    python benchmarks/experiments/conv_weight_prefetch.py resnet50 [vgg19 ...] [--rounds 15]
                                               [--switch winograd.U_IN_PLACE]
                                               [--switch window.PHASES_MAX_BYTES --values 0,73728]
 
@@ -25,7 +25,7 @@ os.environ["RELAYJIT_BUILD_CACHE"] = "0"
 import argparse  # noqa: E402
 import ast  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 

@@ -1,8 +1,8 @@
 """LLVM IR emission and kernel digest time on the kernels of real models, and an IR dump.
 
-    nice python benchmarks/emit_time.py                          # resnet50 densenet121
-    nice python benchmarks/emit_time.py resnet50 --gen mlp_mixer  # light + generated models
-    nice python benchmarks/emit_time.py --all --dump /tmp/ir_before   # every model, write IR
+    nice python benchmarks/experiments/emit_time.py                          # resnet50 densenet121
+    nice python benchmarks/experiments/emit_time.py resnet50 --gen mlp_mixer  # light + generated models
+    nice python benchmarks/experiments/emit_time.py --all --dump /tmp/ir_before   # every model, write IR
 
 Each model is built once (opt_level 3, as benchmarks/compile_time.py builds) to capture the
 kernel sets relay.build and FoldConstant hand to codegen.jit.build_library; then, for each
@@ -24,7 +24,7 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 OPT_LEVEL = 3

@@ -1,6 +1,6 @@
 """Pre-packed dense GEMMs (+ bias) with the schedule's micro tile beside forced two-vector rows.
 
-    nice -n 10 python benchmarks/gemm_tiles.py [--shapes 128x768x3072,...] [--rounds 41]
+    nice -n 10 python benchmarks/experiments/gemm_tiles.py [--shapes 128x768x3072,...] [--rounds 41]
 
 Each shape MxKxN is built twice in this process (codegen.schedules.gemm.tile_columns as it is,
 then returning two vectors: 8x32 / 12x32 on AVX-512, where the default picks 8x48 when that
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from codegen import cache, jit, te  # noqa: E402
 from codegen.lower import lower  # noqa: E402

@@ -1,6 +1,6 @@
 """NCHW global pools against the reductions mean / max they equal, and onnxruntime, one thread.
 
-    python benchmarks/global_pool_layers.py [--rounds 15]
+    python benchmarks/experiments/global_pool_layers.py [--rounds 15]
 
 Each layer is relu then the pool (a conv's or batch norm's output in a model): built through
 relay.build four ways, relu then nn.global_avg_pool2d / nn.global_max_pool2d, relu then mean /
@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from compiler import relay  # noqa: E402
 from compiler.ir.module import IRModule  # noqa: E402

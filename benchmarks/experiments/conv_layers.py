@@ -1,6 +1,6 @@
 """Every distinct convolution of a model, alone, beside onnxruntime at one thread.
 
-    python benchmarks/conv_layers.py squeezenet [shufflenet gen_mobilenet_v2 ...] [--top 15]
+    python benchmarks/experiments/conv_layers.py squeezenet [shufflenet gen_mobilenet_v2 ...] [--top 15]
                                      [--rounds 15] [--relu] [--whole]
 
 First the whole model (relayjit at one thread against onnxruntime with one intra-op thread,
@@ -25,7 +25,7 @@ import argparse  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 from benchmarks.model_cpu_time import load, measure  # noqa: E402

@@ -1,6 +1,6 @@
 """Attention's row kernels alone, each beside its earlier form in the same process (CPU time).
 
-    RELAYJIT_BUILD_CACHE=0 nice -n 10 python benchmarks/row_kernels.py [--rounds 21] [--threads 1]
+    RELAYJIT_BUILD_CACHE=0 nice -n 10 python benchmarks/experiments/row_kernels.py [--rounds 21] [--threads 1]
 
 - softmax of [1, 12, 128, 128] (plain, and with GPT-2's causal -10000 mask added before it):
   rows in groups of softmax.ROW_GROUP against one row at a time (ROW_GROUP = 1);
@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from codegen.schedules import softmax as softmax_schedule  # noqa: E402
 from compiler import relay  # noqa: E402

@@ -1,10 +1,10 @@
 """Depthwise conv and pooling layers (codegen/schedules/window.py) beside onnxruntime, one thread.
 
-    python benchmarks/window_layers.py                 # MobileNet-v2, ShuffleNet and UNet layers
-    python benchmarks/window_layers.py dw:144,56,2     # depthwise 3x3 + bias + Relu6, C,H,stride
-    python benchmarks/window_layers.py max:24,112,3,2  # 3x3 stride-2 max pool (pad 1): C,H,k,s
-    python benchmarks/window_layers.py max:64,111,3,2,0  # unpadded (SqueezeNet's): C,H,k,s,pad
-    python benchmarks/window_layers.py --target "llvm -mcpu=x86-64-v3"  # AVX2 code on this host
+    python benchmarks/experiments/window_layers.py                 # MobileNet-v2, ShuffleNet and UNet layers
+    python benchmarks/experiments/window_layers.py dw:144,56,2     # depthwise 3x3 + bias + Relu6, C,H,stride
+    python benchmarks/experiments/window_layers.py max:24,112,3,2  # 3x3 stride-2 max pool (pad 1): C,H,k,s
+    python benchmarks/experiments/window_layers.py max:64,111,3,2,0  # unpadded (SqueezeNet's): C,H,k,s,pad
+    python benchmarks/experiments/window_layers.py --target "llvm -mcpu=x86-64-v3"  # AVX2 code on this host
 
 Each layer is a one-node ONNX model (a depthwise Conv with its bias and Clip(0, 6), as MobileNet
 exports it, or a MaxPool), built by relay.build at opt_level 3 and run through the graph
@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from benchmarks.model_cpu_time import measure  # noqa: E402
 

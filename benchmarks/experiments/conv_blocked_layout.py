@@ -1,6 +1,6 @@
 """Channel-blocked (NCHW[x]c) conv against today's NCHW conv, layer by layer, one thread.
 
-    python benchmarks/conv_blocked_layout.py [--rounds 15] [--model resnet50 squeezenet ...]
+    python benchmarks/experiments/conv_blocked_layout.py [--rounds 15] [--model resnet50 squeezenet ...]
 
 Each layer is built twice through the schedules and codegen.jit (weights pre-packed as
 AlterOpLayout packs them): NCHW (codegen.schedules.conv2d picks its schedule as in a model)
@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from benchmarks.model_cpu_time import interleaved_medians  # noqa: E402
 from codegen import te  # noqa: E402

@@ -1,6 +1,6 @@
 """Pools and depthwise convs in NCHW[x]c against today's NCHW kernels, layer by layer, one thread.
 
-    python benchmarks/blocked_window_layers.py [--rounds 15] [--model resnet50 squeezenet ...]
+    python benchmarks/experiments/blocked_window_layers.py [--rounds 15] [--model resnet50 squeezenet ...]
 
 Each layer is lowered twice through the ops' own compute rules (the registry's, as a model
 build lowers them) and codegen.jit: NCHW (codegen.schedules.window: stride phases per channel
@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from benchmarks.model_cpu_time import interleaved_medians  # noqa: E402
 from codegen import te  # noqa: E402

@@ -1,6 +1,6 @@
 """GEMM shapes of the generated transformer and MLP models, relayjit beside onnxruntime.
 
-    nice -n 10 python benchmarks/gemm_shapes.py [--rounds 25] [--shapes 128x768x3072,...]
+    nice -n 10 python benchmarks/experiments/gemm_shapes.py [--rounds 25] [--shapes 128x768x3072,...]
 
 Each dense shape MxKxN is one ONNX MatMul (constant weight) + Add (bias), as BERT and GPT-2 run
 their projections; each batch shape BxMxKxN is a MatMul of two inputs ([B, M, K] @ [B, K, N]),
@@ -17,7 +17,7 @@ import sys
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from benchmarks.model_cpu_time import measure  # noqa: E402
 

@@ -1,6 +1,6 @@
 """The direct conv micro-kernel alone: one tile, its data in cache, called over and over.
 
-    python benchmarks/conv_microkernel.py [--channels 256] [--pixels 12] [--plane 196 3136]
+    python benchmarks/experiments/conv_microkernel.py [--channels 256] [--pixels 12] [--plane 196 3136]
 
 Prints GFLOP/s beside the FMA peak measured in the same run (benchmarks/fma_peak.py), so the
 distance between the kernel's instruction stream and the machine's limit is visible apart from
@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from benchmarks.fma_peak import fma_peak_gflops  # noqa: E402
 from codegen import te  # noqa: E402

@@ -1,6 +1,6 @@
 """Run time of a model built as one object (1 compile job) versus one object per job (2).
 
-    nice python benchmarks/split_objects_runtime.py resnet50 densenet121 --rounds 15
+    nice python benchmarks/experiments/split_objects_runtime.py resnet50 densenet121 --rounds 15
 
 Both libraries are built in this process with the disk cache off (RELAYJIT_COMPILE_JOBS=1,
 then 2); the graph executors then run at one thread, interleaved round by round, each run
@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 
