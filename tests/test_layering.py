@@ -36,11 +36,13 @@ LAYERS = [
 ]
 FUNCTION_LOCAL_LIMIT = 10
 # Files whose function-local imports their owners are removing in work running alongside
-# (issue 21: the strategy layer, the jit split). They are not counted against the limit while
-# listed; a listed file without such an import fails the test, so the list only shrinks.
+# (issue 21: the strategy layer, the jit split), with how many each had when this test came.
+# They are not counted against the limit while listed; a file may not gain any, and one
+# whose count falls must be lowered here (to 0: removed), so the list only shrinks.
 PENDING_ELSEWHERE = {
-    "codegen/jit.py", "codegen/lower.py", "codegen/llvm/emit_expr.py",
-    "codegen/llvm/microkernels.py", "compiler/op/nn_conv_pool.py", "compiler/op/nn_packed.py",
+    "codegen/jit.py": 1, "codegen/lower.py": 1, "codegen/llvm/emit_expr.py": 1,
+    "codegen/llvm/microkernels.py": 1, "compiler/op/nn_conv_pool.py": 1,
+    "compiler/op/nn_packed.py": 6,
 }
 
 
@@ -214,7 +216,11 @@ def test_the_reader_sees_each_kind_of_import(source, expected):
     assert len(local) == source.count("def f")
 
 
-def test_pending_files_still_have_what_they_are_listed_for():
-    with_local = {path for path, _, _ in _function_local()}
-    done = sorted(PENDING_ELSEWHERE - with_local)
-    assert not done, f"no function-local import left in {done}: remove them from PENDING_ELSEWHERE"
+def test_pending_files_only_lose_function_local_imports():
+    counts = {path: 0 for path in PENDING_ELSEWHERE}
+    for path, _, _ in _function_local():
+        if path in counts:
+            counts[path] += 1
+    changed = {path: n for path, n in counts.items() if n != PENDING_ELSEWHERE[path]}
+    assert not changed, (f"function-local imports now {changed}; lower PENDING_ELSEWHERE to "
+                         "these counts (remove a file at 0), never raise them")

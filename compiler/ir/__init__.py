@@ -1,4 +1,5 @@
-"""compiler.ir: types, expressions, modules, printing, structural equality, visitors."""
+"""compiler.ir: types, expressions, modules, type inference, printing and parsing, structural
+equality, visitors."""
 from .attrs import Attrs, DictAttrs  # noqa: F401
 from .expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,  # noqa: F401
                    TupleGetItem, TupleWrapper, Var, const, var)
