@@ -9,6 +9,7 @@ graph is static.
 from __future__ import annotations
 
 import os
+from collections import ChainMap
 from typing import Any, Mapping
 
 import numpy as np
@@ -17,19 +18,24 @@ from compiler.errors import CompilerError, OpNotImplemented
 from compiler.ir.expr import Constant, Function, RelayExpr, Tuple, Var
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order
-from compiler.ir.types import TensorType
+from compiler.ir.types import TensorType, TupleType, Type
 from compiler.op.interpreter import Interpreter
 from runtime import ndarray as nd
 
 from .onnx_ops import find_converter
-from .onnx_ops.common import (DEFAULT_DOMAIN, FrontendError, NodeContext, canonical_domain,
-                              const, infer_type, onnx_dtype)
+from .onnx_ops.common import (DEFAULT_DOMAIN, FrontendError, NodeContext, OptionalValue,
+                              canonical_domain, const, infer_type, onnx_dtype)
 
 
 # What a converter's unchecked corner raises (numpy shape errors, int("last"), a short list...):
 # reported as a FrontendError naming the node instead of escaping raw.
 _CONVERTER_FAILURES = (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
                        OverflowError)
+
+
+def _has_subgraph(node) -> bool:
+    from onnx import AttributeProto
+    return any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute)
 
 
 def _model_opsets(model) -> dict[str, int]:
@@ -45,13 +51,30 @@ def _op_label(node) -> str:
     return node.op_type if domain == DEFAULT_DOMAIN else f"{domain}.{node.op_type}"
 
 
+def _all_nodes(graph) -> list:
+    """The graph's nodes and those of every subgraph attribute (If/Loop/Scan bodies), nested
+    to any depth (an explicit stack)."""
+    from onnx import AttributeProto
+    out, stack = [], [graph]
+    while stack:
+        for node in stack.pop().node:
+            out.append(node)
+            for attr in node.attribute:
+                if attr.type == AttributeProto.GRAPH:
+                    stack.append(attr.g)
+                elif attr.type == AttributeProto.GRAPHS:
+                    stack.extend(attr.graphs)
+    return out
+
+
 def _missing_ops(graph, opsets: Mapping[str, int]) -> list:
-    """Every node kind without a converter at its domain's opset (qualified unless default).
+    """Every node kind without a converter at its domain's opset (qualified unless default),
+    subgraphs included.
 
     A node whose domain the model does not import has no opset, so no converter either.
     """
     missing = []
-    for node in graph.node:
+    for node in _all_nodes(graph):
         version = opsets.get(canonical_domain(node.domain))
         if version is not None and find_converter(node.op_type, version, node.domain):
             continue
@@ -71,7 +94,13 @@ def _opsets_label(opsets: Mapping[str, int], missing: list) -> str:
 
 
 class GraphConverter:
-    """Converts one ONNX graph; holds the value table, inferred types and static values."""
+    """Converts one ONNX graph; holds the value table, inferred types and static values.
+
+    A subgraph (an If branch, a Loop or Scan body) is converted by a child converter
+    (`subgraph`) whose value table falls back to its parent's, so a body may name any value
+    of an enclosing scope (ONNX's outer-scope references); types and static values are
+    shared with the parent.
+    """
 
     def __init__(self, model, shape: Mapping | None, dtype: Any, opset: int,
                  freeze_params: bool, opsets: Mapping[str, int] | None = None):
@@ -82,10 +111,37 @@ class GraphConverter:
         self.opset = opset  # the default domain's
         self.opsets = {**(opsets or {}), DEFAULT_DOMAIN: opset}
         self.freeze_params = freeze_params
-        self.values: dict[str, RelayExpr] = {}
+        self.values: Mapping = {}  # ONNX value name -> RelayExpr (or OptionalValue)
         self.types: dict = {}
         self.param_values: dict = {}  # param Var -> numpy value (for static_value)
         self._static: dict = {}
+
+    def subgraph(self, graph_proto, inputs: list, where: str) -> list:
+        """Convert a subgraph whose declared inputs take the expressions `inputs` (Vars of
+        a loop body, or none for an If branch); its outputs' expressions, in order."""
+        child = GraphConverter.__new__(GraphConverter)
+        child.__dict__.update(self.__dict__)
+        child.graph_proto = graph_proto
+        child.values = ChainMap({}, self.values)
+        declared = [i.name for i in graph_proto.input]
+        if len(declared) != len(inputs):
+            raise FrontendError(f"{where}: the subgraph {graph_proto.name!r} declares "
+                                f"{len(declared)} inputs ({declared}), expected {len(inputs)}")
+        child.values.update(zip(declared, inputs))
+        from onnx import numpy_helper
+        for tensor in graph_proto.initializer:
+            array = numpy_helper.to_array(tensor)
+            onnx_dtype(tensor.data_type, f"initializer {tensor.name!r}")
+            child.values[tensor.name] = const(array, array.dtype.name)
+        for node in graph_proto.node:
+            child._convert_node(node)
+        outputs = []
+        for out in graph_proto.output:
+            if out.name not in child.values:
+                raise FrontendError(f"{where}: subgraph output {out.name!r} is not computed "
+                                    "by any node")
+            outputs.append(child.values[out.name])
+        return outputs
 
     # -- static values ---------------------------------------------------------------------
     def static_value(self, expr: RelayExpr) -> np.ndarray | None:
@@ -108,10 +164,15 @@ class GraphConverter:
             ty = infer_type(expr, self.types)
         except FrontendError as err:  # infer_type does not know which node it types for
             raise FrontendError(f"{where}: {err}") from err
-        value = Interpreter().eval(expr)
+        return self._folded(Interpreter().eval(expr), ty, where)
+
+    def _folded(self, value, ty: Type, where: str) -> RelayExpr:
+        """Constants for a value of type ty (tuples, as sequences are, field by field)."""
         if isinstance(ty, TensorType):
             return self._as_constant(value, ty, where)
-        return Tuple([self._as_constant(v, t, where) for v, t in zip(value, ty.fields)])
+        folded = Tuple([self._folded(v, t, where) for v, t in zip(value, ty.fields)])
+        self.types[folded] = ty
+        return folded
 
     def _as_constant(self, value: np.ndarray, ty: TensorType, where: str) -> Constant:
         value = np.asarray(value)
@@ -124,18 +185,52 @@ class GraphConverter:
         return folded
 
     # -- inputs ----------------------------------------------------------------------------
-    def _input_type(self, value_info, name: str) -> TensorType:
-        ttype = value_info.type.tensor_type if value_info.type.HasField("tensor_type") else None
-        if ttype is None:
-            kind = value_info.type.WhichOneof("value")
-            raise FrontendError(f"graph input {name!r} has type {kind}; only tensors are "
+    def _input_type(self, value_info, name: str) -> Type | None:
+        """The Relay type of a graph input: a tensor, a tuple for a sequence (its element
+        shapes from shape=, the length being static after import), or for an optional its
+        element's type (None when shape= gives None: the optional is empty)."""
+        kind = value_info.type.WhichOneof("value")
+        if kind == "tensor_type":
+            return self._tensor_input_type(value_info.type.tensor_type, name)
+        if kind == "sequence_type":
+            return self._sequence_input_type(value_info.type.sequence_type, name)
+        if kind == "optional_type":
+            if name in self.shape and self.shape[name] is None:
+                return None
+            inner = value_info.type.optional_type.elem_type
+            inner_kind = inner.WhichOneof("value")
+            if inner_kind == "tensor_type":
+                return self._tensor_input_type(inner.tensor_type, name)
+            if inner_kind == "sequence_type":
+                return self._sequence_input_type(inner.sequence_type, name)
+            kind = f"optional of {inner_kind}"
+        raise FrontendError(f"graph input {name!r} has type {kind}; only tensors, sequences of "
+                            "tensors and optionals of those are supported")
+
+    def _sequence_input_type(self, seq_type, name: str) -> TupleType:
+        elem = seq_type.elem_type
+        if elem.WhichOneof("value") != "tensor_type":
+            raise FrontendError(f"graph input {name!r} is a sequence of "
+                                f"{elem.WhichOneof('value')}; only sequences of tensors are "
                                 "supported")
+        shapes = self.shape.get(name)
+        if not isinstance(shapes, (list, tuple)) or \
+                not all(isinstance(s, (list, tuple)) for s in shapes):
+            raise FrontendError(f"graph input {name!r} is a sequence: give its element shapes "
+                                f"with shape={{{name!r}: [(...), ...]}} (a sequence's length is "
+                                "static after import)")
+        dtype = self._input_dtype(elem.tensor_type, name)
+        return TupleType([TensorType(tuple(int(d) for d in s), dtype) for s in shapes])
+
+    def _input_dtype(self, ttype, name: str) -> str:
         if isinstance(self.dtype, Mapping) and name in self.dtype:
-            dtype = str(self.dtype[name])
-        elif ttype.elem_type:
-            dtype = onnx_dtype(ttype.elem_type, f"graph input {name!r}")
-        else:
-            dtype = self.dtype if isinstance(self.dtype, str) else "float32"
+            return str(self.dtype[name])
+        if ttype.elem_type:
+            return onnx_dtype(ttype.elem_type, f"graph input {name!r}")
+        return self.dtype if isinstance(self.dtype, str) else "float32"
+
+    def _tensor_input_type(self, ttype, name: str) -> TensorType:
+        dtype = self._input_dtype(ttype, name)
         if name in self.shape:
             return TensorType(tuple(int(d) for d in self.shape[name]), dtype)
         dims = []
@@ -172,9 +267,12 @@ class GraphConverter:
         for info in graph.input:
             if info.name in initializers:
                 continue
-            var = Var(info.name, self._input_type(info, info.name))
-            self.values[info.name] = var
-            user_inputs.append(var)
+            ty = self._input_type(info, info.name)
+            var = None if ty is None else Var(info.name, ty)
+            if var is not None:
+                user_inputs.append(var)
+            optional = info.type.WhichOneof("value") == "optional_type"
+            self.values[info.name] = OptionalValue(var) if optional else var
         params: dict = {}
         for name, array in initializers.items():
             if self.freeze_params:
@@ -207,14 +305,16 @@ class GraphConverter:
         except _CONVERTER_FAILURES as err:  # a converter's unchecked case: still name the node
             raise ctx.error(f"cannot convert: {type(err).__name__}: {err}") from err
         outputs = list(result) if isinstance(result, (list, tuple)) else [result]
-        foldable = all(i is None or isinstance(i, Constant) for i in inputs)
+        # a body may read outer-scope values its node's inputs do not show: never folded
+        foldable = all(i is None or isinstance(i, Constant) for i in inputs) and \
+            not _has_subgraph(node)
         for index, name in enumerate(node.output):
             if name == "":
                 continue
             if index >= len(outputs) or outputs[index] is None:
                 raise FrontendError(f"{ctx.where}: output {index} ({name!r}) is not supported")
             expr = outputs[index]
-            if isinstance(expr, (Var, Constant)):
+            if isinstance(expr, (Var, Constant, OptionalValue)):
                 self.values[name] = expr
                 continue
             if foldable:
@@ -237,7 +337,13 @@ class GraphConverter:
         for out in self.graph_proto.output:
             if out.name not in self.values:
                 raise FrontendError(f"graph output {out.name!r} is not computed by any node")
-            outputs.append(self.values[out.name])
+            value = self.values[out.name]
+            if isinstance(value, OptionalValue):
+                if value.element is None:
+                    raise FrontendError(f"graph output {out.name!r} is an empty optional; "
+                                        "only optionals holding a value can be outputs")
+                value = value.element
+            outputs.append(value)
         body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
         used = {n for n in post_order(body) if isinstance(n, Var)}
         param_vars = [v for v in params.values() if v in used]

@@ -5,10 +5,14 @@ Cases come from onnx's own backend test generators, built in memory
 with the expected outputs (rtol 1e-3, atol 1e-5 as ONNX's runner; NaN positions, dtypes and
 shapes must match), then classified as passed / wrong result / unsupported op / other error.
 
-    python -m tests.onnx_conformance.harness [--executor graph|debug] [-k substring] [-v]
+    python -m tests.onnx_conformance.harness [--executor graph|vm|debug] [--as-written]
+                                             [-k substring] [-v]
 
 The executor defaults to $RELAYJIT_CONFORMANCE_EXECUTOR or "graph" (relay.build + graph
-executor, the real path); "debug" runs the numpy-reference interpreter.
+executor); "vm" compiles with relay.vm.compile and runs the Relay VM (control flow, dynamic
+shapes, sequences); "debug" runs the numpy-reference interpreter. Without --as-written a
+graph input that a converter needs as a constant (a shape, axes, k...) is frozen to the
+case's value; with it every input arrives at run time, as a user's would.
 """
 from __future__ import annotations
 
@@ -66,13 +70,28 @@ def _input_names(model) -> list:
     return [i.name for i in model.graph.input if i.name not in inits]
 
 
+def _leaves(value) -> list:
+    """The tensors of an output, sequences (tuples, lists, ADTs) flattened in order."""
+    out, stack = [], [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (tuple, list)):
+            stack.extend(reversed(item))
+        else:
+            out.append(item.numpy() if hasattr(item, "numpy") else np.asarray(item))
+    return out
+
+
+def _main_args(mod, params, feeds: dict) -> list:
+    main = mod["main"]
+    return [params[p.name_hint] if p.name_hint in params else feeds[p.name_hint]
+            for p in main.params]
+
+
 def _run_debug(mod, params, feeds: dict) -> list:
     from compiler.op.interpreter import evaluate
-    main = mod["main"]
-    args = [params[p.name_hint] if p.name_hint in params else feeds[p.name_hint]
-            for p in main.params]
-    out = evaluate(mod, args)
-    return list(out) if isinstance(out, tuple) else [out]
+    out = evaluate(mod, _main_args(mod, params, feeds))
+    return _leaves(out)
 
 
 def _run_graph(mod, params, feeds: dict) -> list:
@@ -81,12 +100,25 @@ def _run_graph(mod, params, feeds: dict) -> list:
     lib = relay.build(mod, target="llvm", params=params)
     module = graph_executor.GraphModule(lib["default"](cpu(0)))
     for name, value in feeds.items():
+        if isinstance(value, tuple):
+            raise TypeError(f"the graph executor takes tensor inputs only; {name!r} is a "
+                            "sequence (use --executor vm)")
         module.set_input(name, value)
     module.run()
     return [module.get_output(i).numpy() for i in range(module.get_num_outputs())]
 
 
-EXECUTORS = {"debug": _run_debug, "graph": _run_graph}
+def _run_vm(mod, params, feeds: dict) -> list:
+    from compiler import relay
+    from runtime import cpu
+    from runtime.vm import VirtualMachine
+    exe = relay.vm.compile(mod, target="llvm", params=params)
+    vm = VirtualMachine(exe, cpu(0))
+    names = [p.name_hint for p in mod["main"].params if p.name_hint not in params]
+    return _leaves(vm.invoke("main", *[feeds[n] for n in names]))
+
+
+EXECUTORS = {"debug": _run_debug, "graph": _run_graph, "vm": _run_vm}
 
 
 def compare(expected: np.ndarray, got: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> str:
@@ -117,11 +149,20 @@ def _as_array(value) -> np.ndarray:
     return numpy_helper.to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
 
 
+def _as_value(value):
+    """A case's input: an array, a tuple of arrays (a sequence) or None (an empty optional)."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return tuple(_as_array(v) for v in value)
+    return _as_array(value)
+
+
 def specialize(model, values: dict):
     """A copy of model whose graph inputs named in `values` are initializers with those values.
 
-    Our compiler needs static shapes end to end; ONNX's node tests often pass shapes, axes or
-    scales as runtime inputs. The harness fixes exactly the inputs a converter asked for
+    ONNX's node tests often pass shapes, axes or scales as runtime inputs. Unless the case
+    runs as written, the harness fixes exactly the inputs a converter asked for
     (StaticInputRequired), which is what a user does with `freeze_params` on a real model.
     """
     import onnx
@@ -133,38 +174,63 @@ def specialize(model, values: dict):
     return copy
 
 
-def _convert(case, inputs: list):
-    """from_onnx on the case's model, specializing inputs that must be static; also their names."""
+def _structure(model, feeds: dict) -> dict:
+    """shape= for the sequence and optional graph inputs: each sequence's element shapes, None
+    for an empty optional (a sequence's length is static after import; see
+    compiler/frontend/onnx_ops/sequence.py). Tensor inputs keep the model's own shapes."""
+    shape = {}
+    for info in model.graph.input:
+        kind = info.type.WhichOneof("value")
+        if kind not in ("sequence_type", "optional_type") or info.name not in feeds:
+            continue
+        value = feeds[info.name]
+        if value is None:
+            shape[info.name] = None
+        elif isinstance(value, tuple):
+            shape[info.name] = [v.shape for v in value]
+        else:
+            shape[info.name] = value.shape
+    return shape
+
+
+def _convert(case, inputs: list, as_written: bool):
+    """from_onnx on the case's model (unless as_written, specializing inputs that must be
+    static); also the feeds and the names of the inputs fixed."""
     from compiler.frontend import from_onnx
     from compiler.frontend.onnx_ops.common import StaticInputRequired
     names = _input_names(case.model)
     feeds = dict(zip(names, inputs))
+    shape = _structure(case.model, feeds)
     fixed: dict = {}
     while True:
         model = specialize(case.model, fixed) if fixed else case.model
         try:
-            mod, params = from_onnx(model, freeze_params=bool(fixed))
-            return mod, params, {n: v for n, v in feeds.items() if n not in fixed}, fixed
+            mod, params = from_onnx(model, shape=shape, freeze_params=bool(fixed))
+            return mod, params, {n: v for n, v in feeds.items()
+                                 if n not in fixed and v is not None}, fixed
         except StaticInputRequired as err:
-            if err.value_name not in feeds or err.value_name in fixed:
+            if as_written or err.value_name not in feeds or err.value_name in fixed:
                 raise
             fixed[err.value_name] = feeds[err.value_name]
 
 
-def run_case(case, executor: str | None = None) -> tuple[str, str]:
-    """(status, detail) of one case under the executor ("graph" or "debug")."""
+def run_case(case, executor: str | None = None, as_written: bool = False) -> tuple[str, str]:
+    """(status, detail) of one case under the executor ("graph", "vm" or "debug"); as_written
+    runs the model with every graph input fed at run time (nothing frozen)."""
     from compiler.errors import OpNotImplemented
     run = EXECUTORS[executor or default_executor()]
     try:
         for index, (inputs, expected) in enumerate(case.data_sets):
-            mod, params, feeds, fixed = _convert(case, [_as_array(i) for i in inputs])
+            mod, params, feeds, fixed = _convert(case, [_as_value(i) for i in inputs],
+                                                 as_written)
             with np.errstate(all="ignore"):
                 outputs = run(mod, params, feeds)
+            expected = _leaves([_as_value(e) for e in expected])
             if len(outputs) != len(expected):
                 return WRONG, f"data set {index}: {len(outputs)} outputs, expected {len(expected)}"
             rtol, atol = max(RTOL, case.rtol), max(ATOL, case.atol)
             for i, (want, got) in enumerate(zip(expected, outputs)):
-                problem = compare(_as_array(want), got, rtol, atol)
+                problem = compare(want, got, rtol, atol)
                 if problem:
                     return WRONG, f"data set {index} output {i}: {problem}"
     except OpNotImplemented as err:
@@ -175,13 +241,14 @@ def run_case(case, executor: str | None = None) -> tuple[str, str]:
     return PASSED, f"static inputs: {sorted(fixed)}" if fixed else ""
 
 
-def run_all(executor: str | None = None, pattern: str = "", verbose: bool = False) -> dict:
+def run_all(executor: str | None = None, pattern: str = "", verbose: bool = False,
+            as_written: bool = False) -> dict:
     """name -> (status, detail) for every case whose name contains pattern."""
     results = {}
     for case in all_cases():
         if pattern and pattern not in case.name:
             continue
-        results[case.name] = run_case(case, executor)
+        results[case.name] = run_case(case, executor, as_written)
         if verbose and results[case.name][0] != PASSED:
             print(f"{case.name}: {results[case.name][0]}: {results[case.name][1][:300]}")
     return results
@@ -207,12 +274,14 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default=default_executor())
     parser.add_argument("-k", "--pattern", default="", help="only cases containing this")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every failure")
+    parser.add_argument("--as-written", action="store_true",
+                        help="feed every graph input at run time (freeze none to its value)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    results = run_all(args.executor, args.pattern, args.verbose)
+    results = run_all(args.executor, args.pattern, args.verbose, args.as_written)
     expected = load_expected_failures()
-    print(f"ONNX node conformance, executor={args.executor}, "
-          f"{time.perf_counter() - start:.1f} s")
+    print(f"ONNX node conformance, executor={args.executor}"
+          f"{', as written' if args.as_written else ''}, {time.perf_counter() - start:.1f} s")
     print(totals_table(results, expected))
     unexpected = sorted(n for n, (s, _) in results.items() if s != PASSED and n not in expected)
     for name in unexpected:

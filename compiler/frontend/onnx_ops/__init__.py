@@ -6,4 +6,5 @@ from . import vision  # noqa: F401
 from . import bitcast  # noqa: F401
 from . import deform  # noqa: F401
 from . import flex_attention, ml  # noqa: F401  (non-default domains)
+from . import control_flow, optional, sequence  # noqa: F401
 from .common import CONVERTERS, converter, find_converter  # noqa: F401

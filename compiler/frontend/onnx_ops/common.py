@@ -173,6 +173,26 @@ def onnx_dtype(elem_type: int, where: str) -> str:
     return name
 
 
+class OptionalValue:
+    """An ONNX optional during import: its element (a tensor or sequence expression), or None
+    when it is empty.
+
+    Relay has no option type without ADTs, so an optional lives only in the frontend's value
+    table: whether it holds an element is known at import (from the graph, or for a graph
+    input from what shape= says: None for an empty one), OptionalHasElement folds to a
+    constant and OptionalGetElement to the element. An optional whose presence depends on
+    run-time data (an If that returns an empty optional from one branch only) is an error.
+    """
+
+    __slots__ = ("element",)
+
+    def __init__(self, element: RelayExpr | None):
+        self.element = element
+
+    def __repr__(self) -> str:
+        return f"OptionalValue({'empty' if self.element is None else 'holding a value'})"
+
+
 class StaticInputRequired(FrontendError):
     """A node needs the compile-time value of an input that is computed from graph inputs."""
 
