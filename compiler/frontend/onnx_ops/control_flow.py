@@ -1,4 +1,4 @@
-"""ONNX control flow: If, Scan (and Loop, in loop.py), whose bodies are subgraph attributes.
+"""ONNX control flow: If and Scan, whose bodies are subgraph attributes.
 
 A body is converted by GraphConverter.subgraph: its declared inputs take the given
 expressions, and it may read any value of an enclosing graph (outer-scope references).
@@ -7,7 +7,7 @@ If: a condition known at import picks its branch there; otherwise a relay.If ove
 branches (a tuple of their outputs when there are several). Scan: its length is a static
 dimension of the scan inputs, so it is unrolled, the body converted once per step over
 `take` slices of the scan inputs, and each scan output stacked (in reverse for a reverse
-direction). A scan longer than MAX_UNROLLED_SCAN steps becomes a loop (loop.py).
+direction); a scan longer than MAX_UNROLLED_SCAN steps is refused.
 """
 from __future__ import annotations
 
