@@ -10,7 +10,7 @@ from . import nn_batch_matmul_axes  # noqa: F401,E402
 from . import nn_nchwc  # noqa: F401,E402
 from . import nn_depthwise_nchwc  # noqa: F401,E402
 from . import nn_winograd  # noqa: F401,E402
-from . import nn3d, image, vision  # noqa: F401,E402
+from . import nn3d, image, vision, vision_nms  # noqa: F401,E402
 from . import bitcast  # noqa: F401,E402
 from . import nn_deform  # noqa: F401,E402
 from . import annotation  # noqa: F401,E402

@@ -404,5 +404,7 @@ from .transform_index import *  # noqa: E402,F401,F403
 from .transform_index import __all__ as _index_all  # noqa: E402
 from .transform_init import *  # noqa: E402,F401,F403
 from .transform_init import __all__ as _init_all  # noqa: E402
+from .transform_select import *  # noqa: E402,F401,F403
+from .transform_select import __all__ as _select_all  # noqa: E402
 
-__all__ += _slice_all + _index_all + _init_all
+__all__ += _slice_all + _index_all + _init_all + _select_all

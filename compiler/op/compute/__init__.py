@@ -6,6 +6,7 @@ nn: conv2d/dense/matmul anchors; norm: softmax and normalisations; pool: pooling
 scatter: scatter_elements / scatter_nd.
 """
 from . import elemwise, index, nn, norm, pool, reduce, scatter, transform  # noqa: F401
-from . import image, nn3d, vision  # noqa: F401,E402
+from . import select  # noqa: F401,E402
+from . import image, nn3d, vision, vision_nms  # noqa: F401,E402
 from . import bitcast  # noqa: F401,E402
 from . import nn_deform  # noqa: F401,E402
