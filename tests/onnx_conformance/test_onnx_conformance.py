@@ -73,6 +73,7 @@ FAST_CASES = [
     "test_expand_dim_changed",
     "test_eyelike_populate_off_main_diagonal",
     "test_flatten_axis0",
+    "test_flexattention_score_mod",
     "test_floor",
     "test_gather_0",
     "test_gather_elements_0",

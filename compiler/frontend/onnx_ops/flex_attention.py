@@ -1,10 +1,13 @@
-"""ai.onnx.preview FlexAttention (opset 1) without score_mod/prob_mod subgraphs.
+"""ai.onnx.preview FlexAttention (opset 1), with its score_mod/prob_mod subgraphs.
 
 Built from the Attention converter's pieces (attention._bmm), step for step as
 onnx/reference/ops/aionnx_preview/op_flex_attention.py: Q and K pre-scaled by sqrt(scale)
 (computed in float32, rounded to the input dtype), grouped-query heads repeated, scores cast to
 the softmax dtype (softmax_precision, else float32 for inputs narrower than 4 bytes), softmax
-over keys, then probs @ V in that dtype, cast back to V's dtype.
+over keys, then probs @ V in that dtype, cast back to V's dtype. score_mod (on the scores,
+before the softmax) and prob_mod (on the probabilities, after it) are subgraphs of one
+tensor input, converted over the whole (batch, heads, queries, keys) tensor and their result
+cast to the softmax dtype.
 """
 from __future__ import annotations
 
@@ -23,12 +26,19 @@ def _softmax_dtype(ctx, dtype: str) -> str:
     return "float32" if np.dtype(dtype).itemsize < 4 else dtype
 
 
+def _modified(ctx, name: str, value, dtype: str):
+    """value through the subgraph attribute `name` (unchanged when there is none)."""
+    attr = ctx.attr(name)
+    if attr is None:
+        return value
+    outs = ctx.graph.subgraph(attr.g, [value], f"{ctx.where} {name}")
+    if len(outs) != 1:
+        raise ctx.error(f"the {name} subgraph must have one output, got {len(outs)}")
+    return cast(outs[0], ctx, dtype)
+
+
 @converter("FlexAttention", since=1, domain=PREVIEW_DOMAIN)
 def _flex_attention(ctx, inputs):
-    for name in ("score_mod", "prob_mod"):
-        if ctx.attr(name) is not None:
-            raise ctx.error(f"the {name} subgraph attribute is not supported (only "
-                            "FlexAttention without score_mod/prob_mod converts)")
     q, k, v = inputs[:3]
     if ctx.rank(q) != 4 or ctx.rank(k) != 4 or ctx.rank(v) != 4:
         raise ctx.error(f"Q, K and V must be rank 4, got {ctx.shape(q)}, {ctx.shape(k)}, "
@@ -49,6 +59,7 @@ def _flex_attention(ctx, inputs):
     root = const(np.sqrt(np.float32(scale)).astype(dtype), dtype)
     scores = _bmm(ctx, op("multiply", q, root), op("multiply", k, root), transpose_b=True)
     soft = _softmax_dtype(ctx, dtype)
-    probs = op("nn.softmax", cast(scores, ctx, soft), axis=-1)
+    scores = _modified(ctx, "score_mod", cast(scores, ctx, soft), soft)
+    probs = _modified(ctx, "prob_mod", op("nn.softmax", scores, axis=-1), soft)
     out = _bmm(ctx, probs, cast(v, ctx, soft), transpose_b=False)
     return cast(out, ctx, ctx.dtype(v))
