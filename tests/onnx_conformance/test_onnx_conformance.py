@@ -16,6 +16,7 @@ FAST_CASES = [
     "test_acos_example",
     "test_acosh",
     "test_acosh_example",
+    "test_adam_multiple",
     "test_add",
     "test_add_bcast",
     "test_and2d",
