@@ -1,8 +1,8 @@
 """If, Scan, sequences and optionals from ONNX against onnxruntime, on small hand-built graphs.
 
-Programs with run-time control flow run on the debug interpreter here (the Relay meaning of
-the conversion); static ones (an If whose condition folds, a Scan, which is unrolled) also
-through relay.build and the graph executor.
+Programs with run-time control flow or sequence inputs run on the Relay VM (and the debug
+interpreter, the Relay meaning of the conversion); static ones (an If whose condition folds,
+a Scan, which is unrolled) through relay.build and the graph executor.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _ort(model, feeds: dict) -> list:
 def _flat(value) -> list:
     if isinstance(value, (tuple, list)):
         return [leaf for v in value for leaf in _flat(v)]
-    return [np.asarray(value)]
+    return [value.numpy() if hasattr(value, "numpy") else np.asarray(value)]
 
 
 def _debug(model, feeds: dict, shape=None) -> list:
@@ -45,6 +45,16 @@ def _debug(model, feeds: dict, shape=None) -> list:
     args = [params[p.name_hint] if p.name_hint in params else feeds[p.name_hint]
             for p in mod["main"].params]
     return _flat(evaluate(mod, args))
+
+
+def _vm(model, feeds: dict, shape=None) -> list:
+    from compiler import relay
+    from runtime import cpu
+    from runtime.vm import VirtualMachine
+    mod, params = from_onnx(model, shape=shape)
+    machine = VirtualMachine(relay.vm.compile(mod, target="llvm", params=params), cpu(0))
+    names = [p.name_hint for p in mod["main"].params if p.name_hint not in params]
+    return _flat(machine.invoke("main", *[feeds[n] for n in names]))
 
 
 def _graph(model, feeds: dict) -> list:
@@ -94,7 +104,9 @@ def test_if_on_run_time_condition_is_a_relay_if(cond):
              "cond": np.array([cond])}
     mod, _ = from_onnx(model)
     assert any(isinstance(n, If) for n in post_order(mod["main"]))
-    _assert_same(_debug(model, feeds), _ort(model, feeds))
+    want = _ort(model, feeds)
+    _assert_same(_vm(model, feeds), want)
+    _assert_same(_debug(model, feeds), want)
 
 
 def test_if_on_constant_condition_picks_its_branch_at_import():
@@ -191,8 +203,10 @@ def test_sequence_map_over_a_sequence_input():
                    [helper.make_tensor_value_info("y", F, None)])
     seq = [RNG.standard_normal(n).astype(np.float32) for n in (3, 5, 2)]
     k = np.array(1.5, np.float32)
-    got = _debug(model, {"seq": tuple(seq), "k": k}, shape={"seq": [s.shape for s in seq]})
-    _assert_same(got, _ort(model, {"seq": seq, "k": k}))
+    shape = {"seq": [s.shape for s in seq]}
+    want = _ort(model, {"seq": seq, "k": k})
+    _assert_same(_vm(model, {"seq": tuple(seq), "k": k}, shape), want)
+    _assert_same(_debug(model, {"seq": tuple(seq), "k": k}, shape), want)
 
 
 def test_sequence_input_needs_its_element_shapes():
@@ -213,7 +227,7 @@ def test_optionals_fold_at_import():
                    [helper.make_tensor_value_info("has", TensorProto.BOOL, None),
                     helper.make_tensor_value_info("y", F, None)], opset=18)
     value = RNG.standard_normal(2).astype(np.float32)
-    _assert_same(_debug(model, {"o": value}), _ort(model, {"o": value}))
+    _assert_same(_vm(model, {"o": value}), _ort(model, {"o": value}))
     empty = _model([nodes[0]], [helper.make_value_info("o", opt)],
                    [helper.make_tensor_value_info("has", TensorProto.BOOL, None)], opset=18)
     assert _debug(empty, {}, shape={"o": None}) == [np.array(False)]
@@ -221,3 +235,31 @@ def test_optionals_fold_at_import():
         from_onnx(_model(nodes[:2], [helper.make_value_info("o", opt)],
                          [helper.make_tensor_value_info("value", F, None)], opset=18),
                   shape={"o": None})
+
+
+def test_nested_if_with_several_outputs_on_the_vm():
+    """An If in a branch of an If, both on run-time conditions, two outputs each."""
+    inner_then = _branch("it", [helper.make_node("Neg", ["x"], ["a"]),
+                                helper.make_node("Abs", ["x"], ["b"])],
+                         [helper.make_tensor_value_info(n, F, [2, 3]) for n in "ab"])
+    inner_else = _branch("ie", [helper.make_node("Exp", ["x"], ["c"]),
+                                helper.make_node("Sigmoid", ["x"], ["d"])],
+                         [helper.make_tensor_value_info(n, F, [2, 3]) for n in "cd"])
+    outer_then = _branch("ot", [helper.make_node("If", ["c2"], ["p", "q"],
+                                                 then_branch=inner_then,
+                                                 else_branch=inner_else)],
+                         [helper.make_tensor_value_info(n, F, [2, 3]) for n in "pq"])
+    outer_else = _branch("oe", [helper.make_node("Relu", ["x"], ["r"]),
+                                helper.make_node("Tanh", ["x"], ["s"])],
+                         [helper.make_tensor_value_info(n, F, [2, 3]) for n in "rs"])
+    model = _model([helper.make_node("If", ["c1"], ["y", "z"], then_branch=outer_then,
+                                     else_branch=outer_else)],
+                   [helper.make_tensor_value_info("x", F, [2, 3]),
+                    helper.make_tensor_value_info("c1", TensorProto.BOOL, []),
+                    helper.make_tensor_value_info("c2", TensorProto.BOOL, [])],
+                   [helper.make_tensor_value_info(n, F, [2, 3]) for n in "yz"])
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    for c1 in (True, False):
+        for c2 in (True, False):
+            feeds = {"x": x, "c1": np.array(c1), "c2": np.array(c2)}
+            _assert_same(_vm(model, feeds), _ort(model, feeds))
