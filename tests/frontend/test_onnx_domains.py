@@ -270,12 +270,21 @@ def test_flex_attention(executor, heads, attrs, dtype):
     assert got[0].shape == (2, heads[0], 5, 6)
 
 
-def test_flex_attention_with_score_mod_is_rejected():
-    scores = helper.make_tensor_value_info("s", TensorProto.FLOAT, None)
-    out = helper.make_tensor_value_info("t", TensorProto.FLOAT, None)
-    mod_graph = helper.make_graph([helper.make_node("Neg", ["s"], ["t"])], "m", [scores], [out])
-    feeds = {n: np.ones((1, 1, 2, 4), np.float32) for n in "QKV"}
+@pytest.mark.parametrize("executor", ["debug", "graph"])
+@pytest.mark.parametrize("which,dtype", [("score_mod", "float32"), ("prob_mod", "float32"),
+                                         ("score_mod", "float16")])
+def test_flex_attention_with_a_mod_subgraph(executor, which, dtype):
+    """score_mod (before the softmax) and prob_mod (after it) subgraphs, in the softmax
+    dtype (float32 for float16 inputs), against ONNX's reference."""
+    soft = TensorProto.FLOAT
+    value = helper.make_tensor_value_info("s", soft, None)
+    out = helper.make_tensor_value_info("t", soft, None)
+    mod_graph = helper.make_graph([helper.make_node("Neg", ["s"], ["n"]),
+                                   helper.make_node("Mul", ["n", "s"], ["t"])], "m",
+                                  [value], [out])
+    rng = np.random.default_rng(9)
+    feeds = {n: rng.random((1, 2, 3, 4)).astype(dtype) for n in "QKV"}
     node = helper.make_node("FlexAttention", ["Q", "K", "V"], ["y0"], domain=PREVIEW,
-                            score_mod=mod_graph)
-    with pytest.raises(Exception, match="score_mod subgraph attribute is not supported"):
-        from_onnx(_model([node], feeds))
+                            **{which: mod_graph})
+    got = _check(_model([node], feeds), feeds, executor)
+    assert got[0].shape == (1, 2, 3, 4)
