@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from compiler.frontend import from_onnx
 from compiler.frontend.onnx_ops.common import FrontendError
-from compiler.interpreter import evaluate
+from compiler.op.interpreter import evaluate
 from compiler.ir.expr import If
 from compiler.ir.traversal import post_order
 
