@@ -307,7 +307,7 @@ class VirtualMachine:
                 raise ValueError(f"argument {i} of kernel {name!r} must be {shape} "
                                  f"{dtype.name}, the program gives {a.shape} {a.dtype.name}")
             address = a.ctypes.data
-            if not a.flags.c_contiguous or address % 64:
+            if not a.flags.c_contiguous or (address % 64 and a.size):  # empty: never read
                 raise ValueError(f"argument {i} of kernel {name!r} is not a contiguous "
                                  f"64-byte-aligned buffer")
             if i >= first_output and not a.flags.writeable:

@@ -264,3 +264,17 @@ def test_ifs_nested_deeper_than_the_recursion_limit():
     vm = _vm(tvm.IRModule.from_expr(relay.Function([c, x], e)))
     assert vm.run(np.array(True), np.array(-5, "int32")).numpy() == 2999
     assert vm.run(np.array(False), np.array(-5, "int32")).numpy() == -5
+
+
+def test_empty_tensors_pass_through_kernels():
+    """A size-0 input (numpy places its data anywhere: nothing is read) reaches its kernels
+    (ONNX's split-with-zero-size and triu-of-empty cases)."""
+    x = relay.var("x", shape=(0, 3))
+    y = relay.var("y", shape=(2, 3))
+    f = relay.Function([x, y], relay.Tuple([relay.exp(x),
+                                            relay.concatenate([x, y], axis=0)]))
+    empty = np.ones((0, 3), np.float32)[:, ::-1][:, ::-1]
+    ya = RNG.standard_normal((2, 3)).astype("f4")
+    got = _vm(tvm.IRModule.from_expr(f)).run(empty, ya)
+    assert got[0].numpy().shape == (0, 3)
+    np.testing.assert_allclose(got[1].numpy(), ya, rtol=1e-6)
