@@ -131,7 +131,7 @@ def compute(shape: Sequence[int], fcompute: Callable[..., Any], name: str = "com
     if dtype is not None:
         body = cast(body, dtype)
     nodes = post_order(body)
-    if any(n.dtype == half.HALF for n in nodes):  # one op: float32 inside, one rounding
+    if any(n.dtype in half.NARROW for n in nodes):  # one op: float32 inside, one rounding
         body = half.promote(body)
     t.dtype = body.dtype
     t.buffer = StageBuffer(name, shape, body.dtype, producer=t)

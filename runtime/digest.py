@@ -75,6 +75,8 @@ def _piece_digest(parts: list[memoryview]) -> bytes:
 def _byte_view(buffer) -> memoryview:
     """`buffer`'s bytes as a flat view (an empty array's too: a view with a zero in its shape
     cannot be cast)."""
+    if getattr(buffer, "dtype", None) is not None and buffer.dtype.kind == "V":
+        buffer = buffer.reshape(-1).view("uint8")  # bfloat16 (ml_dtypes): no buffer format
     view = memoryview(buffer)
     if view.nbytes == 0:
         view.release()

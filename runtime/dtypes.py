@@ -5,10 +5,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+try:  # optional: numpy's bfloat16 comes from ml_dtypes (an onnx dependency); importing it
+    import ml_dtypes  # noqa: F401  registers the dtype name "bfloat16" with numpy
+except ImportError:  # pragma: no cover - then bfloat16 is not a runtime dtype
+    ml_dtypes = None
+
 # DLDataTypeCode values from dlpack.h.
 DL_INT = 0
 DL_UINT = 1
 DL_FLOAT = 2
+DL_BFLOAT = 4
 
 
 class DLDataType(NamedTuple):
@@ -34,6 +40,8 @@ _BY_NAME: dict[str, DLDataType] = {
     "float32": DLDataType(DL_FLOAT, 32),
     "float64": DLDataType(DL_FLOAT, 64),
 }
+if ml_dtypes is not None:
+    _BY_NAME["bfloat16"] = DLDataType(DL_BFLOAT, 16)
 _BY_DL: dict[DLDataType, str] = {v: k for k, v in _BY_NAME.items()}
 SUPPORTED_DTYPES: tuple[str, ...] = tuple(_BY_NAME)
 

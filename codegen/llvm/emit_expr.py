@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from llvmlite import ir
 
 from ..errors import CodegenError
@@ -17,13 +19,14 @@ from ..tir.expr import (
     Var,
 )
 from ..tir.functor import children, post_order
+from ..tir.half import NARROW
 from ..tir.stmt import Buffer
 from runtime.library import STATUS_INDEX_OUT_OF_RANGE
 
 from ..tir.ops import CHECKED_INDEX
 from . import mathlib
 from .textir import TextBuilder
-from .types import (F16, F32, F64, I1, I32, I64, get_function, intrinsic, llvm_suffix, mem_type,
+from .types import (F16, F32, F64, I1, I16, I32, I64, get_function, intrinsic, llvm_suffix, mem_type,
                     reg_type)
 
 _FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -110,6 +113,8 @@ class ExprEmitter:
         return ir.Constant(reg_type(e.dtype), e.value)
 
     def _float(self, e: FloatImm) -> ir.Value:
+        if e.dtype == "bfloat16":  # its bits (the value is already a bfloat16, tir.const)
+            return ir.Constant(I16, int(np.float32(e.value).view(np.uint32)) >> 16)
         return ir.Constant(reg_type(e.dtype), e.value)
 
     def _var(self, e: Var) -> ir.Value:
@@ -163,12 +168,12 @@ class ExprEmitter:
     def _binary(self, e: BinaryOp) -> ir.Value:
         a, b = self.expr(e.a), self.expr(e.b)
         dt, k, bld = e.a.dtype, e.kind, self.builder
-        if dt == "float16":  # in float32, rounded back to half (comparisons need no rounding)
-            a, b = bld.fpext(a, F32), bld.fpext(b, F32)
+        if dt in NARROW:  # in float32, rounded back (comparisons need no rounding)
+            a, b = self._widen(a, dt), self._widen(b, dt)
             if k in _FCMP:
                 return bld.fcmp_unordered("!=", a, b) if k == "ne" else \
                     bld.fcmp_ordered(_FCMP[k], a, b)
-            return bld.fptrunc(self._float_binary(e, k, a, b), F16)
+            return self._narrow(self._float_binary(e, k, a, b), dt)
         if k in _FCMP:
             if is_float(dt):
                 if k == "ne":
@@ -343,12 +348,12 @@ class ExprEmitter:
         v, src, dst, bld = self.expr(e.value), e.value.dtype, e.dtype, self.builder
         if src == dst:
             return v
-        if src == "float16":  # exact in float32; from there numpy's float32 semantics
-            v, src = bld.fpext(v, F32), "float32"
+        if src in NARROW:  # exact in float32; from there numpy's float32 semantics
+            v, src = self._widen(v, src), "float32"
             if dst == "float32":
                 return v
-        if dst == "float16":
-            return self._to_half(v, src)
+        if dst in NARROW:
+            return self._narrow(self._to_single(v, src, dst), dst)
         to = reg_type(dst)
         if is_bool(dst):
             if is_float(src):
@@ -366,22 +371,47 @@ class ExprEmitter:
             return bld.trunc(v, to)
         return bld.sext(v, to) if is_int(src) else bld.zext(v, to)
 
-    def _to_half(self, v: ir.Value, src: str) -> ir.Value:
-        """Round to half to nearest even, as numpy: via float32, which is exact for ints below
-        2**24 (larger ones overflow half either way); float64 first rounds to float32 *to odd*
-        (inexact results get their last bit set), so the second rounding is the correct one."""
+    def _to_single(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+        """The float32 from which a value is rounded to half or bfloat16 to nearest even, as
+        numpy (float16) and ml_dtypes (bfloat16) round: ints via float32, exact below 2**24
+        (larger ones round either way); float64 for half rounded to float32 *to odd*
+        (inexact results get their last bit set), so the second rounding is the correct one;
+        for bfloat16 plainly to float32 (ml_dtypes rounds twice)."""
         bld = self.builder
         if is_bool(src) or is_integer(src):
-            v = bld.uitofp(v, F32) if is_uint(src) or is_bool(src) else bld.sitofp(v, F32)
-        elif src == "float64":
+            return bld.uitofp(v, F32) if is_uint(src) or is_bool(src) else bld.sitofp(v, F32)
+        if src == "float64" and dst == "bfloat16":
+            return bld.fptrunc(v, F32)
+        if src == "float64":
             f = bld.fptrunc(v, F32)
             back = bld.fpext(f, F64)
             bits_ = bld.bitcast(f, I32)
             away = bld.fcmp_ordered(">", intrinsic(bld, "fabs", back), intrinsic(bld, "fabs", v))
             bits_ = bld.select(away, bld.sub(bits_, ir.Constant(I32, 1)), bits_)
             odd = bld.or_(bits_, ir.Constant(I32, 1))
-            v = bld.bitcast(bld.select(bld.fcmp_ordered("!=", back, v), odd, bits_), F32)
-        return bld.fptrunc(v, F16)
+            return bld.bitcast(bld.select(bld.fcmp_ordered("!=", back, v), odd, bits_), F32)
+        return v
+
+    def _widen(self, v: ir.Value, dtype: str) -> ir.Value:
+        """A float16 or bfloat16 register as float32 (exact)."""
+        bld = self.builder
+        if dtype == "float16":
+            return bld.fpext(v, F32)
+        return bld.bitcast(bld.shl(bld.zext(v, I32), ir.Constant(I32, 16)), F32)
+
+    def _narrow(self, v: ir.Value, dtype: str) -> ir.Value:
+        """A float32 rounded to float16 or bfloat16, to nearest even; a bfloat16 NaN stays a
+        quiet NaN of the same sign (ml_dtypes' conversion)."""
+        bld = self.builder
+        if dtype == "float16":
+            return bld.fptrunc(v, F16)
+        bits_ = bld.bitcast(v, I32)
+        lsb = bld.and_(bld.lshr(bits_, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+        rounded = bld.lshr(bld.add(bits_, bld.add(lsb, ir.Constant(I32, 0x7FFF))),
+                           ir.Constant(I32, 16))
+        quiet = bld.or_(bld.lshr(bits_, ir.Constant(I32, 16)), ir.Constant(I32, 0x40))
+        nan = bld.fcmp_unordered("uno", v, v)
+        return bld.trunc(bld.select(nan, quiet, rounded), I16)
 
     def _reinterpret(self, e: Reinterpret) -> ir.Value:
         """Same bits, other type; bool is its stored byte (0/1) and a byte read as bool is != 0."""
@@ -424,10 +454,12 @@ class ExprEmitter:
         if e.name == CHECKED_INDEX:
             return self._checked_index(e)
         args = [self.expr(a) for a in e.args]
-        if e.args[0].dtype == "float16":  # float32 math, result rounded to half
-            bld = self.builder
-            out = emit_math(bld, e.name, [bld.fpext(a, F32) for a in args], "float32", self.fail)
-            return bld.fptrunc(out, F16) if e.dtype == "float16" else out
+        narrow = e.args[0].dtype
+        if narrow in NARROW:  # float32 math, result rounded back
+            wide = [self._widen(a, x.dtype) if x.dtype in NARROW else a
+                    for a, x in zip(args, e.args)]
+            out = emit_math(self.builder, e.name, wide, "float32", self.fail)
+            return self._narrow(out, e.dtype) if e.dtype in NARROW else out
         return emit_math(self.builder, e.name, args, e.args[0].dtype, self.fail)
 
     def _checked_index(self, e: Call) -> ir.Value:

@@ -7,12 +7,16 @@ from ..errors import CodegenError
 from ..tir.dtype import FLOAT_BITS, bits, is_bool, is_float
 
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+I1, I8, I16, I32, I64 = (ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32),
+                         ir.IntType(64))
 PTR = ir.PointerType()
 
 
 def reg_type(dtype: str) -> ir.Type:
-    """Type of a value in registers (bool is i1)."""
+    """Type of a value in registers (bool is i1; a bfloat16 is its 16 bits, an i16: every
+    operation widens it to float32 first, codegen/llvm/emit_expr.py)."""
+    if dtype == "bfloat16":
+        return I16
     if is_float(dtype):
         return {16: F16, 32: F32, 64: F64}[FLOAT_BITS[dtype]]
     return ir.IntType(bits(dtype))

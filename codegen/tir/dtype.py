@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from ..errors import CodegenError
 
-# float16 is a storage type: codegen computes in float32 and rounds each result to half
-# (see codegen/tir/half.py); buffers hold IEEE binary16
-FLOAT_BITS = {"float16": 16, "float32": 32, "float64": 64}
+# float16 and bfloat16 are storage types: codegen computes in float32 and rounds each result
+# (see codegen/tir/half.py); buffers hold IEEE binary16 / bfloat16 (float32's top 16 bits)
+FLOAT_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
 INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 UINT_BITS = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
 ALL_DTYPES = frozenset([*FLOAT_BITS, *INT_BITS, *UINT_BITS, "bool"])
@@ -120,3 +120,16 @@ def wrap_int(value: int, dtype: str) -> int:
     if is_int(dtype) and value >= 1 << (n - 1):
         value -= 1 << n
     return value
+
+
+def round_bfloat16(value: float) -> float:
+    """value rounded to the nearest bfloat16 (ties to even, via float32), as a Python float."""
+    import numpy as np
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        single = np.float32(value)
+    if np.isnan(single):
+        return float("nan")
+    bits = int(single.view(np.uint32))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return float(np.uint32(bits).view(np.float32))

@@ -1,4 +1,5 @@
-"""float16 as a storage type: a compute stage works in float32 and rounds its result to half.
+"""float16 and bfloat16 as storage types: a compute stage works in float32 and rounds its
+result to the narrow type (below, "half" stands for either).
 
 numpy (and ONNX's reference) evaluates each float16 op in float32 and rounds the result to
 float16, so every op's result is a half. Here one te.compute stage is one op: `promote`
@@ -17,29 +18,30 @@ from .expr import (
 from .dtype import bits
 from .functor import post_order, rewrite
 
-HALF, WORK = "float16", "float32"
+HALF, BFLOAT, WORK = "float16", "bfloat16", "float32"
+NARROW = (HALF, BFLOAT)  # the float types computed in float32
 
 
 def has_half(e: Expr) -> bool:
-    """True when any node of e is typed float16."""
-    return any(n.dtype == HALF for n in post_order(e))
+    """True when any node of e is typed float16 or bfloat16."""
+    return any(n.dtype in NARROW for n in post_order(e))
 
 
 def promote(body: Expr) -> Expr:
-    """body computed in float32 wherever it is float16, rounded to float16 once at the root."""
+    """body computed in float32 wherever it is narrow, rounded to its type once at the root."""
     out = rewrite(body, _widen)
-    if body.dtype != HALF:
+    if body.dtype not in NARROW:
         return out
-    if type(out) is Cast and out.value.dtype == HALF:  # already a half (a load, a cast)
+    if type(out) is Cast and out.value.dtype == body.dtype:  # already narrow (a load, a cast)
         return out.value
-    return Cast(HALF, out)
+    return Cast(body.dtype, out)
 
 
 def _widen(e: Expr) -> Expr | None:
     """e (children already widened) as a float32 node, or a float32 view of a half value."""
     t = type(e)
     if t is Cast:
-        if e.dtype == HALF:  # a rounding point: keep it, read the half back as float32
+        if e.dtype in NARROW:  # a rounding point: keep it, read the half back as float32
             return Cast(WORK, e)
         if e.value.dtype == e.dtype:  # float32(x) of a widened x: nothing left to convert
             return e.value
@@ -48,7 +50,7 @@ def _widen(e: Expr) -> Expr | None:
         v = e.value
         return Reinterpret(e.dtype, v.value if type(v) is Cast and v.value.dtype == HALF
                            else Cast(HALF, v))
-    if e.dtype != HALF:
+    if e.dtype not in NARROW:
         return None
     if t is Load or t is Var:
         return Cast(WORK, e)

@@ -5,7 +5,7 @@ import math
 from typing import Any, Sequence
 
 from ..errors import CodegenError
-from .dtype import as_dtype, bits, is_bool, is_float, is_integer, itemsize, wrap_int
+from .dtype import as_dtype, bits, is_bool, is_float, is_integer, itemsize, round_bfloat16, wrap_int
 from .expr import (
     ARITH_KINDS, BINARY_KINDS, BIT_KINDS, COMPARE_KINDS, BinaryOp, Call, Cast, Expr, FloatImm,
     IfThenElseExpr, IntImm, Not, Reinterpret, Select,
@@ -34,6 +34,8 @@ def const(value: Number, dtype: str = "float32") -> Expr:
 
         with np.errstate(over="ignore"):
             return FloatImm(float(np.float16(value)), dtype)
+    if dtype == "bfloat16":
+        return FloatImm(round_bfloat16(value), dtype)
     if is_float(dtype):
         return FloatImm(float(value), dtype)
     if isinstance(value, float) and not value.is_integer():

@@ -23,6 +23,7 @@ from compiler.op.interpreter import Interpreter
 from runtime import ndarray as nd
 
 from .onnx_ops import find_converter
+from .onnx_ops.bfloat16 import check_bfloat16
 from .onnx_ops.common import (DEFAULT_DOMAIN, FrontendError, NodeContext, OptionalValue,
                               canonical_domain, const, infer_type, onnx_dtype)
 
@@ -298,6 +299,7 @@ class GraphConverter:
             else:
                 inputs.append(self.values[name])
         fn = find_converter(node.op_type, opset, node.domain)
+        check_bfloat16(ctx, inputs)
         try:
             result = fn(ctx, inputs)
         except CompilerError:

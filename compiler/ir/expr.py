@@ -391,7 +391,7 @@ def const(value, dtype: str | None = None, span=None) -> Constant:
         narrowed = {np.dtype("int64"): "int32", np.dtype("float64"): "float32"}.get(array.dtype)
         if narrowed:
             array = array.astype(narrowed)
-    if array.dtype.kind in "OUSV":
+    if array.dtype.kind in "OUS" or (array.dtype.kind == "V" and array.dtype.name != "bfloat16"):
         raise TypeError(f"relay.const: cannot make a tensor constant from {value!r:.60}")
     return Constant(nd.array(array), span)
 

@@ -153,7 +153,7 @@ def const(value: Any, dtype: str) -> Constant:
 
 
 _SUPPORTED_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                     "uint64", "float16", "float32", "float64"}
+                     "uint64", "float16", "bfloat16", "float32", "float64"}
 
 
 def onnx_dtype(elem_type: int, where: str) -> str:
@@ -164,7 +164,7 @@ def onnx_dtype(elem_type: int, where: str) -> str:
     except (KeyError, ValueError):
         np_type = None
     name = np.dtype(np_type).name if np_type is not None else ""
-    if elem_type in (TensorProto.STRING, TensorProto.BFLOAT16, TensorProto.COMPLEX64,
+    if elem_type in (TensorProto.STRING, TensorProto.COMPLEX64,
                      TensorProto.COMPLEX128, TensorProto.UNDEFINED) or not name or \
             name not in _SUPPORTED_DTYPES:
         label = TensorProto.DataType.Name(elem_type) if elem_type in \
