@@ -33,7 +33,7 @@ def test_dtype_mismatch_and_truthiness_are_clear_errors() -> None:
     with pytest.raises(CodegenError, match="expected a float"):
         tir.exp(i)
     with pytest.raises(CodegenError, match="unsupported dtype"):
-        tir.const(1, "bfloat16")
+        tir.const(1, "complex64")
 
 
 def test_printer_shows_loop_nest() -> None:
