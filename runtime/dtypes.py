@@ -15,6 +15,9 @@ DL_INT = 0
 DL_UINT = 1
 DL_FLOAT = 2
 DL_BFLOAT = 4
+# DLPack 1.1's float8 codes
+DL_FLOAT8 = {"float8_e4m3fn": 10, "float8_e4m3fnuz": 11, "float8_e5m2": 12,
+             "float8_e5m2fnuz": 13}
 
 
 class DLDataType(NamedTuple):
@@ -42,6 +45,7 @@ _BY_NAME: dict[str, DLDataType] = {
 }
 if ml_dtypes is not None:
     _BY_NAME["bfloat16"] = DLDataType(DL_BFLOAT, 16)
+    _BY_NAME.update({name: DLDataType(code, 8) for name, code in DL_FLOAT8.items()})
 _BY_DL: dict[DLDataType, str] = {v: k for k, v in _BY_NAME.items()}
 SUPPORTED_DTYPES: tuple[str, ...] = tuple(_BY_NAME)
 

@@ -13,7 +13,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..errors import CodegenError
-from ..tir.dtype import is_bool, is_float, is_int, is_integer, is_uint, itemsize
+from ..tir.dtype import FLOAT8, is_bool, is_float, is_int, is_integer, is_uint, itemsize
 from ..tir.expr import (
     BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Reinterpret, Select,
     Var,
@@ -24,7 +24,7 @@ from ..tir.stmt import Buffer
 from runtime.library import STATUS_INDEX_OUT_OF_RANGE
 
 from ..tir.ops import CHECKED_INDEX
-from . import mathlib
+from . import float8, mathlib
 from .textir import TextBuilder
 from .types import (F16, F32, F64, I1, I16, I32, I64, get_function, intrinsic, llvm_suffix, mem_type,
                     reg_type)
@@ -168,6 +168,8 @@ class ExprEmitter:
     def _binary(self, e: BinaryOp) -> ir.Value:
         a, b = self.expr(e.a), self.expr(e.b)
         dt, k, bld = e.a.dtype, e.kind, self.builder
+        if dt in FLOAT8:
+            raise self.fail(f"{k} on {dt}: float8 values are only cast, loaded and stored")
         if dt in NARROW:  # in float32, rounded back (comparisons need no rounding)
             a, b = self._widen(a, dt), self._widen(b, dt)
             if k in _FCMP:
@@ -348,10 +350,16 @@ class ExprEmitter:
         v, src, dst, bld = self.expr(e.value), e.value.dtype, e.dtype, self.builder
         if src == dst:
             return v
+        if src in FLOAT8:  # exact in float32, as a half or bfloat16 is
+            v, src = float8.decode(bld, v, src), "float32"
+            if dst == "float32":
+                return v
         if src in NARROW:  # exact in float32; from there numpy's float32 semantics
             v, src = self._widen(v, src), "float32"
             if dst == "float32":
                 return v
+        if dst in FLOAT8:  # through float32 (from float64 rounding twice, as ml_dtypes)
+            return float8.encode(bld, self._to_single(v, src, "bfloat16"), dst)
         if dst in NARROW:
             return self._narrow(self._to_single(v, src, dst), dst)
         to = reg_type(dst)

@@ -1,6 +1,8 @@
 """Dtype strings used by the loop-nest IR, and the facts about them codegen needs."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ..errors import CodegenError
 
 # float16 and bfloat16 are storage types: codegen computes in float32 and rounds each result
@@ -8,7 +10,27 @@ from ..errors import CodegenError
 FLOAT_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
 INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 UINT_BITS = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
-ALL_DTYPES = frozenset([*FLOAT_BITS, *INT_BITS, *UINT_BITS, "bool"])
+
+
+class Float8Format(NamedTuple):
+    """An 8-bit float format: field widths, exponent bias, largest finite value, and which
+    specials it has: "fn" (no infinity, NaN = S.1..1), "ieee" (infinities and NaNs in the
+    top binade), "fnuz" (no infinity, no -0, one NaN 0x80)."""
+
+    exponent_bits: int
+    mantissa_bits: int
+    bias: int
+    max: float
+    kind: str
+
+
+# float8 values are stored, loaded, selected and cast only (codegen/llvm/float8.py): they hold
+# data (ONNX's FLOAT8 types, ml_dtypes' names), so no arithmetic is ever done on them
+FLOAT8 = {"float8_e4m3fn": Float8Format(4, 3, 7, 448.0, "fn"),
+          "float8_e4m3fnuz": Float8Format(4, 3, 8, 240.0, "fnuz"),
+          "float8_e5m2": Float8Format(5, 2, 15, 57344.0, "ieee"),
+          "float8_e5m2fnuz": Float8Format(5, 2, 16, 57344.0, "fnuz")}
+ALL_DTYPES = frozenset([*FLOAT_BITS, *INT_BITS, *UINT_BITS, *FLOAT8, "bool"])
 INDEX_DTYPE = "int64"
 
 
@@ -58,6 +80,8 @@ def bits(dtype: str) -> int:
     """Register width in bits (bool is 1)."""
     if dtype == "bool":
         return 1
+    if dtype in FLOAT8:
+        return 8
     return FLOAT_BITS.get(dtype) or INT_BITS.get(dtype) or UINT_BITS[dtype]
 
 

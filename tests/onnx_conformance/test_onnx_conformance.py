@@ -52,6 +52,8 @@ FAST_CASES = [
     "test_cast_DOUBLE_to_FLOAT16",
     "test_castlike_DOUBLE_to_FLOAT",
     "test_castlike_DOUBLE_to_FLOAT16",
+    "test_cast_FLOAT_to_FLOAT8E4M3FN",
+    "test_cast_FLOAT8E5M2_to_FLOAT",
     "test_ceil",
     "test_ceil_example",
     "test_celu",

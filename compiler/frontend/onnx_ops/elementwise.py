@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 
+from codegen.tir.dtype import FLOAT8
+
 from .common import NodeContext, cast, const, converter, onnx_dtype, op, reshape
 
 _UNARY = {
@@ -123,15 +125,23 @@ def _isinf(ctx, inputs):
     return op("logical_and", inf, side)
 
 
+def _cast_to(ctx, x, dtype: str):
+    """x cast to dtype; to a float8 type, by default (saturate=1) clipped to its largest finite
+    value first (ONNX's saturate_cast), else past it to infinity or NaN."""
+    if dtype in FLOAT8 and int(ctx.attr("saturate", 1)) and ctx.dtype(x) != dtype:
+        top = FLOAT8[dtype].max
+        x = op("clip", x, a_min=-top, a_max=top)
+    return op("cast", x, dtype=dtype)
+
+
 @converter("Cast")
 def _cast(ctx, inputs):
-    dtype = onnx_dtype(ctx.attr("to"), ctx.where)
-    return op("cast", inputs[0], dtype=dtype)
+    return _cast_to(ctx, inputs[0], onnx_dtype(ctx.attr("to"), ctx.where))
 
 
 @converter("CastLike")
 def _cast_like(ctx, inputs):
-    return op("cast", inputs[0], dtype=ctx.dtype(inputs[1]))
+    return _cast_to(ctx, inputs[0], ctx.dtype(inputs[1]))
 
 
 @converter("Clip")
