@@ -3,7 +3,8 @@
 Algorithm: starting from the outputs, collect the materialized tensors they read (loads
 of StageBuffers; extern inputs) with an explicit-stack DFS, giving a topological order.
 Each stage becomes a loop nest over its shape (row-major, innermost loop `vectorized`
-when the stage has no reduction, outer loops parallel when it has work enough: parallel.py); reductions inside a body are lifted into accumulators
+when the stage has no reduction, outer loops parallel when it has work enough: parallel.py's
+ParallelPolicy); reductions inside a body are lifted into accumulators
 (a one-element local Allocate that mem2reg turns into a register) filled by a loop nest
 over the reduce axes before the store. Non-output stages live in Allocate'd scratch.
 Outputs that are placeholders or repeat an earlier output are copied. Index expressions
@@ -12,13 +13,13 @@ are simplified with the loop bounds so reshapes/transposes index without div/mod
 from __future__ import annotations
 
 from .errors import LoweringError
-from .parallel import serial_nest, stage_nest
+from .parallel import ParallelPolicy, serial_nest, stage_nest
 from .simplify import simplify
 from .te import StageBuffer, Tensor
 from .tir.dtype import INDEX_DTYPE, is_float, max_value, min_value
 from .tir.expr import BinaryOp, Expr, IntImm, Load, Reduce, Var
 from .tir.functor import post_order, rewrite
-from .tir.ops import cast, const, logical_and, logical_or, ne
+from .tir.ops import cast, const, logical_and, logical_not, logical_or, ne
 from .tir.ops import max as tmax
 from .tir.ops import min as tmin
 from .tir.stmt import Allocate, Buffer, ConstantBuffer, IfThenElse, PrimFunc, Stmt, Store, seq
@@ -28,16 +29,22 @@ from .tir.stmt import Allocate, Buffer, ConstantBuffer, IfThenElse, PrimFunc, St
 SOURCE_KINDS = ("placeholder", "constant")
 
 
-def lower(name: str, inputs: list[Tensor], outputs: list[Tensor]) -> PrimFunc:
-    """Lower the computation of `outputs` from placeholder `inputs` to a PrimFunc."""
-    return _Lowering(name, list(inputs), list(outputs)).run()
+def lower(name: str, inputs: list[Tensor], outputs: list[Tensor],
+          parallel: ParallelPolicy | None = None) -> PrimFunc:
+    """Lower the computation of `outputs` from placeholder `inputs` to a PrimFunc; the stages'
+    loop nests go parallel by `parallel` (the build's CodegenOptions.parallel; None: the
+    default policy)."""
+    return _Lowering(name, list(inputs), list(outputs),
+                     parallel if parallel is not None else ParallelPolicy()).run()
 
 
 class _Lowering:
     """State of one lower() call."""
 
-    def __init__(self, name: str, inputs: list[Tensor], outputs: list[Tensor]) -> None:
+    def __init__(self, name: str, inputs: list[Tensor], outputs: list[Tensor],
+                 parallel: ParallelPolicy) -> None:
         self.name, self.inputs, self.outputs = name, inputs, outputs
+        self.parallel = parallel
         self.acc_ids = 0
 
     def fail(self, msg: str) -> LoweringError:
@@ -247,7 +254,7 @@ class _Lowering:
         for r in reduces:
             for v in r.axis:
                 per_point *= max(1, v.dom[1])
-        return stage_nest(t.axis, t.shape, body, vectorize=not reduces,
+        return stage_nest(t.axis, t.shape, body, not reduces, self.parallel,
                           work_per_point=per_point)
 
     def reduction(self, t: Tensor, r: Reduce, bounds: dict) -> tuple[Stmt, Expr, list[Buffer]]:
@@ -308,7 +315,8 @@ class _Lowering:
     def copy(self, buf: Buffer, t: Tensor) -> Stmt:
         """buf[...] = t[...] for placeholder or repeated outputs."""
         axis = tuple(Var(f"{buf.name}_c{d}", INDEX_DTYPE) for d in range(t.ndim))
-        return stage_nest(axis, t.shape, Store(buf, axis, Load(t.buffer, axis, t.dtype)), True)
+        return stage_nest(axis, t.shape, Store(buf, axis, Load(t.buffer, axis, t.dtype)), True,
+                          self.parallel)
 
 
 def _subst(e: Expr, mapping: dict[Var, Expr]) -> Expr:
@@ -328,11 +336,6 @@ def _arg_better(kind: str, v: Expr, cur: Expr) -> Expr:
     # NaN wins (first NaN for first-index, last NaN for last-index), like numpy
     v_nan, cur_nan = ne(v, v), ne(cur, cur)
     if last:
-        return logical_or(logical_and(cmp, _not(cur_nan)), v_nan)
-    return logical_or(cmp, logical_and(v_nan, _not(cur_nan)))
+        return logical_or(logical_and(cmp, logical_not(cur_nan)), v_nan)
+    return logical_or(cmp, logical_and(v_nan, logical_not(cur_nan)))
 
-
-def _not(e: Expr) -> Expr:
-    from .tir.ops import logical_not
-
-    return logical_not(e)

@@ -7,7 +7,9 @@
   kernel cache as the tests expect; tests/build/test_build_cache.py turns it on.
 - keep_thread_count: a fixture restoring the kernel thread count a test changed;
 - width: a fixture running a test at both micro-kernel vector widths (8: AVX2 code, 16:
-  AVX-512 code, skipped where the host has no AVX-512), through RELAYJIT_VECTOR_WIDTH.
+  AVX-512 code, skipped where the host has no AVX-512), through RELAYJIT_VECTOR_WIDTH (what
+  relay.build reads); options: the CodegenOptions of the host at that width (what the
+  schedules, the lowering and the passes take).
 """
 import atexit
 import faulthandler
@@ -45,3 +47,11 @@ def width(request, monkeypatch):
             pytest.skip("host has no AVX-512")
     monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", request.param)
     return int(request.param)
+
+
+@pytest.fixture
+def options(width):
+    """The host's CodegenOptions at the micro-kernel width of the `width` fixture."""
+    from codegen.options import CodegenOptions
+
+    return CodegenOptions.host(vector_width=width)

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from runtime.target import current_target
-
 from ..tir.expr import Call, Expr, IntImm, Load, Var
 from ..tir.ops import cast, const
 from ..tir.stmt import Buffer, Evaluate, For, Stmt, seq
@@ -61,18 +59,6 @@ def mark_epilogue(fn, in_place: bool = False):
     fn.supports_epilogue = True
     fn.epilogue_in_place = in_place
     return fn
-
-
-def vector_width() -> int:
-    """Floats per micro-kernel vector: 16 when the build's target CPU has AVX-512, else 8.
-
-    RELAYJIT_VECTOR_WIDTH=8|16 overrides (tests exercise both kernels)."""
-    import os
-
-    forced = os.environ.get("RELAYJIT_VECTOR_WIDTH")
-    if forced in ("8", "16"):
-        return int(forced)
-    return 16 if "avx512f" in current_target().enabled_features() else 8
 
 
 def tree_reduce(values: list, combine):

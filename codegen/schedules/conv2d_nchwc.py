@@ -19,72 +19,113 @@ contiguous vector of the output: the epilogue stores whole vectors, with no tran
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import te
 from ..llvm.microkernels import conv_blocked_kernel_name
-from ..parallel import MIN_PARALLEL_WORK, fused_parallel
+from ..options import CodegenOptions
+from ..parallel import ParallelPolicy, fused_parallel
 from ..tir.expr import Load
 from ..tir.ops import cast, floordiv, floormod, ge, gt, logical_and, lt
 from ..tir.ops import min as tir_min
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
-from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, vector_width, zero
-from .conv2d import (
-    ACC_BLOCK_TILES, MIN_TASKS, PREFETCH_WEIGHTS, _c_blocks, least_padding_tile, pixel_tile_loops,
-    row_tile_pixels,
+from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, zero
+from .config import pick
+from .conv2d_config import (
+    MIN_TASKS, PIXEL_BLOCK_TILES, WEIGHT_BLOCK_BYTES, Conv2dConfig, conv_geometry,
+    least_padding_tile, row_tile_pixels,
 )
+from .conv2d_direct import c_blocks, pixel_tile_loops
 
 MAX_TILE_PIXELS = 12  # pixels a tile at most (24 accumulators of two vectors with AVX-512)
-# A strided 1x1 conv without padding first copies the pixels it reads (each a whole channel
-# block vector) into a dense blocked buffer, then runs the stride-1 kernel: its tiles then
-# read consecutive 64-byte lines instead of every s-th one (as conv2d.SUBSAMPLE_STRIDED).
-SUBSAMPLE_STRIDED = True
 
 
-def nchwc_applicable(channels: int, out_channels: int, groups: int, kb: int,
-                     block: int | None = None) -> bool:
-    """Groups 1, whole channel blocks in and out, and output tiles of whole blocks."""
-    x = vector_width() if block is None else block
-    return groups == 1 and channels % x == 0 and out_channels % x == 0 and kb % x == 0
+def nchwc_applicable(channels: int, out_channels: int, groups: int, kb: int, block: int
+                     ) -> bool:
+    """Groups 1, whole channel blocks of `block` in and out, and output tiles of whole
+    blocks."""
+    return groups == 1 and channels % block == 0 and out_channels % block == 0 \
+        and kb % block == 0
 
 
 def tile_pixels(kb: int, vw: int, npix: int) -> int:
     """Pixels a tile: as many as the registers hold beside one weight row and a broadcast
     (32 with AVX-512, else 16), at most MAX_TILE_PIXELS, then least_padding_tile."""
-    nv = kb // vw
-    registers = 32 if vector_width() == 16 else 16
+    tvw = min(kb // 2, vw)
+    nv = kb // tvw
+    registers = 32 if vw == 16 else 16
     most = min(MAX_TILE_PIXELS, (registers - nv - 1) // nv, 8 if nv > 2 else MAX_TILE_PIXELS)
     return least_padding_tile(most, npix)
 
 
+def resolve_conv2d_nchwc(g: dict, kb: int, options: CodegenOptions,
+                         given: Conv2dConfig | None = None) -> Conv2dConfig:
+    """The direct configuration of the blocked conv of geometry g (conv_geometry) over a
+    weight packed in blocks of kb output channels: given fields, the rest by default. A
+    strided 1x1 conv without padding first copies the pixels it reads (each a whole channel
+    block vector) into a dense blocked buffer (subsample_strided), then runs the stride-1
+    kernel: its tiles then read consecutive 64-byte lines instead of every s-th one."""
+    c = given or Conv2dConfig()
+    vw = pick(c.vector_width, lambda: options.vector_width)
+    row_px = row_tile_pixels(kb, vw, g)
+    row_tile = pick(c.row_tile, lambda: row_px is not None)
+    p = c.tile_pixels
+    if p is None:
+        if row_tile and row_px is None:
+            raise ValueError(f"conv2d_nchwc: row_tile without tile_pixels, and no row tile of "
+                             f"8 or more pixels divides the {g['ow']}-pixel rows")
+        p = row_px if row_tile else tile_pixels(kb, vw, g["oh"] * g["ow"])
+    if p < 1 or (row_tile and g["ow"] % p) or (c.channel_block or kb) != kb:
+        raise ValueError(f"conv2d_nchwc: tile_pixels {p}, channel_block {c.channel_block}: "
+                         f"expected a block of {kb} (the packed weight's) and a tile of at "
+                         f"least one pixel" + (", dividing the rows" if row_tile else ""))
+    return Conv2dConfig(
+        "direct", vw, kb, tile_pixels=p, row_tile=row_tile,
+        subsample_strided=pick(c.subsample_strided, lambda: True),
+        prefetch_weights=pick(c.prefetch_weights, lambda: True),
+        weight_block_bytes=pick(c.weight_block_bytes, lambda: WEIGHT_BLOCK_BYTES),
+        pixel_block_tiles=pick(c.pixel_block_tiles, lambda: PIXEL_BLOCK_TILES),
+        min_tasks=pick(c.min_tasks, lambda: MIN_TASKS))
+
+
+def nchwc_geometry(data_shape, packed_shape, channels: int, strides, padding, dilation
+                   ) -> dict:
+    """conv_geometry of the blocked conv (its NCHW view), with blk: the block x."""
+    n, cbn, h, w, blk = data_shape
+    _, _, c, r, s, _ = packed_shape
+    return dict(conv_geometry((n, cbn * blk, h, w), (channels, c, r, s), strides, padding,
+                              dilation, 1), blk=blk)
+
+
 def conv2d_nchwc_packed(x: te.Tensor, wp: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0),
                         dilation=(1, 1), channels: int | None = None,
-                        name: str = "T_conv2d_NCHWc") -> te.Tensor:
-    """conv2d of a channel-blocked x [N, C/x, H, W, x] (x = the target's vector width) with a
+                        name: str = "T_conv2d_NCHWc", *, options: CodegenOptions,
+                        config: Conv2dConfig | None = None) -> te.Tensor:
+    """conv2d of a channel-blocked x [N, C/x, H, W, x] (x = the options' vector width) with a
     weight packed per conv2d_pack_geometry (groups 1): out [N, K/x, OH, OW, x]."""
     n, cbn, h, wd, blk = x.shape
     g_, nkb, c, r, s, kb = wp.shape
     k = channels
-    if blk != vector_width() or g_ != 1 or c != cbn * blk or k is None \
+    vw = options.vector_width
+    if blk != vw or g_ != 1 or c != cbn * blk or k is None \
             or ceil_div(k, kb) != nkb or not nchwc_applicable(c, k, 1, kb, blk):
         raise ValueError(f"conv2d_nchwc_packed: data {x.shape} and packed weight {wp.shape} "
-                         f"with channels={k}; expected blocks of {vector_width()} channels "
-                         f"(the target's vector width), groups 1, and whole blocks in and out")
-    sh, sw = strides
-    dh, dw = dilation
-    pt, pl, pb, pr = padding
-    hp, wpad = h + pt + pb, wd + pl + pr
-    oh = (hp - dh * (r - 1) - 1) // sh + 1
-    ow = (wpad - dw * (s - 1) - 1) // sw + 1
-    geo = dict(n=n, c=c, h=h, w=wd, k=k, r=r, s=s, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl,
-               hp=hp, wp=wpad, oh=oh, ow=ow, g=1, cg=c, kg=k, blk=blk)
+                         f"with channels={k}; expected blocks of {vw} channels (the "
+                         f"target's vector width), groups 1, and whole blocks in and out")
+    geo = nchwc_geometry(x.shape, wp.shape, k, strides, padding, dilation)
+    config = resolve_conv2d_nchwc(geo, kb, options,
+                                  replace(config or Conv2dConfig(), vector_width=vw))
 
     def fcompute(ins, outs, epilogue=None):
-        return _direct_blocked(ins[0], ins[1], outs[0], geo, epilogue, name)
+        return _direct_blocked(ins[0], ins[1], outs[0], geo, epilogue, name, options.parallel,
+                               config)
 
-    return te.extern((n, k // blk, oh, ow, blk), [x, wp], mark_epilogue(fcompute, True),
-                     name=name, kernel_attrs={"prefer_vector_width": 32 * vector_width()})
+    return te.extern((n, k // blk, geo["oh"], geo["ow"], blk), [x, wp],
+                     mark_epilogue(fcompute, True), name=name,
+                     kernel_attrs={"prefer_vector_width": 32 * vw})
 
 
-def pad_blocked(xb: Buffer, ni, g: dict, name: str, always: bool = False
+def pad_blocked(xb: Buffer, ni, g: dict, name: str, par: ParallelPolicy, always: bool = False
                 ) -> tuple[Buffer | None, Stmt]:
     """Xp[C/x][Hp][Wp][x] = x[ni] (blocked) at row pt, column pl of zeros (None when no padding
     is needed, unless always): per row, a zero run, the copied pixels and a zero run, each
@@ -110,11 +151,12 @@ def pad_blocked(xb: Buffer, ni, g: dict, name: str, always: bool = False
                  run(hi_col, g["wp"], zeros))
     outside = For(qi, g["wp"], For(vi, blk, Store(xp, (ci, hi, qi, vi), zero()), "vectorized"))
     row = IfThenElse(logical_and(ge(ih, 0), lt(ih, g["h"])), inside, outside)
-    kind = "parallel" if g["c"] * g["hp"] * g["wp"] >= MIN_PARALLEL_WORK else "serial"
-    return xp, For(ci, g["c"] // blk, For(hi, g["hp"], row), kind)
+    return xp, For(ci, g["c"] // blk, For(hi, g["hp"], row),
+                   par.kind(g["c"] * g["hp"] * g["wp"]))
 
 
-def subsample_blocked(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer, Stmt]:
+def subsample_blocked(xb: Buffer, ni, g: dict, name: str, par: ParallelPolicy
+                      ) -> tuple[Buffer, Stmt]:
     """Xs[C/x][OH][OW][x] = x[ni, :, oh*sh, ow*sw, :] (blocked, no padding): the pixels a
     strided 1x1 conv reads, dense, each one vector. g: c, oh, ow, sh, sw and blk (x)."""
     blk = g["blk"]
@@ -123,39 +165,41 @@ def subsample_blocked(xb: Buffer, ni, g: dict, name: str) -> tuple[Buffer, Stmt]
     copy = For(qi, g["ow"], For(vi, blk, Store(
         xs, (ci, hi, qi, vi), Load(xb, (ni, ci, hi * g["sh"], qi * g["sw"], vi), F32)),
         "vectorized"))
-    kind = "parallel" if g["c"] * g["oh"] * g["ow"] >= MIN_PARALLEL_WORK else "serial"
-    return xs, For(ci, g["c"] // blk, For(hi, g["oh"], copy), kind)
+    return xs, For(ci, g["c"] // blk, For(hi, g["oh"], copy),
+                   par.kind(g["c"] * g["oh"] * g["ow"]))
 
 
-def _subsamples(g: dict) -> bool:
-    """A strided 1x1 conv without padding or dilation (see SUBSAMPLE_STRIDED)."""
-    return SUBSAMPLE_STRIDED and (g["r"], g["s"]) == (1, 1) and (g["sh"], g["sw"]) != (1, 1) \
+def _subsamples(g: dict, config: Conv2dConfig) -> bool:
+    """A strided 1x1 conv without padding or dilation, subsampled (subsample_strided)."""
+    return config.subsample_strided and (g["r"], g["s"]) == (1, 1) \
+        and (g["sh"], g["sw"]) != (1, 1) \
         and (g["hp"], g["wp"]) == (g["h"], g["w"])
 
 
-def _direct_blocked(xb: Buffer, wpk: Buffer, out: Buffer, g: dict, epilogue, name: str
-                    ) -> Stmt:
+def _direct_blocked(xb: Buffer, wpk: Buffer, out: Buffer, g: dict, epilogue, name: str,
+                    par: ParallelPolicy, config: Conv2dConfig) -> Stmt:
     blk, c, r, s, k = g["blk"], g["c"], g["r"], g["s"], g["k"]
     ni = var(f"{name}_n")
-    if _subsamples(g):
-        xp, pad = subsample_blocked(xb, ni, g, name)
+    if _subsamples(g, config):
+        xp, pad = subsample_blocked(xb, ni, g, name, par)
         g = dict(g, h=g["oh"], w=g["ow"], hp=g["oh"], wp=g["ow"], sh=1, sw=1)
     else:
-        xp, pad = pad_blocked(xb, ni, g, name)
+        xp, pad = pad_blocked(xb, ni, g, name, par)
     KB = wpk.shape[-1]  # noqa: N806
-    tvw = min(KB // 2, vector_width())  # the micro-kernel's vector: two of KB/2, or of x
+    tvw = config.tile_vector_width()  # the micro-kernel's vector: two of KB/2, or of x
     nvo = KB // blk  # output channel blocks a tile
-    row_tile = row_tile_pixels(KB, g)
+    row_tile = config.row_tile
     npix = g["oh"] * g["ow"]
-    P = row_tile or tile_pixels(KB, tvw, npix)  # noqa: N806
+    P = config.tile_pixels  # noqa: N806
     nkb = ceil_div(k, KB)
     ntiles = ceil_div(npix, P)
-    npb = ceil_div(ntiles, ACC_BLOCK_TILES)
-    if nkb * npb < MIN_TASKS:
-        npb = min(ntiles, ceil_div(MIN_TASKS, nkb))
+    npb = ceil_div(ntiles, config.pixel_block_tiles)
+    if nkb * npb < config.min_tasks:
+        npb = min(ntiles, ceil_div(config.min_tasks, nkb))
     pblk = ceil_div(ntiles, npb)
     # input-channel blocks of whole channel blocks
-    cbs, ncb, ctail = (v * blk for v in _c_blocks(c // blk, r * s * KB * 4 * blk))
+    cbs, ncb, ctail = (v * blk for v in c_blocks(c // blk, r * s * KB * 4 * blk,
+                                                 config.weight_block_bytes))
     ncb //= blk
     single = ncb == 1 and not ctail
     acc = Buffer(f"{name}_acc", (1 if single else pblk, P, KB), F32)
@@ -169,7 +213,7 @@ def _direct_blocked(xb: Buffer, wpk: Buffer, out: Buffer, g: dict, epilogue, nam
     w_total = nkb * c * taps_kb
 
     def prefetch_lines(csize: int) -> int:
-        return ceil_div(cbs * taps_kb // 16, csize * pblk) if PREFETCH_WEIGHTS else 0
+        return ceil_div(cbs * taps_kb // 16, csize * pblk) if config.prefetch_weights else 0
 
     def w_next(c0, csize: int, tl):
         span = csize * prefetch_lines(csize) * 16
@@ -217,8 +261,7 @@ def _direct_blocked(xb: Buffer, wpk: Buffer, out: Buffer, g: dict, epilogue, nam
     tail = compute(imm(ncb * cbs), ctail, imm(1)) if ctail else None
     per_kb = Allocate(acc, seq(cblocks, tail,
                                None if single else tiles(store_out, clamp=False)))
-    flops = g["n"] * k * npix * c * r * s
-    if flops >= MIN_PARALLEL_WORK:
+    if par.pays(g["n"] * k * npix * c * r * s):
         body = fused_parallel([pb, kb2], [npb, nkb], per_kb, name)
     else:
         body = For(pb, npb, For(kb2, nkb, per_kb))

@@ -15,20 +15,20 @@ instead sums over c * kh * kw guarded terms per output with a division per term,
 from __future__ import annotations
 
 from .. import te
+from ..options import CodegenOptions
 from ..tir.expr import Load
 from ..tir.ops import const, eq, floordiv, floormod, ge, if_then_else, logical_and, lt
 from .common import F32
 from .gemm import gemm_stmt
-
-
-def conv2d_transpose_applicable(dtype: str, groups: int) -> bool:
-    return dtype == F32 and groups == 1
+from .gemm_config import GemmConfig, resolve_gemm
 
 
 def conv2d_transpose_nchw(x: te.Tensor, w: te.Tensor, out_shape: tuple, strides=(1, 1),
                           padding=(0, 0, 0, 0), dilation=(1, 1),
-                          name: str = "T_conv2d_transpose") -> te.Tensor:
-    """x [N, C, H, W], w [C, O, kh, kw] -> out_shape [N, O, OH, OW] (output padding included)."""
+                          name: str = "T_conv2d_transpose", *, options: CodegenOptions,
+                          config: GemmConfig | None = None) -> te.Tensor:
+    """x [N, C, H, W], w [C, O, kh, kw] -> out_shape [N, O, OH, OW] (output padding included);
+    config: the GEMM's."""
     n, c, h, wd = x.shape
     _, o, kh, kw = w.shape
     sh, sw = strides
@@ -36,6 +36,7 @@ def conv2d_transpose_nchw(x: te.Tensor, w: te.Tensor, out_shape: tuple, strides=
     pt, pl = padding[0], padding[1]
     taps = kh * kw
     m, pix = o * taps, h * wd
+    config = resolve_gemm(m, pix, c, False, options, config)
 
     def gemm(ins, outs):
         xb, wb = ins
@@ -44,7 +45,7 @@ def conv2d_transpose_nchw(x: te.Tensor, w: te.Tensor, out_shape: tuple, strides=
         b_load = lambda b, i, j: Load(  # noqa: E731 - x viewed as [N][C][H * W]
             xb, (b[0], j, floordiv(i, wd), floormod(i, wd)), F32)
         return gemm_stmt(m, pix, c, (n,), a_load, b_load, outs[0], "km", "kn", None,
-                         f"{name}_cols")
+                         f"{name}_cols", options, config)
 
     cols = te.extern((n, m, pix), [x, w], gemm, name=f"{name}_cols")
 

@@ -28,113 +28,87 @@ from __future__ import annotations
 
 from .. import te
 from ..llvm.microkernels import gemm_kernel_name, gemv_kernel_name
-from ..parallel import MIN_PARALLEL_WORK, fused_parallel
+from ..options import CodegenOptions
+from ..parallel import fused_parallel
 from ..tir.expr import Expr, Load
 from ..tir.ops import cast, eq, floordiv, floormod, gt, if_then_else, logical_and, lt, select
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
 from .common import (
-    F32, I64, Epilogue, addr, ceil_div, imm, loop, mark_epilogue, ukr_call, var,
-    vector_width, zero,
+    F32, I64, Epilogue, addr, ceil_div, imm, loop, mark_epilogue, ukr_call, var, zero,
+)
+from .gemm_config import (
+    GemmConfig, GemvConfig, block_rows, dense_pack_geometry, k_blocks, resolve_gemm, resolve_gemv,
 )
 
-# Depth of a K block, by vector width. AVX2 (Zen 3 measurements): 256, the B micro-panel in L1.
-# AVX-512: 1024, one block for K <= 1024: a transformer's 128 x 3072 output is 1.5 MB, more than
-# L2, and every further K block reads and writes it again (one thread, Zen 4: 128x768 @ 768x3072
-# 4.26 -> 3.95 ms, @ 768x2304 2.90 -> 2.78, 512x768 @ 768x3072 15.9 -> 14.1; onnxruntime 3.88,
-# 2.66, 13.4). The B panel then streams from L2 instead of sitting in L1.
-KC_TARGET = {8: 256, 16: 1024}
-MC_ROWS = {8: 144, 16: 288}  # at most this many rows of A per L2 block, by vector width
-A_BLOCK_BYTES = 512 * 1024  # and at most this much packed A (kc deep) per block
 
-
-def k_blocks(k: int, vw: int) -> tuple[int, int]:
-    """(nb, kc): K split into nb equal blocks of kc (padding kc * nb - k < nb)."""
-    nb = max(1, ceil_div(k, KC_TARGET[vw]))
-    return nb, max(1, ceil_div(k, nb))
-
-
-def block_rows(kc: int, mr: int, vw: int) -> int:
-    """Rows of A per packed block (a multiple of mr): MC_ROWS, fewer when kc is deep."""
-    rows = min(MC_ROWS[vw], A_BLOCK_BYTES // (4 * kc))
-    return max(mr, rows // mr * mr)
-
-
-def gemm_applicable(m: int, n: int, k: int, dtype: str = "float32") -> bool:
-    """Whether the packed schedule pays (float32; not for matrix-vector shapes)."""
-    return dtype == "float32" and m >= 2 and n >= 4 and k >= 1
-
-
-def dense_pack_geometry(n: int, k: int, vw: int | None = None) -> tuple[int, int, int]:
-    """(panels, Kp, NR): the shape of the packed B the GEMM micro-kernel reads for w[N, K].
-
-    Bp[jt, kk, v] = w[jt*NR + v, kk] (zero where jt*NR + v >= N or kk >= K); Kp is K rounded
-    up to the K-block split gemm_stmt uses (nb equal blocks of kc)."""
-    vw = vector_width() if vw is None else vw
-    nb, kc = k_blocks(k, vw)
-    nr = tile_columns(n, vw)
-    return ceil_div(n, nr), nb * kc, nr
-
-
-def tile_columns(n: int, vw: int) -> int:
-    """NR of the dense family's micro tile: rows of three vectors on AVX-512 (8 x 48: 24 zmm
-    accumulators, three B vectors and a broadcast of 32) when that pads n's columns no more
-    than two vectors do, else two (6 x 16 on AVX2, whose 16 ymm hold no more). Per FMA the
-    8 x 48 tile loads 0.46 values to 8 x 32's 0.63; one thread, CPU time, Xeon (AVX-512),
-    benchmarks/experiments/gemm_tiles.py: 128 rows at 768 x 3072, 3072 x 768, 768 x 768, 768 x 2304,
-    768 x 1000 about 8% faster (0.92x the time)."""
-    if vw != 16:
-        return 2 * vw
-    return 3 * vw if ceil_div(n, 3 * vw) * 3 <= ceil_div(n, 2 * vw) * 2 else 2 * vw
-
-
-def dense_tile(m: int, n: int, a_in_place: bool, vw: int | None = None) -> tuple[int, int]:
-    """(MR, NR) of a dense / batch_matmul / matmul micro tile (see tile_columns)."""
-    vw = vector_width() if vw is None else vw
-    nr = tile_columns(n, vw)
-    return (8 if nr == 3 * vw else rows_per_tile(m, a_in_place)), nr
-
-
-def dense_packed(x: te.Tensor, wp: te.Tensor, units: int, name: str = "T_dense") -> te.Tensor:
-    """x[..., M, K] . w^T with w pre-packed by dense_pack_geometry ([N/NR][Kp][NR]) -> [..., M, N].
-
-    The run-time packing of B is skipped; M <= GEMV_MAX_M runs a matrix-vector micro-kernel
-    per row (vectorised over N, streaming the packed panels) instead of the MRxNR tile."""
+def dense_packed(x: te.Tensor, wp: te.Tensor, units: int, name: str = "T_dense", *,
+                 options: CodegenOptions, config: GemmConfig | None = None) -> te.Tensor:
+    """x[..., M, K] . w^T with w pre-packed by dense_pack_geometry ([N/NR][Kp][NR]) -> [..., M, N]
+    through the GEMM tile (the run-time packing of B skipped). Like every entry point here it
+    resolves a partial configuration (gemm_config.resolve_gemm: the dense family's tiles)."""
     *lead, k = x.shape
     n = units
-    nt, kp, nr = wp.shape
-    m = 1
-    for d in lead:
-        m *= d
-    if (nt, kp, nr) != dense_pack_geometry(n, k):
-        raise ValueError(f"dense_packed: packed weight {wp.shape} does not match N={n}, K={k}")
-    shape = (*lead, n)
+    m = _rows(lead)
+    config = resolve_gemm(m, n, k, True, options, config, wide=True)
+    _check_packed(wp, n, k, config, "dense_packed")
+
+    def fcompute(ins, outs, epilogue=None):
+        xb, wb = ins
+        return gemm_stmt(
+            m, n, k, (), lambda b, i, j: Load(xb, (*_unflatten(i, lead), j), F32),
+            None, outs[0], "mk", "nk", epilogue, name, options, config,
+            out_index=lambda b, i, j: (*_unflatten(i, lead), j), b_packed=wb,
+            a_rows=(lambda b, i, j: addr(xb, *_unflatten(i, lead), j), k))
+
+    return te.extern((*lead, n), [x, wp], mark_epilogue(fcompute), name=name,
+                     kernel_attrs=_vector_attrs(config.vector_width))
+
+
+def dense_gemv(x: te.Tensor, wp: te.Tensor, units: int, name: str = "T_dense", *,
+               options: CodegenOptions, config: GemvConfig | None = None) -> te.Tensor:
+    """dense_packed for few rows: a matrix-vector micro-kernel per row (vectorised over N,
+    streaming the packed panels) instead of the MRxNR tile."""
+    *lead, k = x.shape
+    n = units
+    m = _rows(lead)
+    config = resolve_gemv(n, options, config)
+    _check_packed(wp, n, k, config, "dense_gemv")
 
     def fcompute(ins, outs, epilogue=None):
         xb, wb = ins
         out_index = lambda b, i, j: (*_unflatten(i, lead), j)  # noqa: E731
-        if m <= GEMV_MAX_M:
-            return gemv_stmt(m, n, k, xb, lead, wb, outs[0], epilogue, name, out_index)
-        return gemm_stmt(
-            m, n, k, (), lambda b, i, j: Load(xb, (*_unflatten(i, lead), j), F32),
-            None, outs[0], "mk", "nk", epilogue, name, out_index=out_index, b_packed=wb,
-            a_rows=(lambda b, i, j: addr(xb, *_unflatten(i, lead), j), k),
-            tile=dense_tile(m, n, a_in_place=True))
+        return gemv_stmt(m, n, k, xb, lead, wb, outs[0], epilogue, name, out_index, options,
+                         config)
 
-    return te.extern(shape, [x, wp], mark_epilogue(fcompute), name=name,
-                     kernel_attrs=_vector_attrs())
+    return te.extern((*lead, n), [x, wp], mark_epilogue(fcompute), name=name,
+                     kernel_attrs=_vector_attrs(config.vector_width))
 
 
-GEMV_MAX_M = 4
+def _rows(lead) -> int:
+    m = 1
+    for d in lead:
+        m *= d
+    return m
+
+
+def _check_packed(wp: te.Tensor, n: int, k: int, config, where: str) -> None:
+    """The packed weight has the layout the configuration reads."""
+    expected = dense_pack_geometry(n, k, config)
+    if tuple(wp.shape) != expected:
+        raise ValueError(f"{where}: packed weight {tuple(wp.shape)} does not match N={n}, "
+                         f"K={k}: the configuration ({config.tile_columns}-wide panels, K "
+                         f"blocks of at most {config.k_block}) reads {expected}")
 
 
 def gemv_stmt(m: int, n: int, k: int, xb: Buffer, lead: list, wp: Buffer, out: Buffer,
-              epilogue: Epilogue | None, name: str, out_index) -> Stmt:
-    """Per group of GEMV_PANELS N panels and row i: tile = x[i, :] . Bp[group] (one
+              epilogue: Epilogue | None, name: str, out_index, options: CodegenOptions,
+              config: GemvConfig) -> Stmt:
+    """Per group of config.panels N panels and row i: tile = x[i, :] . Bp[group] (one
     micro-kernel call; the last group may hold fewer), then the guarded epilogue copy into
     out[i, the group's columns]."""
     nt, kp, nr = wp.shape
-    vw = vector_width()
-    group = min(GEMV_PANELS[vw], nt)
+    vw = config.vector_width
+    group = min(config.panels, nt)
     groups = ceil_div(nt, group)
     last = nt - (groups - 1) * group  # panels in the last group
     cols = group * nr
@@ -157,24 +131,17 @@ def gemv_stmt(m: int, n: int, k: int, xb: Buffer, lead: list, wp: Buffer, out: B
     # groups of N panels in parallel (each streams its own slice of the weight), rows inside
     per_group = Allocate(tile, loop(ii, m, seq(call, For(vv, cols, st, "vectorized"
                                                          if not n % cols else "serial"))))
-    kind = "parallel" if groups > 1 and m * n * k >= MIN_PARALLEL_WORK else "serial"
+    kind = "parallel" if groups > 1 and options.parallel.pays(m * n * k) else "serial"
     return For(jg, groups, per_group, kind)
 
 
-# N panels a GEMV micro-kernel call computes, by vector width. AVX-512: two load four vectors
-# per broadcast of x, where one panel loaded two (one thread, CPU time, same-process A/B: LSTM
-# 0.92x, GRU 0.87x; three or four panels no faster than two). AVX2: one, as its 16 ymm
-# registers do not hold two panels' 16 accumulators (gemv_16_2 spills on znver3).
-GEMV_PANELS = {8: 1, 16: 2}
-
-
-def dense(x: te.Tensor, w: te.Tensor, name: str = "T_dense") -> te.Tensor:
+def dense(x: te.Tensor, w: te.Tensor, name: str = "T_dense", *, options: CodegenOptions,
+          config: GemmConfig | None = None) -> te.Tensor:
     """x[..., M, K] . w[N, K]^T -> [..., M, N] (leading dims of x are flattened into M)."""
     *lead, k = x.shape
     n = w.shape[0]
-    m = 1
-    for d in lead:
-        m *= d
+    m = _rows(lead)
+    config = resolve_gemm(m, n, k, True, options, config, wide=True)
     shape = (*lead, n)
 
     def fcompute(ins, outs, epilogue=None):
@@ -182,21 +149,22 @@ def dense(x: te.Tensor, w: te.Tensor, name: str = "T_dense") -> te.Tensor:
         return gemm_stmt(
             m, n, k, (), lambda b, i, j: Load(xb, (*_unflatten(i, lead), j), F32),
             lambda b, i, j: Load(wb, (i, j), F32), outs[0], "mk", "nk", epilogue, name,
-            out_index=lambda b, i, j: (*_unflatten(i, lead), j),
-            a_rows=(lambda b, i, j: addr(xb, *_unflatten(i, lead), j), k),
-            tile=dense_tile(m, n, a_in_place=True))
+            options, config, out_index=lambda b, i, j: (*_unflatten(i, lead), j),
+            a_rows=(lambda b, i, j: addr(xb, *_unflatten(i, lead), j), k))
 
     return te.extern(shape, [x, w], mark_epilogue(fcompute), name=name,
-                     kernel_attrs=_vector_attrs())
+                     kernel_attrs=_vector_attrs(config.vector_width))
 
 
 def batch_matmul(x: te.Tensor, y: te.Tensor, transpose_a: bool = False,
-                 transpose_b: bool = True, name: str = "T_batch_matmul") -> te.Tensor:
+                 transpose_b: bool = True, name: str = "T_batch_matmul", *,
+                 options: CodegenOptions, config: GemmConfig | None = None) -> te.Tensor:
     """x[B, M, K] (or [B, K, M]) times y[B, N, K] (or [B, K, N]) -> [B, M, N]; batch 1 broadcasts."""
     bx, *xs = x.shape
     by, *ys = y.shape
     m, k = (xs[1], xs[0]) if transpose_a else (xs[0], xs[1])
     n = ys[1] if not transpose_b else ys[0]
+    config = resolve_gemm(m, n, k, not transpose_a, options, config, wide=True)
     batch = max(bx, by)
     shape = (batch, m, n)
 
@@ -211,17 +179,17 @@ def batch_matmul(x: te.Tensor, y: te.Tensor, transpose_a: bool = False,
         a_rows = None if transpose_a else (lambda b, i, j: addr(xb, bxi(b[0]), i, j), k)
         return gemm_stmt(m, n, k, (batch,), a_load, b_load, outs[0],
                          "km" if transpose_a else "mk", "nk" if transpose_b else "kn",
-                         epilogue, name, a_rows=a_rows,
-                         tile=dense_tile(m, n, a_in_place=a_rows is not None))
+                         epilogue, name, options, config, a_rows=a_rows)
 
     return te.extern(shape, [x, y], mark_epilogue(fcompute), name=name,
-                     kernel_attrs=_vector_attrs())
+                     kernel_attrs=_vector_attrs(config.vector_width))
 
 
 def batch_matmul_axes(x: te.Tensor, y: te.Tensor, a_axes: str, b_axes: str, out_axes: str,
                       out_shape: tuple, a_window: tuple | None = None,
-                      b_window: tuple | None = None,
-                      name: str = "T_batch_matmul") -> te.Tensor:
+                      b_window: tuple | None = None, name: str = "T_batch_matmul", *,
+                      options: CodegenOptions, config: GemmConfig | None = None
+                      ) -> te.Tensor:
     """C[b, m, n] = sum_k A[b, m, k] B[b, n, k] with x's axes in a_axes order (letters B, M, K),
     y's in b_axes (B, N, K) and the result's in out_axes (B, M, N; N last), viewed as
     out_shape (out_axes' shape with adjacent axes merged: compiler.op.nn_batch_matmul_axes).
@@ -232,6 +200,7 @@ def batch_matmul_axes(x: te.Tensor, y: te.Tensor, a_axes: str, b_axes: str, out_
     (a0, xs), (b0, ys) = (a_window or ((0, 0, 0), x.shape)), (b_window or ((0, 0, 0), y.shape))
     ext = {**dict(zip(a_axes, xs)), **dict(zip(b_axes, ys))}
     batch, m, n, k = ext["B"], ext["M"], ext["N"], ext["K"]
+    config = resolve_gemm(m, n, k, a_axes[-1] == "K", options, config, wide=True)
     perm_shape = tuple(ext[c] for c in out_axes)
     groups = merge_groups(perm_shape, tuple(out_shape))
     if groups is None:
@@ -261,13 +230,12 @@ def batch_matmul_axes(x: te.Tensor, y: te.Tensor, a_axes: str, b_axes: str, out_
             a_rows = (lambda b, i, j: addr(xb, *order(a_axes, a0, B=b[0], M=i, K=j)), lda)
         return gemm_stmt(m, n, k, (batch,), a_load, b_load, outs[0],
                          "mk" if a_axes.index("K") > a_axes.index("M") else "km",
-                         "kn" if b_axes[-1] == "N" else "nk", epilogue, name,
-                         out_index=out_index, a_rows=a_rows,
-                         tile=dense_tile(m, n, a_in_place=a_rows is not None),
+                         "kn" if b_axes[-1] == "N" else "nk", epilogue, name, options,
+                         config, out_index=out_index, a_rows=a_rows,
                          ldc=_stride(perm_shape, out_axes.index("M")))
 
     return te.extern(tuple(out_shape), [x, y], mark_epilogue(fcompute), name=name,
-                     kernel_attrs=_vector_attrs())
+                     kernel_attrs=_vector_attrs(config.vector_width))
 
 
 def _stride(shape, axis: int) -> int:
@@ -298,10 +266,12 @@ def merge_groups(inner: tuple, outer: tuple) -> list[list[int]] | None:
 
 
 def matmul(a: te.Tensor, b: te.Tensor, transpose_a: bool = False, transpose_b: bool = False,
-           name: str = "T_matmul") -> te.Tensor:
+           name: str = "T_matmul", *, options: CodegenOptions,
+           config: GemmConfig | None = None) -> te.Tensor:
     """2-d a[M, K] (or [K, M]) times b[K, N] (or [N, K]) -> [M, N]."""
     m, k = (a.shape[1], a.shape[0]) if transpose_a else a.shape
     n = b.shape[0] if transpose_b else b.shape[1]
+    config = resolve_gemm(m, n, k, not transpose_a, options, config, wide=True)
 
     def fcompute(ins, outs, epilogue=None):
         ab, bb = ins
@@ -310,12 +280,11 @@ def matmul(a: te.Tensor, b: te.Tensor, transpose_a: bool = False, transpose_b: b
         b_load = (lambda _, i, j: Load(bb, (i, j), F32)) if transpose_b else \
             (lambda _, i, j: Load(bb, (j, i), F32))
         return gemm_stmt(m, n, k, (), a_load, b_load, outs[0], "km" if transpose_a else "mk",
-                         "nk" if transpose_b else "kn", epilogue, name,
-                         a_rows=None if transpose_a else (lambda _, i, j: addr(ab, i, j), k),
-                         tile=dense_tile(m, n, a_in_place=not transpose_a))
+                         "nk" if transpose_b else "kn", epilogue, name, options, config,
+                         a_rows=None if transpose_a else (lambda _, i, j: addr(ab, i, j), k))
 
     return te.extern((m, n), [a, b], mark_epilogue(fcompute), name=name,
-                     kernel_attrs=_vector_attrs())
+                     kernel_attrs=_vector_attrs(config.vector_width))
 
 
 def _unflatten(i: Expr, lead: list[int]) -> tuple:
@@ -335,27 +304,13 @@ def _unflatten(i: Expr, lead: list[int]) -> tuple:
     return tuple(reversed(out))
 
 
-def rows_per_tile(m: int | None = None, a_in_place: bool = False) -> int:
-    """Rows of C per micro-kernel tile: AVX2 6x16 = 12 ymm accumulators (of 16); AVX-512
-    12x32 = 24 zmm (of 32), or 8x32 when that pads m's rows less (a batch-32 dense computed
-    36 rows for 32 with 12: 0.29 -> 0.25 ms for 32x784 @ 784x512). When A can be read in
-    place, ties go to 8 rows: only the 8x32 kernel reads it so (with twelve row addresses LLVM
-    spills the 12x32 one's accumulators, 2-2.5x slower), and packing A costs more than a tie."""
-    if vector_width() == 8:
-        return 6
-    if m is None:
-        return 12
-    if a_in_place and ceil_div(m, 8) * 8 <= ceil_div(m, 12) * 12:
-        return 8
-    return min((12, 8), key=lambda mr: (ceil_div(m, mr) * mr, -mr))
-
-
 def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
               a_layout: str, b_layout: str, epilogue: Epilogue | None, name: str,
-              out_index=None, b_packed: Buffer | None = None, a_rows=None,
-              prefetch_a: int = 0, tile: tuple[int, int] | None = None,
+              options: CodegenOptions, config: GemmConfig, out_index=None,
+              b_packed: Buffer | None = None, a_rows=None, prefetch_a: int = 0,
               in_place: bool = False, ldc: int | None = None) -> Stmt:
-    """The TIR of C[*b, m, n] = sum_k a(b, m, k) * b(b, n, k) with an optional epilogue.
+    """The TIR of C[*b, m, n] = sum_k a(b, m, k) * b(b, n, k) with an optional epilogue, in
+    config's tiles and blocks (resolved: gemm_config.resolve_gemm).
 
     a_layout ("mk" / "km") orders the A packing loops; b_layout ("nk" / "kn") no longer
     changes anything (B is packed a vector across NR columns per k either way), kept for the
@@ -378,17 +333,14 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     output whose heads are merged back into the hidden axis does)."""
     if m == 0 or n == 0:
         return seq()
-    vw = vector_width()
-    NR = 2 * vw  # noqa: N806
-    MR = rows_per_tile(m, a_in_place=a_rows is not None)  # noqa: N806
-    if tile is not None:
-        MR, NR = tile  # noqa: N806
+    vw = config.vector_width
+    MR, NR = config.tile()  # noqa: N806
     if MR == 12:  # rows_per_tile: the 12-row tile reads packed A only
         a_rows = None
     nt = ceil_div(n, NR)
-    nb, kc = k_blocks(k, vw)
+    nb, kc = k_blocks(k, config.k_block)
     kp = nb * kc
-    mtb = min(block_rows(kc, MR, vw) // MR, ceil_div(m, MR))
+    mtb = min(block_rows(kc, MR, config) // MR, ceil_div(m, MR))
     mc = mtb * MR
     mb = ceil_div(m, mc)
     bp = b_packed if b_packed is not None else Buffer(f"{name}_bpack", (nt, kp, NR), F32)
@@ -403,8 +355,9 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         nbatch *= ext
     # batches in parallel when there are enough of them (each task packs its own panels);
     # else the loops inside one product split
-    parallel_batch = nbatch >= PARALLEL_BATCHES and nbatch * m * n * k >= MIN_PARALLEL_WORK
-    par_pack_b = not parallel_batch and nt > 1 and n * k >= MIN_PARALLEL_WORK
+    parallel_batch = nbatch >= config.parallel_batches \
+        and options.parallel.pays(nbatch * m * n * k)
+    par_pack_b = not parallel_batch and nt > 1 and options.parallel.pays(n * k)
     if out_index is None:
         out_index = lambda b, i, j: (*b, i, j)  # noqa: E731
     ldc = n if ldc is None else ldc
@@ -532,7 +485,7 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         tile_stmt = IfThenElse(lt(m0, m), tile_stmt)
     # parallel: the N panels of the micro tiles (or the M tiles when there are more), each
     # task with its own edge tile; A and B packing split the same way
-    par = not parallel_batch and m * n * k >= MIN_PARALLEL_WORK
+    par = not parallel_batch and options.parallel.pays(m * n * k)
     tiles_in = lambda body: Allocate(tile, body)  # noqa: E731
     if nt >= mtb:
         micro = For(jt2, nt, tiles_in(For(it2, mtb, tile_stmt)), _kind(par and nt > 1))
@@ -559,9 +512,9 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     return stmt
 
 
-def in_place_applicable(k: int) -> bool:
+def in_place_applicable(k: int, config: GemmConfig) -> bool:
     """Whether gemm_stmt can run in place over a reduction of k (one K block)."""
-    return k_blocks(k, vector_width())[0] == 1
+    return k_blocks(k, config.k_block)[0] == 1
 
 
 def next_row_tile(row_addr, bidx: tuple, batch: tuple, m0: Expr, k0: Expr, m: int, mr: int,
@@ -578,15 +531,12 @@ def next_row_tile(row_addr, bidx: tuple, batch: tuple, m0: Expr, k0: Expr, m: in
     return row_addr((floordiv(t, imm(tiles)),), floormod(t, imm(tiles)) * mr, k0)
 
 
-PARALLEL_BATCHES = 4  # batch_matmul: at least this many products run one per task
-
-
-def _vector_attrs() -> dict:
+def _vector_attrs(vw: int) -> dict:
     """LLVM's loops (fused epilogues, packing, edge tiles) at the micro-kernel's vector width:
     at its default 256 bits on AVX-512 a GRU's gate epilogue ran in half vectors (one thread,
     CPU time, same-process A/B: GRU 0.93-0.96x, GPT-2-style decoder 0.99x, MLP at batch 1
     0.92x, BERT-style encoder, LSTM, MLP at batch 32 level)."""
-    return {"prefer_vector_width": 32 * vector_width()}
+    return {"prefer_vector_width": 32 * vw}
 
 
 def _kind(parallel: bool) -> str:

@@ -10,24 +10,25 @@ about 0.04-0.06 ms per 128x768 layer norm at one thread, against one pass of thi
 from __future__ import annotations
 
 from .. import te
+from ..options import CodegenOptions
 from ..tir.expr import Expr, Load
 from ..tir.ops import const, sqrt
 from ..tir.stmt import Buffer, For, Stmt, Store, seq
-from .common import F32, imm, var, vector_width
-from .rows import grouped_rows, lane_pass, lanes_reduce
-
-ROW_GROUP = 4  # rows whose passes run interleaved
+from .common import F32, imm, var
+from .rows import RowsConfig, grouped_rows, lane_pass, lanes_reduce, resolve_rows
 
 
 def layer_norm_rows(x: te.Tensor, gamma: te.Tensor | None, beta: te.Tensor | None, eps: float,
-                    name: str = "T_layer_norm") -> te.Tensor:
+                    name: str = "T_layer_norm", *, options: CodegenOptions,
+                    config: RowsConfig | None = None) -> te.Tensor:
     """(x - mean) / sqrt(var + eps) [* gamma] [+ beta] over x's last axis (float32)."""
     *outer, n = x.shape
     rows = 1
     for d in outer:
         rows *= d
-    vw = vector_width()
-    group = max(1, min(ROW_GROUP, rows))
+    config = resolve_rows(options, config)
+    vw = config.vector_width
+    group = max(1, min(config.row_group, rows))
     inputs = [x] + [t for t in (gamma, beta) if t is not None]
 
     def fcompute(ins, outs) -> Stmt:
@@ -71,7 +72,8 @@ def layer_norm_rows(x: te.Tensor, gamma: te.Tensor | None, beta: te.Tensor | Non
             write = For(k, n, Store(out, lead + (k,), value), "vectorized")
             return find_mean, find_inv, write
 
-        return grouped_rows(rows, group, n, [lanes, stats], row_passes, outer, name)
+        return grouped_rows(rows, group, n, [lanes, stats], row_passes, outer, name,
+                            options.parallel)
 
     return te.extern(x.shape, inputs, fcompute, dtype=F32, name=name,
                      kernel_attrs={"prefer_vector_width": 32 * vw})

@@ -23,12 +23,13 @@ process: attention's 12x128x128 softmax 0.155 -> 0.121 ms, causally masked 0.158
 from __future__ import annotations
 
 from .. import te
+from ..options import CodegenOptions
 from ..tir.expr import Expr, Load, Var
 from ..tir.ops import const, exp, gt, log, lt, select
 from ..tir.ops import max as tir_max
 from ..tir.stmt import Buffer, For, LetStmt, Stmt, Store, seq
-from .common import Epilogue, F32, imm, mark_epilogue, var, vector_width
-from .rows import grouped_rows, lane_pass, lanes_reduce
+from .common import Epilogue, F32, imm, mark_epilogue, var
+from .rows import RowsConfig, grouped_rows, lane_pass, lanes_reduce, resolve_rows
 
 
 # exp(-87.33) is float32's smallest normal number; softmax's terms below it are flushed to 0
@@ -36,17 +37,16 @@ from .rows import grouped_rows, lane_pass, lanes_reduce
 EXP_FLOOR = -87.33
 
 
-ROW_GROUP = 4  # rows whose passes run interleaved (2: 0.121 ms, 8: 0.119, as 4)
-
-
-def softmax_rows(x: te.Tensor, log_softmax: bool, name: str) -> te.Tensor:
+def softmax_rows(x: te.Tensor, log_softmax: bool, name: str, *, options: CodegenOptions,
+                 config: RowsConfig | None = None) -> te.Tensor:
     """softmax (or log_softmax) of float32 x along its last axis."""
     *outer, n = x.shape
     rows = 1
     for d in outer:
         rows *= d
-    vw = vector_width()
-    group = max(1, min(ROW_GROUP, rows))
+    config = resolve_rows(options, config)
+    vw = config.vector_width
+    group = max(1, min(config.row_group, rows))
 
     def fcompute(ins, outs, epilogue: Epilogue | None = None) -> Stmt:
         xb, out = ins[0], outs[0]
@@ -98,7 +98,8 @@ def softmax_rows(x: te.Tensor, log_softmax: bool, name: str) -> te.Tensor:
                         For(k, n, Store(out, idx, value), "vectorized"))
             return find_max, add_exps, write
 
-        return grouped_rows(rows, group, n, [lanes, scalar], row_passes, outer, name)
+        return grouped_rows(rows, group, n, [lanes, scalar], row_passes, outer, name,
+                            options.parallel)
 
     return te.extern(x.shape, [x], mark_epilogue(fcompute), dtype=F32, name=name,
                      kernel_attrs={"prefer_vector_width": 32 * vw})

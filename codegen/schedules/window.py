@@ -8,7 +8,7 @@ slower than onnxruntime's; no short strided rows: a 14-wide stride-2 row was mos
 windows then reduce straight into the output rows, four rows per loop so that their overlapping
 windows load each input row once, each row in whole vectors and one remainder vector. A plane
 that needs no padding skips the copy and reads its taps in place when its columns are not
-strided; strided columns go through the phases when the plane is small (PHASES_MAX_BYTES),
+strided; strided columns go through the phases when the plane is small (phases_max_bytes),
 else each block of output rows first copies the column phases of just the input rows it reads
 into a small strip. A depthwise window's sum of products goes
 through accumulators, which codegen contracts into FMAs.
@@ -20,16 +20,18 @@ that neighbouring output rows share are reduced once.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from .. import te
-from ..parallel import MIN_PARALLEL_WORK
+from ..options import CodegenOptions
 from ..tir.expr import BinaryOp, Expr, Load
-from ..tir.ops import const, gt, logical_or, ne, select
+from ..tir.ops import const, floordiv, gt, logical_or, ne, select
 from ..tir.stmt import Allocate, Buffer, For, Stmt, Store, seq
 from .common import Epilogue, imm, mark_epilogue, tree_reduce, var
+from .config import ScheduleConfig, pick
 
 # finish(window value, output row, output column) -> the pool's result (average divisor,
 # the value of a window that covers only padding)
@@ -44,8 +46,7 @@ ROW_BLOCK = 4
 # with AVX-512 (its own remainder loop is scalar): depthwise 192@28x28 0.079 -> 0.053-0.059 ms,
 # 272@14x14 0.033 -> 0.022, 384@14x14 0.044-0.049 -> 0.028.
 ROW_VECTOR = 8
-# _phase_rows copies the columns all phases share in whole vectors (False: exactly, for A/B)
-PHASE_ROWS_ROUNDED = True
+# _phase_rows copies the columns all phases share in whole vectors (phase_rows_rounded)
 # An unpadded window whose columns are strided still goes through the phase split when the
 # plane and its phases take at most this many bytes: LLVM vectorises the in-place taps of a
 # strided row as gathers (vgatherqps on AVX-512), the phases' taps are plain vector loads (3x3
@@ -59,6 +60,28 @@ PHASES_MAX_BYTES = 72 * 1024
 # Output rows per strip: more rows copy fewer input rows twice (64@111x111: 4 rows 0.148 ms,
 # 6 rows 0.141, 8 rows 0.142)
 STRIP_ROW_BLOCK = 6
+
+
+@dataclass(frozen=True)
+class WindowConfig(ScheduleConfig):
+    """The NCHW window schedule's row blocks, vector loops and plane copies (the module
+    constants above are the defaults)."""
+
+    row_block: int | None = None          # output rows a loop
+    row_vector: int | None = None         # floats a vector of the row loops
+    phase_rows_rounded: bool | None = None  # phase copies in whole vectors where safe
+    phases_max_bytes: int | None = None   # strided unpadded planes split into phases up to this
+    strip_row_block: int | None = None    # output rows a strip (larger planes)
+
+
+def resolve_window(given: WindowConfig | None = None) -> WindowConfig:
+    """Given fields, the rest the module's defaults."""
+    c = given or WindowConfig()
+    return WindowConfig(pick(c.row_block, lambda: ROW_BLOCK),
+                        pick(c.row_vector, lambda: ROW_VECTOR),
+                        pick(c.phase_rows_rounded, lambda: True),
+                        pick(c.phases_max_bytes, lambda: PHASES_MAX_BYTES),
+                        pick(c.strip_row_block, lambda: STRIP_ROW_BLOCK))
 
 
 def max_with_nan(taps: list[Expr], dtype: str, row: int) -> Expr:
@@ -83,10 +106,11 @@ def span(first: int, step: int, lo: int, hi: int, count: int) -> tuple[int, int]
     return a, b
 
 
-def _vector_loop(name: str, extent: int, body: Callable[[Expr], Stmt]) -> Stmt | None:
-    """body(j) for j in [0, extent): whole ROW_VECTOR-float vectors, then the rest in a loop of
+def _vector_loop(name: str, extent: int, body: Callable[[Expr], Stmt], vector: int
+                 ) -> Stmt | None:
+    """body(j) for j in [0, extent): whole `vector`-float vectors, then the rest in a loop of
     its own, which LLVM makes one masked vector with AVX-512 (its own remainder is scalar)."""
-    main = extent - extent % ROW_VECTOR
+    main = extent - extent % vector
     j, rest = var(name), var(f"{name}_rest")
     return seq(For(j, main, body(j), "vectorized") if main else None,
                For(rest, extent - main, body(rest + main), "vectorized") if extent > main
@@ -94,7 +118,7 @@ def _vector_loop(name: str, extent: int, body: Callable[[Expr], Stmt]) -> Stmt |
 
 
 def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr,
-                name: str) -> Stmt:
+                name: str, config: WindowConfig) -> Stmt:
     """Row phase py of channel ci, all its column phases px together:
     P[py][px][i*wq + j] = x[ci, i*sh + py - pt, j*sw + px - pl], fill outside x.
 
@@ -103,7 +127,7 @@ def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr
     load group: one pass over the row, where a loop per phase re-read it sw times in short
     strided loops: MobileNet's 144@56x56 stride-2 depthwise), in whole vectors and a remainder
     (192@28x28 stride 2: 0.046 -> 0.033 ms), or rounded up to whole vectors on every row but
-    the last (PHASE_ROWS_ROUNDED); the phases' own edge columns and the padding are short
+    the last (phase_rows_rounded); the phases' own edge columns and the padding are short
     copies and plain fills."""
     wq, size, sw, w = g["wq"], g["size"], g["sw"], g["w"]
     i0, i1 = span(py - g["pt"], g["sh"], 0, g["h"], g["hq"])
@@ -130,7 +154,7 @@ def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr
                 return seq(*(Store(phases, at(px, i * wq + j0, j), Load(
                     xb, (ni, ci, row_in, (j0 + j) * sw + px - g["pl"]), xb.dtype))
                     for px in pxs))
-            return _vector_loop(f"{name}_{tag}{part}", j1 - j0, body)
+            return _vector_loop(f"{name}_{tag}{part}", j1 - j0, body, config.row_vector)
 
         row = [copies(range(sw), c0, c0 + common, "c")]
         for px, (j0, j1) in enumerate(cols):
@@ -147,8 +171,10 @@ def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr
     # a vector: shorter ones lost (one thread: 3x3/2 max pool 256@27x27 0.038 -> 0.033 ms;
     # depthwise 3x3/2 192@28x28 0.032 -> 0.027, 144@56x56 0.090 -> 0.085; 576@14x14 0.027
     # -> 0.029 when rounded, so left exact)
-    rounded = -(-(c1 - c0) // ROW_VECTOR) * ROW_VECTOR
-    safe = PHASE_ROWS_ROUNDED and rounded > c1 - c0 >= ROW_VECTOR and c0 + rounded <= 2 * wq \
+    vector = config.row_vector
+    rounded = -(-(c1 - c0) // vector) * vector
+    safe = config.phase_rows_rounded and rounded > c1 - c0 >= vector \
+        and c0 + rounded <= 2 * wq \
         and (c0 + rounded) * sw - 1 - g["pl"] < 2 * w and i1 - i0 > 1
     ii = var(f"{name}_i")
     if safe:
@@ -163,12 +189,12 @@ def _phase_rows(xb: Buffer, phases: Buffer, ni, ci, py: int, g: dict, fill: Expr
 
 
 def _column_phases(xb: Buffer, strip: Buffer, ni, ci, row0: Expr, rows: int, width: int,
-                   name: str) -> Stmt:
+                   name: str, config: WindowConfig) -> Stmt:
     """strip[px][i][j] = x[ni, ci, row0 + i, j*sw + px] for i < rows and the strip's wq
     columns of each phase (an unpadded plane, so all inside x): the columns every phase has
     in one loop storing all sw phases (an interleaved load group, plain vector loads and
     shuffles), then each phase's own last columns; the shared columns rounded up to whole
-    vectors on every row but the last, as _phase_rows does (PHASE_ROWS_ROUNDED)."""
+    vectors on every row but the last, as _phase_rows does (phase_rows_rounded)."""
     sw, _, wq = strip.shape
     count = [min(wq, -(-(width - px) // sw)) for px in range(sw)]
     common = min(count)
@@ -178,13 +204,14 @@ def _column_phases(xb: Buffer, strip: Buffer, ni, ci, row0: Expr, rows: int, wid
             def body(j: Expr) -> Stmt:
                 return seq(*(Store(strip, (imm(px), ii, j + j0), Load(
                     xb, (ni, ci, row0 + ii, (j + j0) * sw + px), xb.dtype)) for px in pxs))
-            return _vector_loop(f"{name}_{tag}{part}", j1 - j0, body)
+            return _vector_loop(f"{name}_{tag}{part}", j1 - j0, body, config.row_vector)
         return seq(copies(range(sw), 0, shared, "c"),
                    *(copies([px], common, count[px], f"{px}e") for px in range(sw)))
 
-    rounded = -(-common // ROW_VECTOR) * ROW_VECTOR
+    vector = config.row_vector
+    rounded = -(-common // vector) * vector
     ii = var(f"{name}_i")
-    if PHASE_ROWS_ROUNDED and rounded > common >= ROW_VECTOR and rounded <= 2 * wq \
+    if config.phase_rows_rounded and rounded > common >= vector and rounded <= 2 * wq \
             and rounded * sw - 1 < 2 * width and rows > 1:
         return seq(For(ii, rows - 1, row(ii, rounded, "")), row(imm(rows - 1), common, "l"))
     return For(ii, rows, row(ii, common, ""))
@@ -231,7 +258,8 @@ Reduce = Callable[[list[Expr], Expr], Expr]
 
 def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Reduce,
                 finish: Callable[[Expr, Expr, Expr, Expr], Expr], epilogue: Epilogue | None,
-                name: str, channel_of=lambda k: k, out_row0: Expr | int = 0) -> Stmt:
+                name: str, options: CodegenOptions, config: WindowConfig,
+                channel_of=lambda k: k, out_row0: Expr | int = 0) -> Stmt:
     """out[n, k, out_row0 + oi, oj] = finish(reduce(window of x[n, channel_of(k)] at (oi, oj)),
     k, oi, oj) through the epilogue; geo holds n, k (output channels), h, w, kh, kw, sh, sw, dh,
     dw, pt, pl, oh, ow. out_row0 places the rows in a taller output (a strip of it: conv_pool).
@@ -248,7 +276,7 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
              size=hq * wq)
     ni, ki = var(f"{name}_n"), var(f"{name}_k")
     work = geo["n"] * geo["k"] * oh * ow * kh * kw
-    kind = "parallel" if work >= MIN_PARALLEL_WORK else "serial"
+    kind = options.parallel.kind(work)
     padded = (oh - 1) * sh + (kh - 1) * dh >= geo["h"] or geo["pt"] or geo["pl"] \
         or (ow - 1) * sw + (kw - 1) * dw >= geo["w"]
 
@@ -263,11 +291,11 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
         return store_sum(out, idx, value, then, f"{name}_acc")
 
     def along_row(tag: str, body: Callable[[Expr], Stmt]) -> Stmt | None:
-        return _vector_loop(f"{name}_w{tag}", ow, body)
+        return _vector_loop(f"{name}_w{tag}", ow, body, config.row_vector)
 
     def output_rows(value_at: Callable[[Expr, Expr, int], Expr],
                     prepare: Callable[[Expr, int], Stmt] | None = None,
-                    block: int = ROW_BLOCK) -> Stmt:
+                    block: int = config.row_block) -> Stmt:
         """The output plane of channel ki, `block` rows per loop, then the rows left over.
         value_at(output row, column, the row's place in its block); prepare(first output
         row, rows), when given, runs before each block and before the rows left over."""
@@ -296,24 +324,26 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
             return reduce_taps([Load(xb, (ni, cin, oi * sh + r * dh, oj * sw + s * dw), xb.dtype)
                                 for r in range(kh) for s in range(kw)], ki)
         return For(ni, geo["n"], For(ki, geo["k"], output_rows(in_place), kind))
-    if not padded and plane_bytes > PHASES_MAX_BYTES:
+    if not padded and plane_bytes > config.phases_max_bytes:
         # the column phases of each block's input rows only, in a strip that stays in cache
-        span = (STRIP_ROW_BLOCK - 1) * sh + (kh - 1) * dh + 1  # input rows a block reads
+        span = (config.strip_row_block - 1) * sh + (kh - 1) * dh + 1  # input rows a block reads
         strip = Buffer(f"{name}_strip", (sw, span, wq), xb.dtype)
 
         def fill_strip(first: Expr, count: int) -> Stmt:
             return _column_phases(xb, strip, ni, channel_of(ki), first * sh,
-                                  (count - 1) * sh + (kh - 1) * dh + 1, geo["w"], f"{name}_s")
+                                  (count - 1) * sh + (kh - 1) * dh + 1, geo["w"], f"{name}_s",
+                                  config)
 
         def from_strip(_oi: Expr, oj: Expr, b: int) -> Expr:
             return reduce_taps([Load(strip, (imm(s * dw % sw), imm(b * sh + r * dh),
                                              oj + s * dw // sw), xb.dtype)
                                 for r in range(kh) for s in range(kw)], ki)
-        plane = Allocate(strip, output_rows(from_strip, fill_strip, STRIP_ROW_BLOCK))
+        plane = Allocate(strip, output_rows(from_strip, fill_strip, config.strip_row_block))
         return For(ni, geo["n"], For(ki, geo["k"], plane, kind))
 
     phases = Buffer(f"{name}_phases", (sh, sw, hq * wq), xb.dtype)
-    split = seq(*(_phase_rows(xb, phases, ni, channel_of(ki), py, g, fill, f"{name}_{py}")
+    split = seq(*(_phase_rows(xb, phases, ni, channel_of(ki), py, g, fill, f"{name}_{py}",
+                              config)
                   for py in range(sh)))
 
     def from_phases(oi: Expr, oj: Expr, _b: int) -> Expr:
@@ -326,9 +356,11 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
 
 
 def pool2d_nchw(x: te.Tensor, kind: str, pool_size, strides, dilation, padding, out_hw,
-                finish: Finish, name: str) -> te.Tensor:
+                finish: Finish, name: str, *, options: CodegenOptions,
+                config: WindowConfig | None = None) -> te.Tensor:
     """max or avg pooling of a float NCHW tensor through window_stmt; padding is (top, left,
     bottom, right); `finish` turns the window's max or sum into the result at (row, column)."""
+    config = resolve_window(config)
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (dh, dw) = pool_size, strides, dilation
     geo = dict(n=n, k=c, h=h, w=w, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=padding[0],
@@ -343,6 +375,47 @@ def pool2d_nchw(x: te.Tensor, kind: str, pool_size, strides, dilation, padding, 
 
     def fcompute(ins, outs, epilogue: Epilogue | None = None) -> Stmt:
         return window_stmt(ins[0], outs[0], geo, fill, reduce_taps,
-                           lambda acc, _k, oi, oj: finish(acc, oi, oj), epilogue, name)
+                           lambda acc, _k, oi, oj: finish(acc, oi, oj), epilogue, name,
+                           options, config)
 
     return te.extern((n, c, *out_hw), [x], mark_epilogue(fcompute), dtype=dtype, name=name)
+
+
+def depthwise_conv2d_nchw(x: te.Tensor, w: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0),
+                          dilation=(1, 1), groups: int = 1, name: str = "T_conv2d", *,
+                          options: CodegenOptions, config: WindowConfig | None = None
+                          ) -> te.Tensor:
+    """An NCHW conv2d with one input channel a group (Cg == 1; OIHW weight [K, 1, R, S]):
+    out[n, k] = sum_rs xpad[k // Kg] * w[k, 0] per output channel plane, through window_stmt
+    (stride phases, flattened rows: a 14x14 stride-2 MobileNet layer was a short loop of
+    strided loads); padding is (top, left, bottom, right)."""
+    n, c, h, wd = x.shape
+    k, cg, r, s = w.shape
+    if cg != 1 or k % groups or c != groups:
+        raise ValueError(f"depthwise_conv2d_nchw: data {x.shape}, weight {w.shape}, groups "
+                         f"{groups}; expected one input channel a group")
+    config = resolve_window(config)
+    (sh, sw), (dh, dw) = strides, dilation
+    oh = (h + padding[0] + padding[2] - dh * (r - 1) - 1) // sh + 1
+    ow = (wd + padding[1] + padding[3] - dw * (s - 1) - 1) // sw + 1
+    geo = dict(n=n, k=k, h=h, w=wd, kh=r, kw=s, sh=sh, sw=sw, dh=dh, dw=dw, pt=padding[0],
+               pl=padding[1], oh=oh, ow=ow)
+    kg = k // groups
+
+    def fcompute(ins, outs, epilogue: Epilogue | None = None) -> Stmt:
+        wb = ins[1]
+
+        def weighted_sum(taps, ki):
+            terms = [t * Load(wb, (ki, imm(0), imm(i // s), imm(i % s)), wb.dtype)
+                     for i, t in enumerate(taps)]
+            acc = terms[0]
+            for t in terms[1:]:
+                acc = acc + t
+            return acc
+
+        return window_stmt(ins[0], outs[0], geo, const(0.0, x.dtype), weighted_sum,
+                           lambda acc, *_: acc, epilogue, name, options, config,
+                           channel_of=lambda ki: floordiv(ki, kg) if kg != 1 else ki)
+
+    return te.extern((n, k, oh, ow), [x, w], mark_epilogue(fcompute), name=name,
+                     kernel_attrs={"prefer_vector_width": 32 * options.vector_width})

@@ -21,21 +21,22 @@ window over padding alone are constants).
         the pixels left over; the edge pixels, each with its own taps
       (an edge row: the same, one pixel a step)
 
-A global pool sums (or maxes) a channel block's plane into one vector, GLOBAL_CHUNK pixels per
-step.
+A global pool sums (or maxes) a channel block's plane into one vector, global_chunk pixels
+per step.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
-from runtime.target import current_target
-
 from .. import te
-from ..parallel import MIN_PARALLEL_WORK, fused_parallel
+from ..options import CodegenOptions
+from ..parallel import fused_parallel
 from ..tir.expr import Expr, IntImm, Load
 from ..tir.ops import const, eq, lt
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
 from .common import Epilogue, ceil_div, imm, mark_epilogue, tree_reduce, var
+from .config import ScheduleConfig, pick
 from .window import max_with_nan, span, store_sum
 
 # Tasks a blocked window kernel aims for (over images, channel blocks and groups of rows): at
@@ -52,13 +53,33 @@ Reduce = Callable[[list[Expr], list[tuple[int, int]], Expr, Expr], Expr]
 Finish = Callable[[Expr | None, list[int], list[int], int | None, int | None], Expr]
 
 
-def tile_pixels(taps: int, weights: bool) -> int:
+@dataclass(frozen=True)
+class BlockedWindowConfig(ScheduleConfig):
+    """The blocked window schedule's pixel tiles and parallel split; global pools' steps."""
+
+    tile_pixels: int | None = None   # output pixels a tile of the interior
+    target_tasks: int | None = None  # parallel tasks aimed for (images x blocks x row groups)
+    global_chunk: int | None = None  # global pools: pixels reduced a step
+
+
+def tile_pixels(taps: int, weights: bool, avx512: bool) -> int:
     """Output pixels a tile: accumulators and (for a depthwise conv) the R*S weight vectors
     within the vector registers (32 when the target has AVX-512, whatever the block width,
     else 16), 2 to 8."""
-    registers = 32 if "avx512f" in current_target().enabled_features() else 16
+    registers = 32 if avx512 else 16
     free = registers - (taps if weights else 0) - 3
     return max(2, min(8, free))
+
+
+def resolve_blocked_window(taps: int, weights: bool, options: CodegenOptions,
+                           given: BlockedWindowConfig | None = None) -> BlockedWindowConfig:
+    """Given fields, the rest by default (a window of `taps` taps; weights: a depthwise
+    conv's, held in registers)."""
+    c = given or BlockedWindowConfig()
+    return BlockedWindowConfig(pick(c.tile_pixels,
+                                    lambda: tile_pixels(taps, weights, options.avx512)),
+                               pick(c.target_tasks, lambda: TARGET_TASKS),
+                               pick(c.global_chunk, lambda: GLOBAL_CHUNK))
 
 
 def _row_tile(width: int, most: int) -> int:
@@ -86,12 +107,13 @@ def _taps_inside(o: int, first: int, step: int, dilation: int, k: int, size: int
 
 def blocked_window_stmt(xb: Buffer, out: Buffer, geo: dict, reduce_taps: Reduce,
                         finish: Finish, epilogue: Epilogue | None, name: str,
-                        tile: int, unroll_rest: bool) -> Stmt:
+                        options: CodegenOptions, config: BlockedWindowConfig,
+                        unroll_rest: bool) -> Stmt:
     """out[n, cb, oi, oj, :] = finish(reduce(the taps inside the input of the window at (oi,
     oj))) through the epilogue; geo holds n, cb (channel blocks), blk (x), h, w, kh, kw, sh,
     sw, dh, dw, pt, pl, oh, ow.
 
-    The interior of a row goes in tiles of `tile` pixels, then the pixels left over as one
+    The interior of a row goes in tiles of config.tile_pixels, then the pixels left over as one
     tile of their own (unroll_rest: a pool's small planes are mostly that remainder: 3x3/2
     512@13 0.012 -> 0.009 ms) or one pixel a step (a depthwise pixel is R*S FMAs and their
     index arithmetic: its code, once per row kind, is what LLVM spends its time on)."""
@@ -153,7 +175,8 @@ def blocked_window_stmt(xb: Buffer, out: Buffer, geo: dict, reduce_taps: Reduce,
         return seq(*stmts) if stmts else None
 
     nint = rb - ra
-    ng = max(1, min(nint, ceil_div(TARGET_TASKS, n * cbn)))
+    tile = config.tile_pixels
+    ng = max(1, min(nint, ceil_div(config.target_tasks, n * cbn)))
     per_group = ceil_div(nint, ng) if nint else 0
     ng = ceil_div(nint, per_group) if nint else 1
     ii = var(f"{name}_i")
@@ -165,7 +188,7 @@ def blocked_window_stmt(xb: Buffer, out: Buffer, geo: dict, reduce_taps: Reduce,
     body = seq(IfThenElse(eq(gi, 0), top) if top is not None else None,
                For(ii, per_group, interior) if interior is not None else None,
                IfThenElse(eq(gi, ng - 1), bottom) if bottom is not None else None)
-    if n * cbn * oh * ow * blk * kh * kw >= MIN_PARALLEL_WORK:
+    if options.parallel.pays(n * cbn * oh * ow * blk * kh * kw):
         return fused_parallel([ni, ci, gi], [n, cbn, ng], body, name)
     return For(ni, n, For(ci, cbn, For(gi, ng, body)))
 
@@ -183,10 +206,12 @@ def _kernel_attrs(blk: int) -> dict:
 
 
 def pool2d_nchwc(x: te.Tensor, kind: str, pool_size, strides, dilation, padding, out_hw,
-                 finish: Finish, name: str) -> te.Tensor:
+                 finish: Finish, name: str, *, options: CodegenOptions,
+                 config: BlockedWindowConfig | None = None) -> te.Tensor:
     """max or avg pooling of a float NCHW[x]c tensor; padding is (top, left, bottom, right);
     `finish` turns a window's max or sum (None: no tap inside) into the result."""
     geo = _block_geometry(x, pool_size, strides, dilation, padding, out_hw)
+    config = resolve_blocked_window(0, False, options, config)
     dtype = x.dtype
 
     def reduce_taps(taps, where, _cb, _lane):
@@ -196,18 +221,20 @@ def pool2d_nchwc(x: te.Tensor, kind: str, pool_size, strides, dilation, padding,
 
     def fcompute(ins, outs, epilogue: Epilogue | None = None) -> Stmt:
         return blocked_window_stmt(ins[0], outs[0], geo, reduce_taps, finish, epilogue, name,
-                                   tile_pixels(0, False), unroll_rest=True)
+                                   options, config, unroll_rest=True)
 
     n, cbn, _, _, blk = x.shape
     return te.extern((n, cbn, *out_hw, blk), [x], mark_epilogue(fcompute, True), dtype=dtype,
                      name=name, kernel_attrs=_kernel_attrs(blk))
 
 
-def global_pool_nchwc(x: te.Tensor, kind: str, name: str) -> te.Tensor:
+def global_pool_nchwc(x: te.Tensor, kind: str, name: str, *, options: CodegenOptions,
+                      config: BlockedWindowConfig | None = None) -> te.Tensor:
     """global max or avg pooling of a float NCHW[x]c tensor: out[n, cb, 0, 0, :] is the max or
-    mean of the channel block's plane, reduced into one vector GLOBAL_CHUNK pixels a step."""
+    mean of the channel block's plane, reduced into one vector global_chunk pixels a step."""
     n, cbn, h, w, blk = x.shape
     dtype = x.dtype
+    config = resolve_blocked_window(0, False, options, config)
 
     def combine(values: list[Expr]) -> Expr:
         if kind == "max":
@@ -226,7 +253,7 @@ def global_pool_nchwc(x: te.Tensor, kind: str, name: str) -> te.Tensor:
             return For(lane, blk, Store(acc, at, combine([Load(acc, at, dtype)] + taps)),
                        "vectorized")
 
-        chunk = min(GLOBAL_CHUNK, w)
+        chunk = min(config.global_chunk, w)
         full, rest = divmod(w, chunk)
         fill = const(float("-inf") if kind == "max" else 0.0, dtype)
         row = seq(For(step, full, fold(step * chunk, chunk)) if full > 1 else fold(imm(0), chunk),
@@ -240,7 +267,7 @@ def global_pool_nchwc(x: te.Tensor, kind: str, name: str) -> te.Tensor:
         body = Allocate(acc, seq(For(lane, blk, Store(acc, at, fill), "vectorized"),
                                  For(yi, h, row),
                                  For(lane, blk, Store(ob, idx, value), "vectorized")))
-        if n * cbn * h * w * blk >= MIN_PARALLEL_WORK:
+        if options.parallel.pays(n * cbn * h * w * blk):
             return fused_parallel([ni, ci], [n, cbn], body, name)
         return For(ni, n, For(ci, cbn, body))
 
@@ -250,7 +277,8 @@ def global_pool_nchwc(x: te.Tensor, kind: str, name: str) -> te.Tensor:
 
 def depthwise_conv2d_nchwc(x: te.Tensor, wp: te.Tensor, strides=(1, 1),
                            padding=(0, 0, 0, 0), dilation=(1, 1),
-                           name: str = "T_depthwise_conv2d_NCHWc") -> te.Tensor:
+                           name: str = "T_depthwise_conv2d_NCHWc", *, options: CodegenOptions,
+                           config: BlockedWindowConfig | None = None) -> te.Tensor:
     """Depthwise conv2d (channel multiplier 1) of x[N, C/x, H, W, x] with a weight packed as
     [C/x, 1, R, S, 1, x]: out[N, C/x, OH, OW, x]; padding is (top, left, bottom, right)."""
     n, cbn, h, w, blk = x.shape
@@ -259,6 +287,7 @@ def depthwise_conv2d_nchwc(x: te.Tensor, wp: te.Tensor, strides=(1, 1),
         raise ValueError(f"depthwise_conv2d_nchwc: data {x.shape} and weight {wp.shape}; "
                          f"expected a weight [{cbn}, 1, R, S, 1, {blk}]")
     r, s = wp.shape[2], wp.shape[3]
+    config = resolve_blocked_window(r * s, True, options, config)
     sh, sw = strides
     dh, dw = dilation
     oh = (h + padding[0] + padding[2] - dh * (r - 1) - 1) // sh + 1
@@ -279,7 +308,7 @@ def depthwise_conv2d_nchwc(x: te.Tensor, wp: te.Tensor, strides=(1, 1),
 
         return blocked_window_stmt(ins[0], outs[0], geo, weighted_sum,
                                    lambda v, *_: zero if v is None else v, epilogue, name,
-                                   tile_pixels(r * s, True), unroll_rest=False)
+                                   options, config, unroll_rest=False)
 
     return te.extern((n, cbn, oh, ow, blk), [x, wp], mark_epilogue(fcompute, True),
                      dtype=x.dtype, name=name, kernel_attrs=_kernel_attrs(blk))

@@ -7,7 +7,7 @@ Y = A^T [ (G g G^T) . (B^T d B) ] A, so the 9 m^2 multiplies of a direct tile be
     U[xi, k, c]  = (G w[k, c] G^T)[xi]          weights, transformed at compile time
     V[xi, c, t]  = (B^T d[c, t] B)[xi]           per input channel and output tile t
     M[xi, k, t]  = sum_c U[xi, k, c] V[xi, c, t] the GEMM schedule, batch = xi, U's rows
-                                                 read in place (U_IN_PLACE)
+                                                 read in place (u_in_place)
     out[k, tile] = A^T M[:, k, t] A              with the fused epilogue
 
 F(4x4, 3x3) does 2.25 multiplies an output instead of 9; its rounding error is about 16x
@@ -17,28 +17,78 @@ coefficients (zeros and ones skipped), every patch and tile value bound once (Le
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import ClassVar
 
 import numpy as np
 
 from .. import te
-from ..parallel import MIN_PARALLEL_WORK
+from ..options import CodegenOptions
 from ..tir.expr import Expr, Load, Var
 from ..tir.ops import const, floordiv, floormod, ge, if_then_else, logical_and, lt
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
 from .common import F32, addr, ceil_div, imm, mark_epilogue, var, zero
+from .config import ScheduleConfig, pick
 from .conv2d_nchwc import pad_blocked
 from .gemm import gemm_stmt
+from .gemm_config import GemmConfig, resolve_gemm
 
-# The GEMMs read U's rows in place (gemm_stmt's a_rows: its `_rows` micro-kernel, each row tile
-# streaming its rows while it computes) rather than packing each block of U first; False packs
-# (for A/B measurements in one process).
-U_IN_PLACE = True
+TILE_SIZES = (2, 4)  # the output tiles m of F(m x m, 3 x 3) this schedule has matrices for
 # Read in place, each row tile of U also prefetches into L2 the one PREFETCH_U tiles later
 # (gemm_stmt's prefetch_a; 0: none): U is read once a run and came cold. One thread, CPU time,
 # same-process A/B, 1 tile ahead vs none: ResNet-50 0.94-0.97x, Inception-v2 0.90-0.92x,
 # VGG-19 0.96-0.97x; 2 vs 1: 0.998x, 0.978x, 0.985x; 4 vs 2: 1.011x, 0.972x, 0.991x.
 PREFETCH_U = 2
+
+
+@dataclass(frozen=True)
+class WinogradConfig(ScheduleConfig):
+    """F(m x m, 3 x 3): the output tile, how the GEMMs read U, and their tiles."""
+
+    nested: ClassVar[dict[str, type]] = {"gemm": GemmConfig}
+
+    tile_size: int | None = None    # m (TILE_SIZES); the transformed weight is [m+2, m+2, K, C]
+    # the GEMMs read U's rows in place (gemm_stmt's a_rows: its `_rows` micro-kernel, each row
+    # tile streaming its rows while it computes) rather than packing each block of U first
+    u_in_place: bool | None = None
+    prefetch_u: int | None = None   # row tiles ahead each U row tile prefetches (0: none)
+    gemm: GemmConfig | None = None
+
+
+def winograd_tile_size(k: int, c: int, oh: int, ow: int) -> int | None:
+    """The output tile m for a 3x3 stride-1 conv of C -> K channels onto oh x ow, or None
+    when direct convolution is the better choice. Measured per layer against the packed
+    direct schedule (this project's benchmarks, Zen 4): the transforms must be worth the
+    multiplies they save (C, K >= 64: 32 channels broke even), the (m+2)^2 GEMMs need at
+    least 36 tiles to run at speed (F(4x4) from 24x24 outputs, F(2x2) from 12x12; 7x7 stays
+    direct), and with 64 input channels more than 256 tiles (112x112) spill the transformed
+    tiles out of cache (0.8x); 128+ channels gain 1.2-1.7x at every size tried. F(2x2)
+    saves too little for 64 input channels (SqueezeNet's 64->256 at 13x13: 0.45 ms direct,
+    0.54 ms Winograd) and breaks even at 256 (14x14)."""
+    if k < 64 or c < 64:
+        return None
+    for m in (4, 2):
+        tiles = -(-oh // m) * -(-ow // m)
+        if tiles >= 36:
+            return m if c >= 128 or (m == 4 and tiles <= 256) else None
+    return None
+
+
+def resolve_winograd(k: int, c: int, oh: int, ow: int, options: CodegenOptions,
+                     given: WinogradConfig | None = None) -> WinogradConfig:
+    """The configuration of F(m x m, 3 x 3) over C -> K channels onto oh x ow: given fields,
+    the rest by default (the tile: winograd_tile_size's, F(2x2) where it finds none)."""
+    g = given or WinogradConfig()
+    m = pick(g.tile_size, lambda: winograd_tile_size(k, c, oh, ow) or 2)
+    if m not in TILE_SIZES:
+        raise ValueError(f"WinogradConfig: tile_size {m}; expected one of {TILE_SIZES}")
+    in_place = pick(g.u_in_place, lambda: True)
+    tiles = ceil_div(oh, m) * ceil_div(ow, m)
+    return WinogradConfig(m, in_place, pick(g.prefetch_u, lambda: PREFETCH_U),
+                          resolve_gemm(k, tiles, c, in_place, options, g.gemm))
+
+
 _F = Fraction
 # (G, B^T, A^T) with exact rational entries (points 0, 1, -1 for m = 2; 0, +-1, +-2 for m = 4)
 MATRICES = {
@@ -108,9 +158,10 @@ def _bind(names: list[Var], values: list[Expr], body: Stmt) -> Stmt:
 
 
 def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0, 0, 0),
-                    m: int = 4, name: str = "T_conv2d_winograd") -> te.Tensor:
-    """x [N, C, H, W] and U [a, a, K, C] (transform_weight) -> out_shape [N, K, OH, OW]; or
-    channel-blocked (NCHW[x]c), x [N, C/x, H, W, x] -> [N, K/x, OH, OW, x]: only the padded
+                    name: str = "T_conv2d_winograd", *, options: CodegenOptions,
+                    config: WinogradConfig | None = None) -> te.Tensor:
+    """x [N, C, H, W] and U [a, a, K, C] (transform_weight, a = m + 2) -> out_shape [N, K, OH,
+    OW]; or channel-blocked (NCHW[x]c), x [N, C/x, H, W, x] -> [N, K/x, OH, OW, x]: only the
     padded copy of step 1 and the input transform (a channel block at once, vectorised over
     its x channels), and the output transform's stores (whole vectors) change."""
     block = x.shape[4] if len(x.shape) == 5 else 0
@@ -121,11 +172,18 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
     else:
         n, c, h, wd = x.shape
         _, _, oh, ow = out_shape
-    a = m + 2
+    a = u.shape[0]
+    m = a - 2
     k = u.shape[2]
 
     th, tw = ceil_div(oh, m), ceil_div(ow, m)
     tiles = th * tw
+    config = config or WinogradConfig()
+    if config.tile_size not in (None, m):
+        raise ValueError(f"{name}: U {u.shape} is transformed for F({m}x{m}), the "
+                         f"configuration says F({config.tile_size}x{config.tile_size})")
+    config = resolve_winograd(k, c, oh, ow, options, replace(config, tile_size=m))
+    par = options.parallel
     pt, pl = padding[0], padding[1]
     hp, wp = th * m + 2, tw * m + 2  # padded input covering every tile
     _, bt, at = MATRICES[m]
@@ -145,7 +203,7 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
         # 1. zero-padded input, big enough for whole tiles (blocked: Xp[C/x][Hp][Wp][x])
         if block:
             xpad, pad = pad_blocked(xb, ni, dict(c=c, h=h, w=wd, hp=hp, wp=wp, pt=pt, pl=pl,
-                                                 blk=block), name, always=True)
+                                                 blk=block), name, par, always=True)
         else:
             xpad = Buffer(f"{name}_xpad", (c, hp, wp), F32)
             ci, yi, xi = var(f"{name}_pc"), var(f"{name}_py"), var(f"{name}_px")
@@ -154,7 +212,7 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
                                  logical_and(ge(ix, 0), lt(ix, wd)))
             pad = For(ci, c, For(yi, hp, For(xi, wp, Store(xpad, (ci, yi, xi), if_then_else(
                 inside, Load(xb, (ni, ci, iy, ix), F32), zero())), "vectorized")),
-                "parallel" if c * hp * wp >= MIN_PARALLEL_WORK else "serial")
+                par.kind(c * hp * wp))
         # 2. input transform: V[:, c, t] = B^T d B, d the tile's a x a patch (blocked: the x
         # channels of a block at once, one vector load a patch value)
         c2, ty, tx = var(f"{name}_vc"), var(f"{name}_vy"), var(f"{name}_vx")
@@ -184,10 +242,10 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
                          lambda b, i, j: Load(ub, (floordiv(b[0], a), floormod(b[0], a), i, j),
                                               F32),
                          lambda b, i, j: Load(vbuf, v_at(b[0], j, i), F32), mbuf, "mk", "kn",
-                         None, f"{name}_gemm",
+                         None, f"{name}_gemm", options, config.gemm,
                          a_rows=(lambda b, i, j: addr(ub, floordiv(b[0], a), floormod(b[0], a),
-                                                      i, j), c) if U_IN_PLACE else None,
-                         prefetch_a=PREFETCH_U)
+                                                      i, j), c) if config.u_in_place else None,
+                         prefetch_a=config.prefetch_u)
         # 4. output transform + epilogue: out tile = A^T M A
         ko, uy, ux = var(f"{name}_ok"), var(f"{name}_oy"), var(f"{name}_ox")
         kbo, kv = var(f"{name}_okb"), var(f"{name}_okv")  # blocked: ko = kbo * x + kv

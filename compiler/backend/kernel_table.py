@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import zlib
 
+from codegen.options import CodegenOptions
 from compiler.backend.graph_codegen import CONCAT, NOP, is_byte_concat
 from compiler.errors import CompilerError
 from compiler.ir.expr import Call, Function, Tuple, Var
@@ -73,8 +74,9 @@ class KernelTable:
     shared: as TVM's compile engine lowers each function afresh, each structurally equal one
     gets a kernel of its own (named _1, _2, ...)."""
 
-    def __init__(self, mod_name: str, byte_concat: bool = True):
+    def __init__(self, mod_name: str, options: CodegenOptions, byte_concat: bool = True):
         self.mod_name = mod_name
+        self.options = options  # what the kernels are lowered for
         self.byte_concat = byte_concat
         self.share = not PassContext.current().get_config(DISABLE_COMPILE_ENGINE_CACHE)
         self.by_hash: dict[int, list] = {}
@@ -110,15 +112,16 @@ class KernelTable:
         name = self._unique(kernel_name_for(func, self.mod_name))
         self.by_hash.setdefault(key, []).append((func, name))
         self.names[id(func)] = name
-        self.prim_funcs.append(lower_kernel(func, name))
+        self.prim_funcs.append(lower_kernel(func, name, self.options))
         return name
 
 
-def lower_kernel(func: Function, name: str):
-    """The PrimFunc of primitive function func, named name (tuple params flattened)."""
+def lower_kernel(func: Function, name: str, options: CodegenOptions):
+    """The PrimFunc of primitive function func, named name (tuple params flattened), for
+    `options`."""
     flat = _flatten_tuple_params(func)
     try:
-        return lower_primitive_function(flat, name)
+        return lower_primitive_function(flat, name, options)
     except CompilerError:
         raise
     except Exception as err:  # codegen errors: say where

@@ -29,6 +29,7 @@ function it lowers.
 from __future__ import annotations
 
 import gc
+import os
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -37,6 +38,7 @@ from typing import Any, Callable, Mapping
 from codegen import cache as disk_cache
 from codegen import jit
 from codegen.compile_stats import record_compile_stats
+from codegen.options import VECTOR_WIDTHS, CodegenOptions
 from compiler.backend.graph_codegen import (CONCAT, NOP, GraphCodegen, function_calls,
                                             is_byte_concat)
 from compiler.backend.kernel_table import KernelTable, kernel_name_for
@@ -57,13 +59,14 @@ from compiler.passes.fuse_conv_pool import FuseConvMaxPool
 from compiler.passes.fuse_layer_norm import FuseLayerNorm
 from compiler.passes.fuse_ops import FuseOps
 from compiler.passes.simplify_inference import SimplifyInference
-from compiler.target import Target, resolve as resolve_target
+from compiler.target import Target, cpu_target, resolve as resolve_target
 from compiler.transform import PassContext, Sequential, register_pass_config
 from compiler.transform.pass_infra import InferType
 from runtime.factory import GraphExecutorFactoryModule
-from runtime.target import TargetInfo, building_for, missing_features, resolve_cpu_target
+from runtime.target import building_for
 
-__all__ = ["build", "optimize", "lower_module", "kernel_name_for", "build_progress"]
+__all__ = ["build", "optimize", "lower_module", "kernel_name_for", "build_progress",
+           "codegen_options_for", "build_target", "current_options", "cpu_target"]
 
 _PROGRESS: ContextVar[tuple[Callable[[str], None], bool] | None] = \
     ContextVar("build_progress", default=None)
@@ -98,25 +101,56 @@ DISABLE_DISK_CACHE = "relayjit.disable_disk_cache"
 
 register_pass_config(DISABLE_DISK_CACHE, False)
 # PassContext(config={"relayjit.blocked_layout": False}): activations stay NCHW between packed
-# convs (passes/convert_blocked_layout.py carries them in NCHW<x>c); unset, that module's
-# BLOCKED_LAYOUT_DEFAULT (True)
-register_pass_config(BLOCKED_LAYOUT, None)  # True / False; None: the module default
+# convs (passes/convert_blocked_layout.py carries them in NCHW<x>c)
+register_pass_config(BLOCKED_LAYOUT, True)
+# PassContext(config={"relayjit.schedule_config": {"conv2d_nchw.direct": {"pixel_major":
+# False}}}): fields of the named implementations' configurations, given instead of their
+# default (compiler.op.strategy; tests and A/B measurements)
+SCHEDULE_CONFIG = "relayjit.schedule_config"
+register_pass_config(SCHEDULE_CONFIG, None)
+# The environment overrides relay.build reads (here, once a build; nothing below does):
+# micro-kernel vector width (8 or 16 floats; default: the target CPU's) and kernel families
+VECTOR_WIDTH_ENV = "RELAYJIT_VECTOR_WIDTH"
+FAMILIES_ENV = "RELAYJIT_KERNEL_FAMILIES"
 
 
-def cpu_target(target: Target) -> TargetInfo:
-    """The CPU `target` builds for (-mcpu/-mattr/-mtriple; the host when none is given).
-
-    Refused when this machine lacks one of its features: the build runs constant-folding
-    kernels here, built for the same CPU so that they agree with the packed weight layouts."""
+def codegen_options_for(target: Target) -> CodegenOptions:
+    """What a build under `target` and the current PassContext compiles for: the target's CPU
+    (cpu_target), $RELAYJIT_VECTOR_WIDTH, $RELAYJIT_KERNEL_FAMILIES (0: off) and the config's
+    relayjit.schedule_config overrides."""
+    width = os.environ.get(VECTOR_WIDTH_ENV, "").strip()
+    if width and width not in tuple(map(str, VECTOR_WIDTHS)):
+        raise CompilerError(f"environment variable {VECTOR_WIDTH_ENV} must be one of "
+                            f"{', '.join(map(str, VECTOR_WIDTHS))} (floats per micro-kernel "
+                            f"vector), got {width!r}")
+    families = os.environ.get(FAMILIES_ENV, "1").strip()
+    if families not in ("0", "1"):
+        raise CompilerError(f"environment variable {FAMILIES_ENV} must be 0 or 1, got "
+                            f"{families!r}")
+    overrides = PassContext.current().get_config(SCHEDULE_CONFIG, None) or {}
     try:
-        cpu = resolve_cpu_target(target.mcpu, target.mattr, target.mtriple)
-    except ValueError as err:
-        raise CompilerError(f"relay.build: target '{target}': {err}") from None
-    missing = missing_features(cpu.features)
-    if missing:
-        raise CompilerError(f"relay.build: target '{target}' needs CPU features this machine "
-                            f"lacks: {', '.join(missing)}; build on a machine that has them")
-    return cpu
+        return CodegenOptions.for_cpu(cpu_target(target), int(width) if width else None,
+                                      families == "1", overrides)
+    except TypeError as err:
+        raise CompilerError(f"PassContext config {SCHEDULE_CONFIG!r}: {err}") from None
+
+
+def current_options() -> CodegenOptions:
+    """The current target's CodegenOptions (entered by relay.build or build_target), else
+    codegen_options_for the current target or "llvm"."""
+    current = Target.current()
+    if current is not None and current.codegen is not None:
+        return current.codegen
+    return codegen_options_for(resolve_target(current))
+
+
+@contextmanager
+def build_target(target: Target, options: CodegenOptions | None = None):
+    """Enter `target` carrying the build's CodegenOptions (codegen_options_for, unless given),
+    as relay.build does around its passes and lowering; yields the options."""
+    options = codegen_options_for(target) if options is None else options
+    with target.with_codegen_options(options), building_for(options.cpu):
+        yield options
 
 
 def _to_module(mod_or_func: Any) -> IRModule:
@@ -129,10 +163,16 @@ def _to_module(mod_or_func: Any) -> IRModule:
 
 
 def optimize(mod: IRModule, timing: TimingRecorder | None = None) -> IRModule:
-    """The build pipeline under the current PassContext (TVM's OptimizeImpl, graph path).
+    """The build pipeline under the current PassContext (TVM's OptimizeImpl, graph path), for
+    the current target (its CodegenOptions; outside relay.build, build_target's resolution of
+    Target.current() or "llvm").
 
     Each pass is timed (into `timing`, when given) and announced to build_progress.
     """
+    current = Target.current()
+    if current is None or current.codegen is None:
+        with build_target(resolve_target(current)):
+            return optimize(mod, timing)
     seq = _pipeline()
     ctx = PassContext.current()
     enabled = [p for p in seq.passes if ctx.pass_enabled(p.info)]
@@ -161,9 +201,11 @@ def _pipeline() -> Sequential:
                       name="relay.build")
 
 
-def lower_module(main: Function, mod_name: str = "default") -> tuple[dict, list]:
-    """Lower every primitive function main calls: ({id(func): kernel name}, [PrimFunc])."""
-    table = KernelTable(mod_name)
+def lower_module(main: Function, mod_name: str = "default",
+                 options: CodegenOptions | None = None) -> tuple[dict, list]:
+    """Lower every primitive function main calls: ({id(func): kernel name}, [PrimFunc]), for
+    `options` (default: current_options())."""
+    table = KernelTable(mod_name, options if options is not None else current_options())
     calls = function_calls(main)
     _report(f"lowering {len(calls)} fused function calls")
     for i, (_, func) in enumerate(calls):
@@ -214,11 +256,11 @@ def _build(ir_mod: Any, target: Any, target_host: Any, params: Mapping[str, Any]
         if params:
             mod["main"] = bind_params_by_name(mod["main"], params)
     no_disk = bool(PassContext.current().get_config(DISABLE_DISK_CACHE, False))
-    cpu = cpu_target(target)
-    with target, building_for(cpu), disk_cache.disabled(no_disk):  # FoldConstant's too
+    # FoldConstant's kernels too are built under the target and cache setting
+    with build_target(target) as options, disk_cache.disabled(no_disk):
         with timing.stage("build cache lookup") as looked:
             input_mod = infer_module(mod)  # not a pass: the caller's instruments see none
-            key = build_cache.build_key(mod, cpu, mod_name)
+            key = build_cache.build_key(mod, options, mod_name)
             cached = build_cache.lookup(key) if key is not None else None
             looked.note = "off" if key is None else "hit" if cached is not None else "miss"
         if cached is not None:
@@ -231,7 +273,7 @@ def _build(ir_mod: Any, target: Any, target_host: Any, params: Mapping[str, Any]
             key, [arg.data for call, _ in function_calls(main) for arg in call.args
                   if type(arg) is Constant])
         try:
-            names, lib, compiled = _lower_and_compile(main, mod_name, timing)
+            names, lib, compiled = _lower_and_compile(main, mod_name, timing, options)
         except BaseException:
             if early_params is not None:
                 early_params.discard()
@@ -261,11 +303,12 @@ def _build(ir_mod: Any, target: Any, target_host: Any, params: Mapping[str, Any]
                    build_cache_hits=0)
 
 
-def _lower_and_compile(main: Function, mod_name: str, timing: TimingRecorder):
+def _lower_and_compile(main: Function, mod_name: str, timing: TimingRecorder,
+                       options: CodegenOptions):
     """Lower main's fused functions and compile them: (kernel names, library, compile
     stats)."""
     with timing.stage("lower fused functions to PrimFuncs") as lowering:
-        names, prim_funcs = lower_module(main, mod_name)
+        names, prim_funcs = lower_module(main, mod_name, options)
         nops = sum(1 for name in names.values() if name == NOP)
         concats = sum(1 for name in names.values() if name == CONCAT)
         no_kernel = [f"{nops} reshape-only"] * bool(nops) + \

@@ -9,7 +9,8 @@ under a digest of everything the build reads:
   and bytes (runtime.digest: BLAKE3 pieces hashed on every core, SHA-256 without the blake3
   package; a different weight is a different build);
 - how it is built: opt_level, required and disabled passes, the PassContext config, the
-  target CPU and the vector width the schedules use, the module name;
+  CodegenOptions (target CPU, vector width, kernel families, schedule overrides, parallel
+  policy: everything the environment or the target changes in the code), the module name;
 - what builds it: the source of the compiler, codegen and runtime packages, and the
   llvmlite and LLVM versions.
 
@@ -49,8 +50,7 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from codegen import cache as kernel_cache
-from codegen.kernel_families import families_enabled
-from codegen.schedules.common import vector_width
+from codegen.options import CodegenOptions
 from compiler.ir.expr import Constant
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order
@@ -61,7 +61,6 @@ from runtime.factory import GraphExecutorFactoryModule, load_module
 from runtime.library import KernelLibrary
 from runtime.ndarray import NDArray
 from runtime.params_file import ParamsFileWriter, map_params, seal
-from runtime.target import TargetInfo
 
 __all__ = ["build_key", "lookup", "start_params", "store", "flush", "MIN_BUILD_SECONDS",
            "MAX_STORED_PARAMS"]
@@ -107,7 +106,7 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
-def build_key(mod: IRModule, cpu: TargetInfo, mod_name: str) -> str | None:
+def build_key(mod: IRModule, options: CodegenOptions, mod_name: str) -> str | None:
     """The digest a build of `mod` (params bound) is stored under; None when this build is
     not to be cached (cache off, instruments or tracing in the PassContext)."""
     ctx = PassContext.current()
@@ -116,9 +115,7 @@ def build_key(mod: IRModule, cpu: TargetInfo, mod_name: str) -> str | None:
     settings = {"opt_level": ctx.opt_level, "required": sorted(ctx.required_pass),
                 "disabled": sorted(ctx.disabled_pass),
                 "config": sorted((str(k), repr(v)) for k, v in ctx.config.items()),
-                "cpu": [cpu.triple, cpu.cpu, cpu.features], "mod_name": mod_name,
-                "vector_width": vector_width(),  # RELAYJIT_VECTOR_WIDTH can force another
-                "kernel_families": families_enabled()}  # RELAYJIT_KERNEL_FAMILIES=0: off
+                "codegen": options.key(), "mod_name": mod_name}
     kinds, contents = [], []
     for _, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
         for node in post_order(func):

@@ -20,7 +20,7 @@ from codegen import cache as disk_cache
 from codegen import jit
 from compiler.backend.vm import KernelResolver, ModuleCompiler
 from compiler.backend.vm.specialise import Specialiser
-from compiler.driver.build import DISABLE_DISK_CACHE, cpu_target, optimize
+from compiler.driver.build import DISABLE_DISK_CACHE, build_target, optimize
 from compiler.errors import CompilerError
 from compiler.ir.expr import Function
 from compiler.ir.module import IRModule
@@ -29,7 +29,6 @@ from compiler.passes.to_anf import ToANormalForm
 from compiler.target import Target, resolve as resolve_target
 from compiler.transform import PassContext
 from compiler.transform.pass_infra import InferType
-from runtime.target import building_for
 from runtime.vm import Executable
 
 __all__ = ["compile"]
@@ -53,16 +52,15 @@ def compile(mod: IRModule | Function, target: Any = None,  # noqa: A001 (TVM's n
     if params:
         mod["main"] = bind_params_by_name(mod["main"], params)
     no_disk = bool(PassContext.current().get_config(DISABLE_DISK_CACHE, False))
-    cpu = cpu_target(target)
-    with target, building_for(cpu), disk_cache.disabled(no_disk):
+    with build_target(target) as options, disk_cache.disabled(no_disk):
         mod = optimize(mod)
         mod = InferType()(ToANormalForm()(mod))
-        kernels = KernelResolver(mod_name)
+        kernels = KernelResolver(options, mod_name)
         compiler = ModuleCompiler(mod, kernels)
         functions = compiler.compile()
         lib = jit.build_library(kernels.prim_funcs) if kernels.prim_funcs else None
     exe = Executable(functions, compiler.constants, kernels.entries, lib)
     exe.target = target
     if kernels.dynamic:
-        exe.compile_hook = Specialiser(kernels.dynamic, cpu, target)
+        exe.compile_hook = Specialiser(kernels.dynamic, options, target)
     return exe

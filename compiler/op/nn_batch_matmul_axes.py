@@ -31,7 +31,7 @@ from .registry import OpDef, OpPattern, make_call, register, register_flops
 from .type_relations import check_arity, fail, tensor_arg
 from .window import acc_dtype
 
-__all__ = ["contrib_batch_matmul_axes", "axes_extents", "window"]
+__all__ = ["contrib_batch_matmul_axes", "axes_extents", "window", "merge_groups"]
 
 OP = "nn.contrib_batch_matmul_axes"
 LETTERS = {"a_axes": "BMK", "b_axes": "BNK", "out_axes": "BMN"}

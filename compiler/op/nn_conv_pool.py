@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from compiler.ir.types import TensorType
 from .nn_packed import _conv_packed_ref, _conv_packed_rel
 from .nn_pool import _pool_ref
-from .registry import OpDef, OpPattern, get_def, make_call, register, register_compute
+from .registry import OpDef, OpPattern, get_def, make_call, register
 from .type_relations import fail, int_tuple
 from .window import pad_tuple2d, pair, window_out_dim
 
@@ -74,13 +74,3 @@ def contrib_conv2d_max_pool(data, packed_weight, conv_attrs, pool_size, pool_str
     return make_call(OP, [data, packed_weight], **dict(conv_attrs), pool_size=pair(pool_size),
                      pool_strides=pair(pool_strides), pool_padding=pad_tuple2d(pool_padding))
 
-
-def _compute(inputs, attrs, out_type):
-    from codegen.schedules.conv_pool import conv2d_max_pool_nchw
-    data, wp = inputs
-    return conv2d_max_pool_nchw(data, wp, tuple(attrs.strides), tuple(attrs.padding),
-                                tuple(attrs.dilation), attrs.channels, tuple(attrs.pool_size),
-                                tuple(attrs.pool_strides), tuple(attrs.pool_padding))
-
-
-register_compute(OP)(_compute)

@@ -8,7 +8,8 @@ activations, TVM's op name and attributes.
 The weight is the depthwise OIHW weight [C, 1, R, S] laid out by depthwise_weight_pack (a
 layout_transform OIHW -> OIHW1i<x>o, which FoldConstant computes at compile time when the
 weight is a constant): weight[cb, 0, r, s, 0, v] = w[cb*x + v, 0, r, s], so a tap's weights
-for a channel block are one vector. Schedule: codegen.schedules.window_nchwc.
+for a channel block are one vector. Schedule: codegen.schedules.window_nchwc (the strategy
+layer's depthwise_conv2d_nchwc.window).
 """
 from __future__ import annotations
 
@@ -16,11 +17,10 @@ import math
 
 import numpy as np
 
-from codegen.schedules.window_nchwc import depthwise_conv2d_nchwc
 from compiler.ir.types import TensorType
 from .blocked_layout import block_ref, channel_block_of, unblock_ref, unblocked_attrs
 from .nn import _CONV2D_ATTRS
-from .registry import OpDef, OpPattern, make_call, register, register_compute, register_flops
+from .registry import OpDef, OpPattern, make_call, register, register_flops
 from .transform_layout import layout_transform
 from .type_relations import check_arity, fail, tensor_arg
 from .window import conv_ref, conv_rel, pad_tuple2d, pair
@@ -129,11 +129,3 @@ def blocked_depthwise(attrs, blocked_data, weight, x: int):
         channels=attrs.channels, kernel_size=attrs.kernel_size, data_layout=f"NCHW{x}c",
         kernel_layout=depthwise_kernel_layout(x), out_dtype=attrs.out_dtype)
 
-
-def _compute(inputs, attrs, out_type):
-    data, wp = inputs
-    return depthwise_conv2d_nchwc(data, wp, tuple(attrs.strides), tuple(attrs.padding),
-                                  tuple(attrs.dilation))
-
-
-register_compute(OP)(_compute)

@@ -7,18 +7,18 @@ produced by the ConvertBlockedLayout pass from nn.contrib_conv2d_packed.
 
 Wp is nn.contrib_conv2d_weight_pack's packed weight (groups 1), so the blocked conv reads the
 same panels as the NCHW one. x divides C and K, and KB is a multiple of x, so every output tile
-is whole channel blocks (codegen.schedules.conv2d_nchwc).
+is whole channel blocks (codegen.schedules.conv2d_nchwc, the strategy layer's
+conv2d_nchwc.direct).
 """
 from __future__ import annotations
 
 import math
 
-from codegen.schedules.conv2d_nchwc import conv2d_nchwc_packed
 from compiler.ir.types import TensorType
 from .blocked_layout import block_ref, channel_block_of, unblock_ref, unblocked_attrs
 from .nn import _CONV2D_ATTRS
 from .nn_packed import _conv_packed_ref, _conv_packed_rel
-from .registry import OpDef, OpPattern, make_call, register, register_compute, register_flops
+from .registry import OpDef, OpPattern, make_call, register, register_flops
 from .type_relations import check_arity, fail, tensor_arg
 from .window import pad_tuple2d, pair
 
@@ -86,11 +86,3 @@ def contrib_conv2d_NCHWc(data, packed_weight, channels, kernel_block,  # noqa: N
                      kernel_layout=f"GOIHW{int(kernel_block)}o", out_layout=data_layout,
                      out_dtype=out_dtype)
 
-
-def _compute(inputs, attrs, out_type):
-    data, wp = inputs
-    return conv2d_nchwc_packed(data, wp, tuple(attrs.strides), tuple(attrs.padding),
-                               tuple(attrs.dilation), attrs.channels)
-
-
-register_compute(OP)(_compute)

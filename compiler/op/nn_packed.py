@@ -2,8 +2,10 @@
 idea), produced by the AlterOpLayout pass for constant weights.
 
 The packing ops reorder an OIHW / [N, K] weight into exactly the panels the micro-kernels read
-(codegen.schedules.conv2d_pack_geometry / dense_pack_geometry); applied to a constant, they
-are evaluated once by FoldConstant, so the anchor kernels skip their run-time packing.
+(codegen.schedules.conv2d_pack_geometry / dense_pack_geometry, in the blocks the strategy
+layer's configuration chose); applied to a constant, they are evaluated once by FoldConstant,
+so the anchor kernels skip their run-time packing. The packed convs and dense run the
+implementations compiler.op.strategy selects for them; the packing ops' compute rules are here.
 
 - nn.contrib_conv2d_weight_pack(w[K, Cg, R, S]; groups, block) -> [G, ceil(Kg/block), Cg, R, S,
   block], Wp[g, kb, c, r, s, v] = w[g*Kg + kb*block + v, c, r, s], zero past Kg.
@@ -16,11 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from codegen import te, tir
+from compiler.ir.expr import Constant
 from compiler.ir.types import TensorType
 from runtime.memory import aligned_empty
 from .nn import _CONV2D_ATTRS, _conv2d_ref, _conv2d_rel, _dense_ref
 from .registry import OpDef, OpPattern, make_call, register, register_compute
 from .type_relations import check_arity, fail, tensor_arg
+from .window import pad_tuple2d, pair
 
 __all__ = ["contrib_conv2d_weight_pack", "contrib_conv2d_packed", "contrib_dense_weight_pack",
            "contrib_dense_pack", "unpack_conv2d_weight", "unpack_dense_weight"]
@@ -108,7 +113,6 @@ def contrib_conv2d_weight_pack(weight, groups=1, block=16):
 def contrib_conv2d_packed(data, packed_weight, channels, strides=(1, 1), padding=(0, 0, 0, 0),
                           dilation=(1, 1), groups=1, kernel_size=None, out_dtype=""):
     """conv2d (NCHW) whose weight was packed by contrib_conv2d_weight_pack."""
-    from .nn import pad_tuple2d, pair
     return make_call("nn.contrib_conv2d_packed", [data, packed_weight], strides=pair(strides),
                      padding=pad_tuple2d(padding), dilation=pair(dilation), groups=int(groups),
                      channels=int(channels), kernel_size=None if kernel_size is None
@@ -180,7 +184,6 @@ register(OpDef(name="nn.contrib_dense_pack", num_inputs=2, type_rel=_dense_packe
 
 def contrib_dense_weight_pack(weight, block=32, k_padded=None):
     """Pack a [units, in] weight into the GEMM micro-kernel's B panels."""
-    from compiler.ir.expr import Constant
     if k_padded is None:
         shape = weight.data.shape if isinstance(weight, Constant) else weight.checked_type.shape
         k_padded = shape[1]
@@ -194,11 +197,10 @@ def contrib_dense_pack(data, packed_weight, units, out_dtype=""):
                      out_dtype=out_dtype)
 
 
-# --- compute rules (codegen is imported lazily: the registry must load without it) ----------
+# --- compute rules of the packing ops -------------------------------------------------------
 
 
 def _conv_pack_compute(inputs, attrs, out_type):
-    from codegen import te, tir
     (w,) = inputs
     k = w.shape[0]
     kg, blk = k // attrs.groups, attrs.block
@@ -213,7 +215,6 @@ def _conv_pack_compute(inputs, attrs, out_type):
 
 
 def _dense_pack_compute(inputs, attrs, out_type):
-    from codegen import te, tir
     (w,) = inputs
     n, k = w.shape
     blk = attrs.block
@@ -233,20 +234,5 @@ def _dense_pack_compute(inputs, attrs, out_type):
     return te.compute(out_type.shape, f, name="T_dense_weight_pack")
 
 
-def _conv_packed_compute(inputs, attrs, out_type):
-    from codegen.schedules import conv2d_nchw_packed
-    data, wp = inputs
-    return conv2d_nchw_packed(data, wp, tuple(attrs.strides), tuple(attrs.padding),
-                              tuple(attrs.dilation), attrs.groups, attrs.channels)
-
-
-def _dense_packed_compute(inputs, attrs, out_type):
-    from codegen.schedules import dense_packed
-    data, wp = inputs
-    return dense_packed(data, wp, attrs.units)
-
-
 register_compute("nn.contrib_conv2d_weight_pack")(_conv_pack_compute)
 register_compute("nn.contrib_dense_weight_pack")(_dense_pack_compute)
-register_compute("nn.contrib_conv2d_packed")(_conv_packed_compute)
-register_compute("nn.contrib_dense_pack")(_dense_packed_compute)

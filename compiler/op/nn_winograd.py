@@ -1,6 +1,7 @@
 """Winograd conv2d ops (TVM's nn.contrib_conv2d_winograd_weight_transform and
 nn.contrib_conv2d_winograd_without_weight_transform), produced by AlterOpLayout for constant
-3x3, stride-1 float32 convolutions (codegen.schedules.winograd has the algorithm).
+3x3, stride-1 float32 convolutions where the strategy layer chooses conv2d_nchw.winograd
+(codegen.schedules.winograd has the algorithm and the tile choice, winograd_tile_size).
 
 - nn.contrib_conv2d_winograd_weight_transform(w[K, C, 3, 3]; tile_size m) -> U[a, a, K, C]
   with a = m + 2, U[:, :, k, c] = G w[k, c] G^T; FoldConstant evaluates it at compile time.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from codegen.schedules.winograd import (
-    MATRICES, conv2d_winograd, transform_weight, weight_transform,
+    MATRICES, TILE_SIZES, transform_weight, weight_transform, winograd_tile_size,
 )
 from compiler.ir.types import TensorType
 from .nn import _CONV2D_ATTRS, _conv2d_ref, _conv2d_rel
@@ -24,28 +25,6 @@ from .window import pad_tuple2d, pair
 
 __all__ = ["contrib_conv2d_winograd_weight_transform",
            "contrib_conv2d_winograd_without_weight_transform", "winograd_tile_size"]
-
-TILE_SIZES = (2, 4)
-
-
-def winograd_tile_size(k: int, c: int, oh: int, ow: int) -> int | None:
-    """The output tile m for a 3x3 stride-1 conv of C -> K channels onto oh x ow, or None
-    when direct convolution is the better choice. Measured per layer against the packed
-    direct schedule (this project's benchmarks, Zen 4): the transforms must be worth the
-    multiplies they save (C, K >= 64: 32 channels broke even), the (m+2)^2 GEMMs need at
-    least 36 tiles to run at speed (F(4x4) from 24x24 outputs, F(2x2) from 12x12; 7x7 stays
-    direct), and with 64 input channels more than 256 tiles (112x112) spill the transformed
-    tiles out of cache (0.8x); 128+ channels gain 1.2-1.7x at every size tried. F(2x2)
-    saves too little for 64 input channels (SqueezeNet's 64->256 at 13x13: 0.45 ms direct,
-    0.54 ms Winograd) and breaks even at 256 (14x14)."""
-    if k < 64 or c < 64:
-        return None
-    for m in (4, 2):
-        tiles = -(-oh // m) * -(-ow // m)
-        if tiles >= 36:
-            return m if c >= 128 or (m == 4 and tiles <= 256) else None
-    return None
-
 
 def _transform_rel(types, attrs):
     op = "nn.contrib_conv2d_winograd_weight_transform"
@@ -140,18 +119,11 @@ def contrib_conv2d_winograd_without_weight_transform(data, weight, tile_size, ch
                      out_layout="" if data_layout == "NCHW" else data_layout)
 
 
-# --- compute rules ----------------------------------------------------------------------------
+# --- compute rule of the weight transform (the conv runs the strategy's conv2d_nchw.winograd) ---
 
 
 def _transform_compute(inputs, attrs, out_type):
     return weight_transform(inputs[0], attrs.tile_size)
 
 
-def _conv_compute(inputs, attrs, out_type):
-    data, u = inputs
-    return conv2d_winograd(data, u, tuple(out_type.shape), tuple(attrs.padding),
-                           attrs.tile_size)
-
-
 register_compute("nn.contrib_conv2d_winograd_weight_transform")(_transform_compute)
-register_compute("nn.contrib_conv2d_winograd_without_weight_transform")(_conv_compute)

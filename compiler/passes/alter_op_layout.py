@@ -1,101 +1,45 @@
 """AlterOpLayout: give conv2d / dense with constant weights a pre-packed weight (TVM's pass idea).
 
-The anchor schedules (codegen.schedules) reorder the weight into the panels their micro-kernel
-reads. With a constant weight that work belongs at compile time, so this pass rewrites
+The anchor schedules (codegen.schedules) read their weight in the layout of their
+configuration: a conv's packed channel blocks, a Winograd transform, a dense's panels. With a
+constant weight that work belongs at compile time, so this pass asks the strategy layer which
+implementation the call will run with its weight constant (compiler.op.strategy.alter_layout,
+the op's FTVMAlterOpLayout) and rewrites the call to the op that reads that layout, e.g.
 
     nn.conv2d(x, W)  ->  nn.contrib_conv2d_packed(x, nn.contrib_conv2d_weight_pack(W))
-    nn.dense(x, W)   ->  nn.contrib_dense_pack(x, nn.contrib_dense_weight_pack(W))
-
-and 3x3 stride-1 convs that pay for it (nn_winograd.winograd_tile_size) to Winograd:
-
     nn.conv2d(x, W)  ->  nn.contrib_conv2d_winograd_without_weight_transform(
                              x, nn.contrib_conv2d_winograd_weight_transform(W))
+    nn.dense(x, W)   ->  nn.contrib_dense_pack(x, nn.contrib_dense_weight_pack(W))
 
-when W is constant-foldable (built from constants only: no variables, no stateful ops), the
-op is float32 and in the layouts the schedules take (NCHW / OIHW). FoldConstant, which runs
-next in relay.build, evaluates the packing op once; the kernel then skips its run-time pack.
-Depthwise convs (Cg == 1, groups > 1) keep nn.conv2d: their schedule reads OIHW directly.
+when W is constant-foldable (built from constants only: no variables, no stateful ops).
+FoldConstant, which runs next in relay.build, evaluates the packing op once; the kernel then
+skips its run-time pack. Calls whose chosen implementation reads the weight as it is
+(depthwise convs, other dtypes and layouts) keep their op.
 
 Algorithm: one bottom-up rewrite (rewrite_post_order, explicit stack); while walking, each
 visited node records whether it is constant-foldable from its children's records, so the test
 is O(1) per node. Types come from the original (type-checked) nodes; InferType is required.
-The block sizes come from the host's micro-kernel vector width (codegen.schedules), fixed in
-the packing op's attributes, so the packed type does not depend on the machine later.
+The target is the current one (compiler.target.codegen_options: relay.build enters its
+target), whose vector width fixes the block sizes in the packing ops' attributes, so the
+packed type does not depend on the machine later.
 """
 from __future__ import annotations
 
-from typing import Callable
-
-from codegen.schedules import conv2d_pack_geometry, dense_pack_geometry
+from codegen.options import CodegenOptions
 from compiler.analysis.constant import is_constant_foldable
 from compiler.ir.expr import Call, Function, Op, RelayExpr, TupleGetItem
 from compiler.ir.traversal import rewrite_post_order
-from compiler.ir.types import TensorType
-from compiler.op import nn_packed, nn_winograd
-from compiler.op.nn_winograd import winograd_tile_size
+from compiler.op.strategy import alter_layout
+from compiler.target import codegen_options
 from compiler.transform import function_pass, register_pass
 
 __all__ = ["AlterOpLayout", "PackConstantWeights", "alter_op_layout"]
 
-F32 = "float32"
 
-
-def _f32(ty) -> bool:
-    return isinstance(ty, TensorType) and ty.dtype == F32
-
-
-# pack(packing op, weight, **attrs): the packed weight, one node per distinct (op, weight,
-# attrs), so a weight shared by many calls (an unrolled recurrence's R) is packed and stored once
-Packer = Callable[..., RelayExpr]
-
-
-def _conv2d(call: Call, old: Call, pack: Packer) -> RelayExpr | None:
-    a = call.attrs
-    data_t, w_t = old.args[0].checked_type, old.args[1].checked_type
-    if not (_f32(data_t) and _f32(w_t)) or a.out_dtype not in ("", F32) \
-            or a.data_layout != "NCHW" or a.kernel_layout != "OIHW" \
-            or a.out_layout not in ("", "NCHW") or len(w_t.shape) != 4:
-        return None
-    k, cg, r, s = w_t.shape
-    if cg == 1 and a.groups > 1:  # depthwise-like: the schedule's own loop reads OIHW
-        return None
-    out_h, out_w = old.checked_type.shape[2:]
-    m = winograd_tile_size(k, cg, out_h, out_w) if (r, s) == (3, 3) and a.groups == 1 \
-        and tuple(a.strides) == (1, 1) and tuple(a.dilation) == (1, 1) else None
-    if m is not None:
-        u = pack(nn_winograd.contrib_conv2d_winograd_weight_transform, call.args[1],
-                 tile_size=m)
-        return nn_winograd.contrib_conv2d_winograd_without_weight_transform(
-            call.args[0], u, tile_size=m, channels=k, padding=a.padding,
-            kernel_size=a.kernel_size, out_dtype=a.out_dtype)
-    block = conv2d_pack_geometry(k, cg, r, s, a.groups)[-1]
-    packed = pack(nn_packed.contrib_conv2d_weight_pack, call.args[1], groups=a.groups,
-                  block=block)
-    return nn_packed.contrib_conv2d_packed(call.args[0], packed, channels=k, strides=a.strides,
-                                           padding=a.padding, dilation=a.dilation,
-                                           groups=a.groups, kernel_size=a.kernel_size,
-                                           out_dtype=a.out_dtype)
-
-
-def _dense(call: Call, old: Call, pack: Packer) -> RelayExpr | None:
-    data_t, w_t = old.args[0].checked_type, old.args[1].checked_type
-    if not (_f32(data_t) and _f32(w_t)) or call.attrs.out_dtype not in ("", F32) \
-            or len(w_t.shape) != 2 or len(data_t.shape) < 1:
-        return None
-    n, k = w_t.shape
-    if n == 0 or k == 0:
-        return None
-    _, kp, nr = dense_pack_geometry(n, k)
-    packed = pack(nn_packed.contrib_dense_weight_pack, call.args[1], block=nr, k_padded=kp)
-    return nn_packed.contrib_dense_pack(call.args[0], packed, units=n,
-                                        out_dtype=call.attrs.out_dtype)
-
-
-_RULES = {"nn.conv2d": _conv2d, "nn.dense": _dense}
-
-
-def alter_op_layout(expr: RelayExpr) -> RelayExpr:
-    """Rewrite conv2d/dense with constant-foldable weights to their packed-weight variants."""
+def alter_op_layout(expr: RelayExpr, options: CodegenOptions | None = None) -> RelayExpr:
+    """Rewrite conv2d/dense with constant-foldable weights to the ops reading the layout their
+    implementation wants, for `options` (default: the current target's)."""
+    options = codegen_options() if options is None else options
     foldable: dict = {}  # old node -> built from constants only
     packed: dict = {}  # (packing op, weight node, attrs) -> packed weight node
     # Equal constant-foldable subexpressions become one node (an unrolled recurrence slices
@@ -117,9 +61,9 @@ def alter_op_layout(expr: RelayExpr) -> RelayExpr:
                 new = shared.setdefault(key, new)
             except TypeError:  # attributes that cannot be hashed: keep the node
                 pass
-        if type(new) is Call and isinstance(new.op, Op) and new.op.name in _RULES \
-                and len(new.args) == 2 and foldable.get(old.args[1], False):
-            out = _RULES[new.op.name](new, old, pack)
+        if type(new) is Call and isinstance(new.op, Op) and len(new.args) == 2 \
+                and foldable.get(old.args[1], False):
+            out = alter_layout(new, old, pack, options)
             if out is not None:
                 return out
         return new

@@ -1,7 +1,8 @@
 """ConvertBlockedLayout: carry activations through the network in TVM's NCHW[x]c layout.
 
-A packed conv2d over whole channel blocks (x = the target's vector width, codegen.schedules)
-becomes nn.contrib_conv2d_NCHWc, whose tiles read each pixel's channel block as one 64-byte
+A packed conv2d over whole channel blocks (x = the target's vector width: the current target's
+CodegenOptions, compiler.target.codegen_options) that the strategy layer's blocked conv computes
+(compiler.op.strategy.blocked_conv_supported) becomes nn.contrib_conv2d_NCHWc, whose tiles read each pixel's channel block as one 64-byte
 line and store each output channel block as one vector; what reads its output stays blocked
 where it can, so layout transforms are left only at the edges of the blocked region:
 
@@ -48,8 +49,7 @@ that would pad its channels past MAX_PADDED_INPUT_CHANNELS_RATIO (an RGB stem) o
 narrower tensor transformed in (MobileNet-v2: NCHW through its 32->16 at 112x112, blocked from
 the 16->96 expand on).
 
-On by default (BLOCKED_LAYOUT_DEFAULT; PassContext config "relayjit.blocked_layout": False turns
-it off). One thread, CPU time, same process (benchmarks/blocked_layout_models.py), blocked / NCHW:
+On by default (PassContext config "relayjit.blocked_layout": False turns it off). One thread, CPU time, same process (benchmarks/blocked_layout_models.py), blocked / NCHW:
 ResNet-50 0.91-0.94, DenseNet-121 0.89, SqueezeNet 0.94-0.96, Inception-v2 0.96-0.97,
 Inception-v1 0.99-1.01, VGG-19 0.99-1.01; models it leaves NCHW unchanged.
 """
@@ -59,8 +59,6 @@ import math
 
 import numpy as np
 
-from codegen.schedules.common import vector_width
-from codegen.schedules.conv2d_nchwc import nchwc_applicable
 from compiler.ir.expr import Call, Constant, Function, If, Let, Op, RelayExpr, Tuple
 from compiler.ir.traversal import children, post_order, rewrite_post_order, with_children
 from compiler.ir.types import TensorType
@@ -70,17 +68,16 @@ from compiler.op.nn_nchwc import contrib_conv2d_NCHWc
 from compiler.op.nn_norm import pad
 from compiler.op.nn_pool import global_avg_pool2d, global_max_pool2d
 from compiler.op.registry import OpPattern, get_def, make_call
+from compiler.op.strategy import blocked_conv_supported
 from compiler.op.tensor import add
 from compiler.op.transform import concatenate, layout_transform, reshape
 from compiler.op.transform_slice import strided_slice
+from compiler.target import codegen_options
 from compiler.transform import PassContext, function_pass, register_pass
 
-__all__ = ["ConvertBlockedLayout", "convert_blocked_layout", "BLOCKED_LAYOUT",
-           "BLOCKED_LAYOUT_DEFAULT"]
+__all__ = ["ConvertBlockedLayout", "convert_blocked_layout", "BLOCKED_LAYOUT"]
 
 BLOCKED_LAYOUT = "relayjit.blocked_layout"
-# what relay.build does when the config key is unset (a module attribute, for A/B in one process)
-BLOCKED_LAYOUT_DEFAULT = True
 
 F32 = "float32"
 # The function is left in NCHW when the activations its blocked form would transform (between
@@ -257,9 +254,9 @@ class _Converter:
 
 
 def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
-    """func with its packed convs over whole channel blocks in NCHW<x>c (x: the target's vector
-    width by default) and the layout carried through what can take it."""
-    x = vector_width() if x is None else x
+    """func with its packed convs over whole channel blocks in NCHW<x>c (x: the current
+    target's vector width by default) and the layout carried through what can take it."""
+    x = codegen_options().vector_width if x is None else x
     nodes = post_order(func.body)
     if any(type(n) in (Let, If, Function) for n in nodes):
         return func
@@ -283,8 +280,9 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
                     and (_padded(c, x) > MAX_PADDED_INPUT_CHANNELS_RATIO * c
                          or (math.prod(old.checked_type.shape[2:]) > MAX_REGION_START_PLANE
                              and k < c))) \
-                or not nchwc_applicable(_padded(c, x), _padded(k, x), a.groups, w_t.shape[-1],
-                                        x) or _padded(k, x) > w_t.shape[1] * w_t.shape[-1]:
+                or not blocked_conv_supported(_padded(c, x), _padded(k, x), a.groups,
+                                              w_t.shape[-1], x) \
+                or _padded(k, x) > w_t.shape[1] * w_t.shape[-1]:
             return None
         cv.count_conv(old)
         return cv.mark(contrib_conv2d_NCHWc(
@@ -466,8 +464,7 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
 
 
 def blocked_layout_enabled(ctx: PassContext) -> bool:
-    value = ctx.get_config(BLOCKED_LAYOUT, None)
-    return BLOCKED_LAYOUT_DEFAULT if value is None else bool(value)
+    return bool(ctx.get_config(BLOCKED_LAYOUT, True))
 
 
 @register_pass

@@ -36,12 +36,11 @@ import math
 
 import numpy as np
 
-from codegen.schedules.gemm import merge_groups
 from compiler.ir.expr import Call, Function, Op, RelayExpr, TupleGetItem
 from compiler.ir.traversal import children, post_order, rewrite_post_order
 from compiler.ir.types import TensorType, TupleType
 from compiler.op.nn_batch_matmul_axes import OP as AXES_OP
-from compiler.op.nn_batch_matmul_axes import contrib_batch_matmul_axes
+from compiler.op.nn_batch_matmul_axes import contrib_batch_matmul_axes, merge_groups
 from compiler.op.registry import get_def
 from compiler.op.transform import reshape
 from compiler.transform import function_pass, register_pass

@@ -44,13 +44,15 @@ from compiler.ir.type_infer import infer_module
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.op.compute.lower_function import lower_primitive_function
 from compiler.op.interpreter import apply_op
+from compiler.target import codegen_options
 from compiler.transform import FunctionPass, PassContext, function_pass, register_pass
 from runtime.ndarray import NDArray, empty
 
 __all__ = ["FoldConstant", "fold_constant", "evaluate_call", "kernel_cache_info"]
 
 _CACHE_SIZE = 1024
-_cache: OrderedDict = OrderedDict()  # structural hash -> [(Function, library, name)]
+# (structural hash, CodegenOptions) -> [(Function, library, name)]
+_cache: OrderedDict = OrderedDict()
 _cache_lock = threading.Lock()
 _stats = {"hits": 0, "misses": 0}
 KERNEL_NAME = "relayjit_fold_constant"
@@ -123,8 +125,10 @@ def _infer(func: Function) -> Function:
 
 
 def _compile(func: Function) -> tuple:
-    """(library, kernel name) for a type-inferred primitive function, cached structurally."""
-    key = structural_hash(func)
+    """(library, kernel name) for a type-inferred primitive function, cached structurally per
+    CodegenOptions (the current target's: relay.build enters its own)."""
+    options = codegen_options()
+    key = (structural_hash(func), options)
     with _cache_lock:
         for cached, lib, name in _cache.get(key, ()):
             if structural_equal(cached, func):
@@ -135,7 +139,7 @@ def _compile(func: Function) -> tuple:
     # Each kernel has a library of its own, so one fixed name serves: it keeps the compile
     # caches' keys (structure, names) equal across processes and across equal kernels.
     name = KERNEL_NAME
-    prim = lower_primitive_function(func, name)
+    prim = lower_primitive_function(func, name, options)
     lib = jit.build_library([prim], _opt_level(prim))
     with _cache_lock:
         _cache.setdefault(key, []).append((func, lib, name))

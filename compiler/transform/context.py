@@ -1,10 +1,13 @@
-"""PassInfo and PassContext: the options every pass reads, kept on a thread-local stack."""
+"""PassInfo and PassContext: the options every pass reads; `with PassContext(...)` makes one
+current (compiler.target.scope.Scope: per thread and asyncio task, the mechanism
+`with Target(...)` uses too)."""
 from __future__ import annotations
 
-import threading
+from contextvars import ContextVar
 from typing import Any, Iterable
 
 from compiler.errors import CompilerError
+from compiler.target.scope import Scope
 
 from .instruments import PassInstrument
 
@@ -138,13 +141,9 @@ register_pass_config("relay.backend.use_meta_schedule", False,
 # ---------------------------------------------------------------------------------------------
 # the context
 
-class _ThreadState(threading.local):
-    def __init__(self):
-        self.stack: list[PassContext] = []
-        self.default: PassContext | None = None
-
-
-_STATE = _ThreadState()
+_SCOPE: Scope = Scope("PassContext")
+# the context current outside every `with`, made on first use in each thread (or task)
+_DEFAULT: ContextVar = ContextVar("relayjit_default_pass_context", default=None)
 
 
 class PassContext:
@@ -168,22 +167,22 @@ class PassContext:
     @staticmethod
     def current() -> "PassContext":
         """The innermost entered context, or this thread's default context (opt_level 2)."""
-        if _STATE.stack:
-            return _STATE.stack[-1]
-        if _STATE.default is None:
-            _STATE.default = PassContext()
-        return _STATE.default
+        ctx = _SCOPE.current()
+        if ctx is not None:
+            return ctx
+        default = _DEFAULT.get()
+        if default is None:
+            default = PassContext()
+            _DEFAULT.set(default)
+        return default
 
     def __enter__(self) -> "PassContext":
         self._enter_instruments()
-        _STATE.stack.append(self)
+        _SCOPE.enter(self)
         return self
 
     def __exit__(self, *exc_info) -> None:
-        if not _STATE.stack or _STATE.stack[-1] is not self:
-            raise CompilerError("PassContext exited out of order: the context being exited is "
-                                "not the innermost one")
-        _STATE.stack.pop()
+        _SCOPE.exit(self)
         self._exit_instruments()
 
     @staticmethod

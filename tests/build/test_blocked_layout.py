@@ -13,9 +13,9 @@ import compiler as tvm
 import runtime
 from codegen import te
 from codegen.jit import build_te
-from codegen.schedules import conv2d_pack_geometry
-from codegen.schedules import conv2d_nchwc
-from codegen.schedules.common import vector_width
+from codegen.options import CodegenOptions
+from codegen.schedules import Conv2dConfig, conv2d_pack_geometry
+from codegen.schedules.conv2d_config import channel_block
 from codegen.schedules.conv2d_nchwc import conv2d_nchwc_packed, nchwc_applicable
 from codegen.tir.ops import max as tir_max
 from compiler import relay
@@ -75,12 +75,13 @@ CASES = [
 ]
 
 
-def build_conv(xs, k, r, stride, pad, dilation, x, residual):
+def build_conv(xs, k, r, stride, pad, dilation, x, residual, config=None):
     n, c, h, w = xs
-    geo = conv2d_pack_geometry(k, c, r, r, 1)
+    geo = conv2d_pack_geometry(k, c, r, r, 1, channel_block(k, x))
     data = te.placeholder((n, c // x, h, w, x), name="x")
     wp = te.placeholder(geo, name="wp")
-    y = conv2d_nchwc_packed(data, wp, (stride, stride), pad, (dilation, dilation), channels=k)
+    y = conv2d_nchwc_packed(data, wp, (stride, stride), pad, (dilation, dilation), channels=k,
+                            options=CodegenOptions.host(vector_width=x), config=config)
     bias = te.placeholder((k // x, 1, 1, x), name="b")
     res = te.placeholder(y.shape, name="res")
 
@@ -117,14 +118,14 @@ def test_nchwc_conv_matches_numpy(xs, kblocks, r, stride, pad, dilation, residua
 
 @pytest.mark.parametrize("subsample", [True, False], ids=["subsampled", "in_place"])
 @pytest.mark.parametrize("xs,kblocks", [((1, 4, 8, 8), 10), ((2, 2, 9, 7), 2)])
-def test_strided_1x1_subsample_switch(xs, kblocks, subsample, width, monkeypatch):
+def test_strided_1x1_subsample_switch(xs, kblocks, subsample, width):
     """Both ways of reading a strided 1x1 conv's input (a dense subsampled copy, or in
     place at stride s) give the numpy result, and the switch picks the copy."""
-    monkeypatch.setattr(conv2d_nchwc, "SUBSAMPLE_STRIDED", subsample)
     x = width
     xs = (xs[0], xs[1] * x, xs[2], xs[3])
     k = kblocks * x
-    run, geo = build_conv(xs, k, 1, 2, (0, 0, 0, 0), 1, x, False)
+    run, geo = build_conv(xs, k, 1, 2, (0, 0, 0, 0), 1, x, False,
+                          Conv2dConfig(subsample_strided=subsample))
     assert ("_xsub" in str(run.primfunc)) == subsample
     data = RNG.standard_normal(xs).astype(np.float32)
     w = (RNG.standard_normal((k, xs[1], 1, 1)) / np.sqrt(xs[1])).astype(np.float32)
@@ -138,13 +139,14 @@ def test_strided_1x1_subsample_switch(xs, kblocks, subsample, width, monkeypatch
 
 def test_nchwc_rejects_channels_not_in_whole_blocks(width):
     x = width
-    assert not nchwc_applicable(x + 1, 2 * x, 1, 2 * x)
-    assert not nchwc_applicable(2 * x, 2 * x + 3, 1, 2 * x)
-    assert not nchwc_applicable(2 * x, 2 * x, 2, 2 * x)
+    assert not nchwc_applicable(x + 1, 2 * x, 1, 2 * x, x)
+    assert not nchwc_applicable(2 * x, 2 * x + 3, 1, 2 * x, x)
+    assert not nchwc_applicable(2 * x, 2 * x, 2, 2 * x, x)
     data = te.placeholder((1, 1, 5, 5, x + 1), name="x")
-    wp = te.placeholder(conv2d_pack_geometry(2 * x, x + 1, 1, 1, 1), name="wp")
+    wp = te.placeholder(conv2d_pack_geometry(2 * x, x + 1, 1, 1, 1, 2 * x), name="wp")
     with pytest.raises(ValueError, match="blocks of"):
-        conv2d_nchwc_packed(data, wp, channels=2 * x)
+        conv2d_nchwc_packed(data, wp, channels=2 * x, options=CodegenOptions.host(
+            vector_width=x))
 
 
 # --- the ConvertBlockedLayout pass and relay.build ------------------------------------------
@@ -237,7 +239,7 @@ def test_resnet_style_graph_matches_the_interpreter(width):
 
 @pytest.mark.parametrize("config,blocked", [({}, True), ({BLOCKED_LAYOUT: False}, False)])
 def test_pass_is_on_by_default_and_can_be_turned_off(config, blocked):
-    func, _ = resnet_style(vector_width(), batch=1)
+    func, _ = resnet_style(CodegenOptions.host().vector_width, batch=1)
     with PassContext(opt_level=3, config=config):
         ops = _ops(optimize(tvm.IRModule.from_expr(func))["main"])
     assert ("nn.contrib_conv2d_NCHWc" in ops) == blocked
@@ -348,7 +350,7 @@ def test_functions_with_many_inner_transforms_stay_nchw(width, monkeypatch, limi
 
 
 def test_exported_blocked_module_loads_and_runs(tmp_path):
-    func, shape = resnet_style(vector_width(), batch=1, size=8)
+    func, shape = resnet_style(CodegenOptions.host().vector_width, batch=1, size=8)
     data = RNG.standard_normal(shape).astype("float32")
     got, lib = _run(func, data, True)
     path = tmp_path / "blocked.so"

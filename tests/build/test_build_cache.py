@@ -8,10 +8,13 @@ import os
 import numpy as np
 import pytest
 
-from codegen.schedules.common import vector_width
+from codegen.options import CodegenOptions
 from compiler import relay
 from compiler.driver import build as build_module, build_cache
+from compiler.ir.module import IRModule
+from compiler.target import Target
 from compiler.transform import PassContext, PassInstrument, pass_instrument
+from runtime.target import resolve_cpu_target
 from runtime import cpu, digest
 from runtime.graph_executor import GraphModule
 
@@ -93,8 +96,48 @@ def test_a_different_weight_or_setting_is_another_build(cache_dir):
 def test_a_forced_vector_width_is_another_build(cache_dir, monkeypatch):
     weight = np.ones((8, 4, 3, 3), "float32")
     _build(weight)
-    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", "8" if vector_width() == 16 else "16")
+    other = "8" if CodegenOptions.host().vector_width == 16 else "16"
+    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", other)
     assert _hits(_build(weight)) == 0
+
+
+def _key(target: str = "llvm", opt_level: int = 3, **ctx) -> str:
+    """The build key of the test program under a target and PassContext arguments."""
+    func, params = _program(np.ones((8, 4, 3, 3), "float32"))
+    mod = IRModule.from_expr(relay.bind(func, {func.params[1]: relay.const(params["w"])}))
+    with PassContext(opt_level=opt_level, **ctx):
+        return build_cache.build_key(mod, build_module.codegen_options_for(Target(target)),
+                                     "default")
+
+
+def test_every_setting_that_changes_code_changes_the_key(cache_dir, monkeypatch):
+    """Each override of a schedule configuration, the vector width, kernel families, the
+    target's features, the blocked layout, opt_level and disabled passes: another key."""
+    def config(**c):
+        return {"config": c}
+    keys = {"default": _key()}
+    for name, overrides in [("pixel_major", {"conv2d_nchw.direct": {"pixel_major": False}}),
+                            ("tile", {"conv2d_nchw.direct": {"tile_pixels": 4}}),
+                            ("prefetch", {"conv2d_nchw.direct": {"prefetch_weights": False}}),
+                            ("gemm", {"dense.gemm": {"k_block": 128}}),
+                            ("winograd", {"conv2d_nchw.winograd": {"tile_size": 2}}),
+                            ("rows", {"softmax.rows": {"row_group": 2}})]:
+        keys[name] = _key(**config(**{"relayjit.schedule_config": overrides}))
+    keys["blocked"] = _key(**config(**{"relayjit.blocked_layout": False}))
+    keys["opt2"] = _key(opt_level=2)
+    keys["disabled"] = _key(disabled_pass=["AlterOpLayout"])
+    if resolve_cpu_target().triple.startswith("x86_64"):
+        keys["v3"] = _key("llvm -mcpu=x86-64-v3")
+        keys["v3-fma"] = _key("llvm -mcpu=x86-64-v3 -mattr=-fma")
+    width = CodegenOptions.host().vector_width
+    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", "8" if width == 16 else "16")
+    keys["width"] = _key()
+    monkeypatch.delenv("RELAYJIT_VECTOR_WIDTH")
+    monkeypatch.setenv("RELAYJIT_KERNEL_FAMILIES", "0")
+    keys["families"] = _key()
+    monkeypatch.delenv("RELAYJIT_KERNEL_FAMILIES")
+    assert _key() == keys["default"]  # and the key is stable
+    assert len(set(keys.values())) == len(keys), keys
 
 
 def test_a_damaged_entry_is_removed_and_rebuilt(cache_dir):

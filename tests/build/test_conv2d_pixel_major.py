@@ -1,5 +1,5 @@
 """1x1 direct convs that read a pixel-major copy of their input
-(codegen.schedules.conv2d._pixel_major_pays: from 128 input and 256 output channels a group,
+(codegen.schedules.conv2d_config.pixel_major_pays: from 128 input and 256 output channels a group,
 writing at least as many as they read): against numpy through relay.build with bias + relu
 fused, over padded channel blocks, batch 2, groups, output sizes no tile divides; written
 over their residual (in place); and which convs take the copy."""
@@ -10,9 +10,10 @@ import pytest
 
 from codegen import te
 from codegen.jit import build_te
-from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
-from codegen.schedules import conv2d as conv_schedule
+from codegen.schedules import Conv2dConfig, conv2d_nchw_packed
 from tests.build.test_conv2d_schedules import check_conv2d_bias_relu
+
+from tests.schedule_helpers import conv_pack, host
 
 RNG = np.random.default_rng(29)
 
@@ -38,16 +39,16 @@ def test_pixel_major_end_to_end(xs, ws, groups, width):
 ])
 def test_which_convs_copy_pixel_major(xs, ws, groups, copied, width):
     x = te.placeholder(xs, name="x")
-    wp = te.placeholder(conv2d_pack_geometry(*ws, groups), name="wp")
-    y = conv2d_nchw_packed(x, wp, groups=groups, channels=ws[0])
+    wp = te.placeholder(conv_pack(*ws, groups), name="wp")
+    y = conv2d_nchw_packed(x, wp, groups=groups, channels=ws[0], options=host())
     text = str(build_te([x, wp], [y], "conv_pixel_major").primfunc)
     assert ("xpix" in text) == copied
     assert "relayjit.ukr.conv_" in text
 
 
-def test_pixel_major_switch(width, monkeypatch):
-    monkeypatch.setattr(conv_schedule, "PIXEL_MAJOR", False)
+def test_pixel_major_switch(width):
     x = te.placeholder(CASES[0][0], name="x")
-    wp = te.placeholder(conv2d_pack_geometry(*CASES[0][1]), name="wp")
-    y = conv2d_nchw_packed(x, wp, channels=CASES[0][1][0])
+    wp = te.placeholder(conv_pack(*CASES[0][1]), name="wp")
+    y = conv2d_nchw_packed(x, wp, channels=CASES[0][1][0], options=host(),
+                           config=Conv2dConfig(pixel_major=False))
     assert "xpix" not in str(build_te([x, wp], [y], "conv_pixel_major").primfunc)

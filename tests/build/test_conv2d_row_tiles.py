@@ -1,4 +1,4 @@
-"""The direct conv's row tiles (codegen.schedules.conv2d.row_tile_pixels): where a tile size
+"""The direct conv's row tiles (codegen.schedules.conv2d_config.row_tile_pixels): where a tile size
 from 8 up divides the output row, a tile is that many consecutive pixels of one row and the
 micro-kernel broadcasts each input value a window row reads once for all the taps on it.
 Checked against numpy through relay.build (bias + relu fused) over the edges: dilation,
@@ -14,9 +14,11 @@ import pytest
 
 from codegen import te
 from codegen.jit import build_te
-from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
-from codegen.schedules import conv2d as conv_schedule
+from codegen.schedules import Conv2dConfig, conv2d_nchw_packed
+from codegen.schedules.conv2d_config import channel_block, row_tile_pixels
 from tests.build.test_conv2d_schedules import check_conv2d_bias_relu
+
+from tests.schedule_helpers import conv_pack, host
 
 RNG = np.random.default_rng(23)
 
@@ -35,12 +37,13 @@ CASES = [
 ]
 
 
-def _conv_kernels(xs, ws, strides, padding, dilation, groups) -> list[list[int]]:
+def _conv_kernels(xs, ws, strides, padding, dilation, groups, config=None) -> list[list[int]]:
     """The conv micro-kernels' numeric name fields (conv_<KB>[x<VW>]_<P>_..._<PF>[_<SW>]),
     KB first."""
     x = te.placeholder(xs, name="x")
-    wp = te.placeholder(conv2d_pack_geometry(*ws, groups), name="wp")
-    y = conv2d_nchw_packed(x, wp, strides, padding, dilation, groups, channels=ws[0])
+    wp = te.placeholder(conv_pack(*ws, groups), name="wp")
+    y = conv2d_nchw_packed(x, wp, strides, padding, dilation, groups, channels=ws[0],
+                           options=host(), config=config)
     text = str(build_te([x, wp], [y], "conv_row_tiles").primfunc)
     names = set(re.findall(r"relayjit\.ukr\.conv_(\d+)(?:x\d+)?_([0-9_]+[0-9])", text))
     return [[int(kb)] + [int(f) for f in rest.split("_")] for kb, rest in sorted(names)]
@@ -65,13 +68,11 @@ def test_row_tile_kernels(xs, ws, strides, padding, dilation, groups, pixels, wi
     (55, 3, 1, 11), (27, 3, 1, 9), (56, 3, 1, 8), (13, 3, 1, None), (28, 3, 1, None),
     (55, 1, 1, None), (55, 3, 2, None), (24, 5, 1, 8), (20, 7, 1, None), (16, 7, 1, 8)])
 def test_row_tile_pixels(ow, s, sw, pixels, width):
-    kb = conv_schedule.channel_block(64, width)
-    got = conv_schedule.row_tile_pixels(kb, dict(ow=ow, s=s, sw=sw))
+    kb = channel_block(64, width)
+    got = row_tile_pixels(kb, width, dict(ow=ow, s=s, sw=sw))
     assert got == (pixels if width == 16 else None)
 
 
-def test_row_tiles_switch(width, monkeypatch):
-    monkeypatch.setattr(conv_schedule, "ROW_TILES", False)
-    assert conv_schedule.row_tile_pixels(32, dict(ow=55, s=3, sw=1)) is None
-    kernels = _conv_kernels(*CASES[0][:6])
+def test_row_tiles_switch(width):
+    kernels = _conv_kernels(*CASES[0][:6], config=Conv2dConfig(row_tile=False))
     assert kernels and all(len(k) == 10 for k in kernels)

@@ -1,4 +1,4 @@
-"""_rows tiles stacked over output rows (codegen.schedules.conv2d.ROWS_STACK): where a row
+"""rows tiles stacked over output rows (Conv2dConfig.rows_stack, conv2d_config.ROWS_STACK): a row
 tile would be 16 channels x one pixel vector over at least ROWS_STACK_MIN_TAPS taps, it is 8
 channels x the same vector on 3 consecutive output rows. Against numpy through relay.build
 (bias + relu fused) over output heights 3 does not divide, widths a vector does not divide,
@@ -13,9 +13,10 @@ import pytest
 
 from codegen import te
 from codegen.jit import build_te
-from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
-from codegen.schedules import conv2d as conv_schedule
+from codegen.schedules import Conv2dConfig, conv2d_nchw_packed
 from tests.build.test_conv2d_schedules import check_conv2d_bias_relu
+
+from tests.schedule_helpers import conv_pack, host
 
 RNG = np.random.default_rng(31)
 
@@ -29,11 +30,12 @@ CASES = [
 ]
 
 
-def _rows_kernels(xs, ws, strides, padding, dilation) -> list[list[int]]:
+def _rows_kernels(xs, ws, strides, padding, dilation, config=None) -> list[list[int]]:
     """Numeric fields of the convrows micro-kernels the conv calls."""
     x = te.placeholder(xs, name="x")
-    wp = te.placeholder(conv2d_pack_geometry(*ws), name="wp")
-    y = conv2d_nchw_packed(x, wp, strides, padding, dilation, channels=ws[0])
+    wp = te.placeholder(conv_pack(*ws), name="wp")
+    y = conv2d_nchw_packed(x, wp, strides, padding, dilation, channels=ws[0], options=host(),
+                           config=config)
     text = str(build_te([x, wp], [y], "conv_rows_stacked").primfunc)
     names = set(re.findall(r"relayjit\.ukr\.convrows_([0-9_]+[0-9])", text))
     return [[int(f) for f in n.split("_")] for n in sorted(names)]
@@ -63,7 +65,6 @@ def test_short_or_narrow_rows_tiles_do_not_stack(xs, ws, strides, padding, width
     assert kernels and all(len(k) == 14 for k in kernels)
 
 
-def test_rows_stack_switch(width, monkeypatch):
-    monkeypatch.setattr(conv_schedule, "ROWS_STACK", 1)
-    kernels = _rows_kernels(*CASES[0])
+def test_rows_stack_switch(width):
+    kernels = _rows_kernels(*CASES[0], config=Conv2dConfig(rows_stack=1))
     assert kernels and all(len(k) == 14 for k in kernels)

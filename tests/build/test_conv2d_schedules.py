@@ -18,13 +18,15 @@ import pytest
 import runtime
 from codegen import te
 from codegen.jit import build_te
-from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
 from codegen.lower import lower
-from codegen.schedules import conv2d as conv_schedule
-from codegen.schedules.conv2d import PB, channel_block, pixels_per_tile
+from codegen.schedules import conv2d_nchw_packed
+from codegen.schedules import conv2d_config
+from codegen.schedules.conv2d_config import PB, channel_block, pixels_per_tile
 from compiler import relay
 from compiler.transform import PassContext
 from runtime import graph_executor
+
+from tests.schedule_helpers import conv_pack, host
 
 RNG = np.random.default_rng(5)
 
@@ -87,10 +89,11 @@ CASES = [
 
 
 def check_conv2d_bias_relu(xs, ws, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
-                           groups=1) -> None:
+                           groups=1, schedule_config=None) -> None:
     """relu(conv2d + bias) through relay.build at opt_level 3 (weights packed) vs reference;
     weights scaled by 1/sqrt(fan-in), as trained ones are, so outputs are O(1) whatever the
-    reduction's length and float32 rounding stays within the tolerance."""
+    reduction's length and float32 rounding stays within the tolerance. schedule_config:
+    overrides of the implementations' configurations (PassContext relayjit.schedule_config)."""
     x = RNG.standard_normal(xs).astype("float32")
     w = (RNG.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype("float32")
     bias = RNG.standard_normal(ws[0]).astype("float32")
@@ -99,7 +102,10 @@ def check_conv2d_bias_relu(xs, ws, strides=(1, 1), padding=(0, 0, 0, 0), dilatio
                            dilation=dilation, groups=groups, channels=ws[0],
                            kernel_size=ws[2:])
     y = relay.nn.relu(relay.nn.bias_add(conv, relay.const(bias)))
-    with PassContext(opt_level=3, config={"relayjit.disable_disk_cache": True}):
+    config = {"relayjit.disable_disk_cache": True}
+    if schedule_config:
+        config["relayjit.schedule_config"] = schedule_config
+    with PassContext(opt_level=3, config=config):
         factory = relay.build(relay.Function([xv], y), target="llvm")
     gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
     gmod.run(x=x)
@@ -121,8 +127,8 @@ def test_conv2d_bias_relu_end_to_end(xs, ws, strides, padding, dilation, groups,
 ])
 def test_pointwise_onto_few_channels_runs_rows(xs, ws, rows, width):
     x = te.placeholder(xs, name="x")
-    wp = te.placeholder(conv2d_pack_geometry(*ws), name="wp")
-    y = conv2d_nchw_packed(x, wp, channels=ws[0])
+    wp = te.placeholder(conv_pack(*ws), name="wp")
+    y = conv2d_nchw_packed(x, wp, channels=ws[0], options=host())
     run = build_te([x, wp], [y], "conv_pointwise")
     assert ("convrows" in str(run.primfunc)) == (rows and xs[2] * xs[3] >= width)
 
@@ -134,8 +140,8 @@ def test_pointwise_onto_few_channels_runs_rows(xs, ws, rows, width):
 ])
 def test_pointwise_rows_loop_order(xs, ws, chunks_outer, width):
     x = te.placeholder(xs, name="x")
-    wp = te.placeholder(conv2d_pack_geometry(*ws), name="wp")
-    y = conv2d_nchw_packed(x, wp, channels=ws[0])
+    wp = te.placeholder(conv_pack(*ws), name="wp")
+    y = conv2d_nchw_packed(x, wp, channels=ws[0], options=host())
     text = str(build_te([x, wp], [y], "conv_pointwise").primfunc)
     outer = "ch" if chunks_outer else "kc"
     assert f"T_conv2d_{outer}: int64 = floordiv(T_conv2d_par" in text
@@ -144,8 +150,8 @@ def test_pointwise_rows_loop_order(xs, ws, chunks_outer, width):
 @pytest.mark.parametrize("k,wide", [(32, True), (48, True), (24, False)])
 def test_rows_tile_channels(k, wide, width):
     x = te.placeholder((1, 3, 37, 41), name="x")
-    wp = te.placeholder(conv2d_pack_geometry(k, 3, 3, 3), name="wp")
-    y = conv2d_nchw_packed(x, wp, (2, 2), (1, 1, 1, 1), channels=k)
+    wp = te.placeholder(conv_pack(k, 3, 3, 3), name="wp")
+    y = conv2d_nchw_packed(x, wp, (2, 2), (1, 1, 1, 1), channels=k, options=host())
     text = str(build_te([x, wp], [y], "conv_rows_tile").primfunc)
     tile = 16 if wide and width == 16 else 8
     assert f"relayjit.ukr.convrows_{tile}_" in text
@@ -156,9 +162,10 @@ def test_rows_tile_channels(k, wide, width):
 def test_direct_tile_pixels(npix, reduction, pixels, width):
     kb = channel_block(64, width)
     if width == 16:
-        assert pixels_per_tile(kb, npix, reduction) == pixels
+        assert pixels_per_tile(kb, width, npix, reduction) == pixels
     else:  # 16-channel tiles of 8-float vectors: the reduction changes nothing
-        assert pixels_per_tile(kb, npix, reduction) == pixels_per_tile(kb, npix) <= PB
+        assert pixels_per_tile(kb, width, npix, reduction) \
+            == pixels_per_tile(kb, width, npix) <= PB
 
 
 @pytest.mark.parametrize("k,npix", [(48, 13), (32, 27), (256, 56)])
@@ -167,8 +174,9 @@ def test_direct_convs_split_into_tasks(k, npix, width):
     MIN_TASKS parallel tasks (a squeeze 1x1 onto 48 channels was one task and did not speed
     up on two threads)."""
     x = te.placeholder((1, 384, npix, npix), name="x")
-    wp = te.placeholder(conv2d_pack_geometry(k, 384, 1, 1), name="wp")
-    text = str(lower("conv_tasks", [x, wp], [conv2d_nchw_packed(x, wp, channels=k)]))
+    wp = te.placeholder(conv_pack(k, 384, 1, 1), name="wp")
+    text = str(lower("conv_tasks", [x, wp],
+                     [conv2d_nchw_packed(x, wp, channels=k, options=host())]))
     extents = [int(m) for m in re.findall(r"for \(\w+_par, 0, (\d+)\) parallel", text)]
-    assert extents and extents[0] >= 4 == conv_schedule.MIN_TASKS
+    assert extents and extents[0] >= 4 == conv2d_config.MIN_TASKS
     check_conv2d_bias_relu((1, 384, npix, npix), (k, 384, 1, 1))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codegen.schedules import conv_pool
 from compiler import relay
 from compiler.ir.expr import Call
 from compiler.passes import fuse_conv_pool
@@ -61,8 +60,10 @@ def stem(x_shape, k, r, strides, padding, dilation, pool, pool_strides, pool_pad
     return relay.Function(args, out), params, xv, refs
 
 
-def run(func, params, xv):
-    with PassContext(opt_level=3):
+def run(func, params, xv, strips=None):
+    """Build and run; strips: fields of conv2d_max_pool.strips' configuration."""
+    config = {"relayjit.schedule_config": {"conv2d_max_pool.strips": strips}} if strips else {}
+    with PassContext(opt_level=3, config=config):
         lib = relay.build(func, params=params)
     gm = graph_executor.GraphModule(lib["default"](cpu()))
     gm.run(x=xv)
@@ -88,15 +89,14 @@ CASES = [
 def test_fused_matches_numpy(case, strip_rows, epilogue, carry, monkeypatch):
     x_shape, k, r, strides, padding, dilation, pool, pool_strides, pool_padding = case
     monkeypatch.setattr(fuse_conv_pool, "FUSE_MIN_BYTES", 0)
-    monkeypatch.setattr(conv_pool, "CARRY_ROWS", carry)
     func, params, xv, refs = stem(x_shape, k, r, strides, padding, dilation, pool, pool_strides,
                                   pool_padding, epilogue)
     # strips of strip_rows pool rows: (strip_rows - 1) * stride + window conv rows of K x OWc
     wp = x_shape[3] + padding[1] + padding[3]
     owc = (wp - dilation[1] * (r - 1) - 1) // strides[1] + 1
     conv_rows = (strip_rows - 1) * pool_strides[0] + pool[0]
-    monkeypatch.setattr(conv_pool, "SCRATCH_BYTES", 4 * k * owc * conv_rows)
-    graph, (out,) = run(func, params, xv)
+    graph, (out,) = run(func, params, xv, {"carry_rows": carry,
+                                           "scratch_bytes": 4 * k * owc * conv_rows})
     assert FUSED in graph
     np.testing.assert_allclose(out, refs[0], rtol=1e-4, atol=1e-4)
 
@@ -198,12 +198,11 @@ def test_strip_groups(case, group_strips, monkeypatch):
     or one serial group, with one-row strips and carried rows."""
     x_shape, k, r, strides, padding, dilation, pool, pool_strides, pool_padding = case
     monkeypatch.setattr(fuse_conv_pool, "FUSE_MIN_BYTES", 0)
-    monkeypatch.setattr(conv_pool, "GROUP_STRIPS", group_strips)
     func, params, xv, refs = stem(x_shape, k, r, strides, padding, dilation, pool, pool_strides,
                                   pool_padding, "bias_relu")
     wp = x_shape[3] + padding[1] + padding[3]
     owc = (wp - dilation[1] * (r - 1) - 1) // strides[1] + 1
-    monkeypatch.setattr(conv_pool, "SCRATCH_BYTES", 4 * k * owc * pool[0])
-    graph, (out,) = run(func, params, xv)
+    graph, (out,) = run(func, params, xv, {"group_strips": group_strips,
+                                           "scratch_bytes": 4 * k * owc * pool[0]})
     assert FUSED in graph
     np.testing.assert_allclose(out, refs[0], rtol=1e-4, atol=1e-4)

@@ -12,7 +12,7 @@ import pytest
 
 from codegen import te
 from codegen.lower import lower
-from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
+from codegen.schedules import conv2d_nchw_packed
 from compiler import relay
 from compiler.passes import convert_blocked_layout
 from compiler.passes.convert_blocked_layout import BLOCKED_LAYOUT
@@ -20,6 +20,8 @@ from runtime import cpu, load_module
 from runtime.graph_executor import GraphModule
 from runtime.graph_runtime import create_executor
 from tests.build._interpreter_check import build_and_check
+
+from tests.schedule_helpers import conv_pack, host
 
 RNG = np.random.default_rng(11)
 
@@ -213,8 +215,8 @@ def test_lowering_pairs_only_an_input_read_at_the_outputs_index_alone():
     second output (the copy would read r after z overwrote it), nor when r is read elsewhere
     than at z's own index."""
     x, r = te.placeholder((1, 128, 7, 7), name="x"), te.placeholder((1, 64, 7, 7), name="r")
-    wp = te.placeholder(conv2d_pack_geometry(64, 128, 1, 1), name="wp")
-    conv = conv2d_nchw_packed(x, wp, channels=64)
+    wp = te.placeholder(conv_pack(64, 128, 1, 1), name="wp")
+    conv = conv2d_nchw_packed(x, wp, channels=64, options=host())
     z = te.compute(conv.shape, lambda n, k, i, j: conv[n, k, i, j] + r[n, k, i, j], name="z")
     assert lower("pair", [x, wp, r], [z]).attrs["in_place"] == ((3, 2),)
     assert "in_place" not in lower("copied", [x, wp, r], [z, r]).attrs
@@ -227,8 +229,8 @@ def test_lowering_never_pairs_the_extern_s_own_input():
     """z = conv(r) + r: r is the conv's data as well as its residual, so writing z over r
     would overwrite data the conv still reads (its neighbours, its other channels)."""
     r = te.placeholder((1, 64, 7, 7), name="r")
-    wp = te.placeholder(conv2d_pack_geometry(64, 64, 1, 1), name="wp")
-    conv = conv2d_nchw_packed(r, wp, channels=64)
+    wp = te.placeholder(conv_pack(64, 64, 1, 1), name="wp")
+    conv = conv2d_nchw_packed(r, wp, channels=64, options=host())
     z = te.compute(conv.shape, lambda n, k, i, j: conv[n, k, i, j] + r[n, k, i, j], name="z")
     assert "in_place" not in lower("own_input", [r, wp], [z]).attrs
 

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from codegen.options import CodegenOptions
 from codegen import jit, te, tir
 from codegen.jit import build_te
 from codegen.lower import lower
@@ -80,7 +81,7 @@ def test_relay_chain_needs_no_materialize_cut(monkeypatch):
         body = make_call("negative" if k % 2 else "abs", [body])
     func = Function([x], body).with_attr("Primitive", 1)
     InferTypeLocal(func)
-    prim = lower_function.lower_primitive_function(func, "deep_relay")
+    prim = lower_function.lower_primitive_function(func, "deep_relay", CodegenOptions.host())
     assert "allocate" not in str(prim)  # one inlined loop nest
     lib = jit.build_library([prim])
     a, out = np.array([1.5, -2.0, 0.0, -0.0], np.float32), np.empty(4, np.float32)

@@ -16,12 +16,14 @@ import pytest
 from codegen import te
 from codegen.jit import build_te
 from codegen.lower import lower
-from codegen.schedules import conv2d, conv2d_nchw_packed, conv2d_pack_geometry
+from codegen.schedules import Conv2dConfig, conv2d_nchw_packed
 from codegen.tir.expr import Call
 from codegen.tir.stmt import Allocate, Evaluate, For, IfThenElse, LetStmt, SeqStmt
 
 from ._tir_eval import flat_index, index_value
 from .test_schedule_conv2d import _f32, _pack, ref_conv
+
+from tests.schedule_helpers import conv_pack, host
 
 def _conv_calls(stmt, env: dict, out: list, loops: tuple = ()) -> None:
     """(w offset, channels, w_next offset, prefetch lines, loop indices but the pixel
@@ -63,10 +65,11 @@ CASES = [
 ]
 
 
-def _direct(xs, ws, st, pad, groups):
-    geo = conv2d_pack_geometry(ws[0], ws[1], ws[2], ws[3], groups)
+def _direct(xs, ws, st, pad, groups, config=None):
+    geo = conv_pack(ws[0], ws[1], ws[2], ws[3], groups)
     x, wp = te.placeholder(xs, name="x"), te.placeholder(geo, name="wp")
-    return [x, wp], conv2d_nchw_packed(x, wp, st, pad, (1, 1), groups, channels=ws[0]), geo
+    return [x, wp], conv2d_nchw_packed(x, wp, st, pad, (1, 1), groups, channels=ws[0],
+                                       options=host(), config=config), geo
 
 
 @pytest.mark.parametrize("xs,ws,st,pad,groups", CASES)
@@ -100,9 +103,8 @@ def test_prefetch_stays_inside_the_weights_and_covers_the_next_block(
             f"block at {w}: the next block {want} is prefetched up to {covered} only"
 
 
-def test_prefetch_off_leaves_the_calls_without(monkeypatch, width) -> None:
-    monkeypatch.setattr(conv2d, "PREFETCH_WEIGHTS", False)
-    inputs, conv, _ = _direct(*CASES[1])
+def test_prefetch_off_leaves_the_calls_without(width) -> None:
+    inputs, conv, _ = _direct(*CASES[1], config=Conv2dConfig(prefetch_weights=False))
     calls: list = []
     _conv_calls(lower("conv_nopf", inputs, [conv]).body, {}, calls)
     assert calls and all(lines == 0 for *_, lines, _ in calls)

@@ -24,6 +24,8 @@ from codegen.tir.stmt import Allocate, Evaluate, For, IfThenElse, LetStmt, SeqSt
 from ._tir_eval import flat_index, index_value
 from .test_schedule_conv2d import _f32, ref_conv
 
+from tests.schedule_helpers import host
+
 def _calls(stmt, env: dict, prefix: str, out: list) -> None:
     """(kernel name, args evaluated: (buffer, flat offset) for addresses, ints else) per
     micro-kernel call whose name starts with prefix, in execution order."""
@@ -91,26 +93,26 @@ WINOGRAD_CASES = [  # (x shape, K, tile m): 8- or 6-row tiles with a tail, one a
 ]
 
 
-def _winograd(xs, k, m):
+def _winograd(xs, k, m, prefetch=None):
     a = m + 2
     x, u = te.placeholder(xs, name="x"), te.placeholder((a, a, k, xs[1]), name="u")
-    return [x, u], winograd.conv2d_winograd(x, u, (xs[0], k, xs[2], xs[3]), (1, 1, 1, 1), m)
+    return [x, u], winograd.conv2d_winograd(
+        x, u, (xs[0], k, xs[2], xs[3]), (1, 1, 1, 1), options=host(),
+        config=winograd.WinogradConfig(prefetch_u=prefetch))
 
 
 @pytest.mark.parametrize("xs,k,m", WINOGRAD_CASES)
 @pytest.mark.parametrize("ahead", [1, 2, 5])
-def test_winograd_prefetches_a_later_row_tile_of_u_inside_u(monkeypatch, xs, k, m, ahead,
-                                                             width) -> None:
-    monkeypatch.setattr(winograd, "PREFETCH_U", ahead)
-    inputs, conv = _winograd(xs, k, m)
-    _check_row_tiles(_row_tile_calls(lower("wino_pf", inputs, [conv])), winograd.PREFETCH_U)
+def test_winograd_prefetches_a_later_row_tile_of_u_inside_u(xs, k, m, ahead, width) -> None:
+    inputs, conv = _winograd(xs, k, m, ahead)
+    _check_row_tiles(_row_tile_calls(lower("wino_pf", inputs, [conv])), ahead)
 
 
-def test_prefetch_off_or_dense_calls_the_plain_rows_kernel(monkeypatch, width) -> None:
+def test_prefetch_off_or_dense_calls_the_plain_rows_kernel(width) -> None:
     """Dense's A (activations, in cache) is read in place without the prefetch."""
     x, w = te.placeholder((16, 70), name="x"), te.placeholder((45, 70), name="w")
-    monkeypatch.setattr(winograd, "PREFETCH_U", 0)
-    for inputs, out in ((x, w), dense(x, w)), _winograd(*WINOGRAD_CASES[0]):
+    for inputs, out in ((x, w), dense(x, w, options=host())), _winograd(*WINOGRAD_CASES[0],
+                                                                          prefetch=0):
         calls: list = []
         _calls(lower("rows_nopf", list(inputs), [out]).body, {}, "relayjit.ukr.gemm_", calls)
         assert calls and all(not name.endswith("_pf") for name, _ in calls)
@@ -119,11 +121,9 @@ def test_prefetch_off_or_dense_calls_the_plain_rows_kernel(monkeypatch, width) -
 
 @pytest.mark.parametrize("prefetch", [0, 2])
 @pytest.mark.parametrize("xs,k,m", WINOGRAD_CASES[::3])
-def test_prefetching_winograd_equals_convolution(monkeypatch, xs, k, m, prefetch,
-                                                 width) -> None:
-    monkeypatch.setattr(winograd, "PREFETCH_U", prefetch)
+def test_prefetching_winograd_equals_convolution(xs, k, m, prefetch, width) -> None:
     w = (_f32(k, xs[1], 3, 3) / np.sqrt(9 * xs[1])).astype("f4")
-    inputs, conv = _winograd(xs, k, m)
+    inputs, conv = _winograd(xs, k, m, prefetch)
     run = build_te(inputs, [conv], f"winograd_pf{int(prefetch)}")
     xa = _f32(*xs)
     want = ref_conv(xa, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)

@@ -16,6 +16,8 @@ from codegen.microkernel_objects import microkernels_called
 from codegen.schedules import conv2d_nchw
 from runtime.library import KernelLibrary
 
+from tests.schedule_helpers import host
+
 RNG = np.random.default_rng(5)
 
 
@@ -23,7 +25,7 @@ def _conv(name: str, channels: int, relu: bool = False, size: int = 8):
     """A 3x3 conv (the schedule calls a conv micro-kernel), optionally with a ReLU epilogue."""
     x = te.placeholder((1, channels, size, size), name="x")
     w = te.placeholder((16, channels, 3, 3), name="w")
-    y = conv2d_nchw(x, w, (1, 1), (1, 1, 1, 1))
+    y = conv2d_nchw(x, w, (1, 1), (1, 1, 1, 1), options=host())
     if relu:
         y = te.compute(y.shape, lambda *i: tir.max(y[i], tir.const(0.0, "float32")),
                        name="relu")

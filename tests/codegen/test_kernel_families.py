@@ -11,9 +11,11 @@ from codegen.kernel_families import FAMILIES_ENV, Family, find_families
 from codegen.lower import lower
 from codegen.microkernel_objects import microkernels_called
 from codegen.optimise import compile_units
-from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry
+from codegen.schedules import conv2d_nchw_packed
 from runtime import graph_executor
 from tests.runtime import _runtime_kernels as K
+
+from tests.schedule_helpers import conv_pack, host
 
 RNG = np.random.default_rng(11)
 
@@ -39,14 +41,14 @@ def _conv(name: str, channels: int, size: int = 14):
     """A 1x1 conv onto 64 channels on a pre-packed weight (DenseNet's bottleneck convs; the
     schedule calls a conv micro-kernel with the channel count as an argument)."""
     x = te.placeholder((1, channels, size, size), name="x")
-    wp = te.placeholder(conv2d_pack_geometry(64, channels, 1, 1), name="wp")
-    return lower(name, [x, wp], [conv2d_nchw_packed(x, wp, channels=64)])
+    wp = te.placeholder(conv_pack(64, channels, 1, 1), name="wp")
+    return lower(name, [x, wp], [conv2d_nchw_packed(x, wp, channels=64, options=host())])
 
 
 def _pack(w: np.ndarray) -> np.ndarray:
     """w [K, C, 1, 1] -> Wp[1, K/KB, C, 1, 1, KB] (conv2d_pack_geometry)."""
     k, c = w.shape[:2]
-    wp = np.zeros(conv2d_pack_geometry(k, c, 1, 1), np.float32)
+    wp = np.zeros(conv_pack(k, c, 1, 1), np.float32)
     kb = wp.shape[-1]
     for kk in range(k):
         wp[0, kk // kb, :, :, :, kk % kb] = w[kk]

@@ -7,12 +7,14 @@ import pytest
 
 from codegen import te
 from codegen.jit import build_library, build_te
-from codegen.parallel import MIN_PARALLEL_WORK, fused_parallel, stage_nest
+from codegen.parallel import ParallelPolicy, fused_parallel, stage_nest
 from codegen.schedules import batch_matmul, conv2d_nchw, dense
 from codegen.tir.expr import Load, Var
 from codegen.tir.ops import cast
 from codegen.tir.stmt import Allocate, Buffer, For, LetStmt, PrimFunc, Store, seq
 from runtime import threadpool
+
+from tests.schedule_helpers import host
 
 THREADS = (1, 2, 3, 8)
 RNG = np.random.default_rng(7)
@@ -89,11 +91,14 @@ def test_fused_parallel_binds_every_index():
 def test_stage_nest_goes_parallel_only_with_work():
     axes = tuple(Var(f"a{d}", "int64") for d in range(3))
     buf = Buffer("O", (2, 3, 4), "float32")
-    small = stage_nest(axes, (2, 3, 4), Store(buf, axes, Load(buf, axes, "float32")), True)
+    policy = ParallelPolicy()
+    small = stage_nest(axes, (2, 3, 4), Store(buf, axes, Load(buf, axes, "float32")), True,
+                       policy)
     assert "parallel" not in str(PrimFunc("s", (buf,), small))
-    big_shape = (1, 1, MIN_PARALLEL_WORK * 4)
+    big_shape = (1, 1, policy.min_work * 4)
     big = Buffer("O", big_shape, "float32")
-    nest = stage_nest(axes, big_shape, Store(big, axes, Load(big, axes, "float32")), True)
+    nest = stage_nest(axes, big_shape, Store(big, axes, Load(big, axes, "float32")), True,
+                      policy)
     text = str(PrimFunc("b", (big,), nest))
     assert "parallel" in text and "vectorized" in text  # the innermost axis split in chunks
     assert isinstance(nest, For) or isinstance(nest, LetStmt)
@@ -129,7 +134,7 @@ def test_reduction_stage_is_bitwise_equal_across_threads():
 @pytest.mark.parametrize("m,n,k", [(97, 131, 70), (2, 515, 33), (300, 17, 260), (1, 1000, 96)])
 def test_dense_is_bitwise_equal_across_threads(m, n, k):
     x, w = te.placeholder((m, k), name="x"), te.placeholder((n, k), name="w")
-    run = build_te([x, w], [dense(x, w)])
+    run = build_te([x, w], [dense(x, w, options=host())])
     xa = RNG.standard_normal((m, k)).astype("f4")
     wa = RNG.standard_normal((n, k)).astype("f4")
     outs = _at_each_thread_count(lambda: run(xa, wa)[0])
@@ -141,7 +146,7 @@ def test_dense_is_bitwise_equal_across_threads(m, n, k):
 @pytest.mark.parametrize("batch", [3, 12])
 def test_batch_matmul_is_bitwise_equal_across_threads(batch):
     x, y = te.placeholder((batch, 45, 64), name="x"), te.placeholder((batch, 50, 64), name="y")
-    run = build_te([x, y], [batch_matmul(x, y)])
+    run = build_te([x, y], [batch_matmul(x, y, options=host())])
     assert _has_parallel_loop(run.primfunc)
     xa = RNG.standard_normal((batch, 45, 64)).astype("f4")
     ya = RNG.standard_normal((batch, 50, 64)).astype("f4")
@@ -159,7 +164,7 @@ def test_batch_matmul_is_bitwise_equal_across_threads(batch):
 ])
 def test_conv2d_is_bitwise_equal_across_threads(xs, ws, stride, pad, groups):
     x, w = te.placeholder(xs, name="x"), te.placeholder(ws, name="w")
-    run = build_te([x, w], [conv2d_nchw(x, w, (stride, stride), (pad,) * 4, (1, 1), groups)])
+    run = build_te([x, w], [conv2d_nchw(x, w, (stride, stride), (pad,) * 4, (1, 1), groups, options=host())])
     assert _has_parallel_loop(run.primfunc)
     xa = RNG.standard_normal(xs).astype("f4")
     wa = RNG.standard_normal(ws).astype("f4")

@@ -7,13 +7,23 @@ import pytest
 from codegen import te, tir
 from codegen.jit import build_te, get_llvm_ir
 from codegen.lower import lower
-from codegen.schedules import conv2d_nchw, conv2d_nchw_packed, conv2d_pack_geometry
+from codegen.schedules import conv2d_nchw, conv2d_nchw_packed
+from codegen.schedules.window import depthwise_conv2d_nchw
+
+from tests.schedule_helpers import conv_pack, host
 
 RNG = np.random.default_rng(11)
 
 
 def _f32(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape).astype("float32")
+
+
+def conv(x, w, st, pad, dil, groups=1, options=None):
+    """conv2d as the strategy computes it: one input channel a group per channel plane
+    (depthwise), else the direct family."""
+    schedule = depthwise_conv2d_nchw if w.shape[1] == 1 else conv2d_nchw
+    return schedule(x, w, st, pad, dil, groups, options=options or host())
 
 
 def ref_conv(x, w, st, pad, dil, groups):
@@ -59,7 +69,7 @@ CASES = [
 @pytest.mark.parametrize("xs,ws,st,pad,dil,groups", CASES)
 def test_conv2d(xs, ws, st, pad, dil, groups, width) -> None:
     x, w = te.placeholder(xs, name="x"), te.placeholder(ws, name="w")
-    run = build_te([x, w], [conv2d_nchw(x, w, st, pad, dil, groups)], "conv")
+    run = build_te([x, w], [conv(x, w, st, pad, dil, groups)], "conv")
     a, b = _f32(*xs), _f32(*ws)
     want = ref_conv(a, b, st, pad, dil, groups)
     got = run(a, b)[0]
@@ -70,21 +80,21 @@ def test_conv2d(xs, ws, st, pad, dil, groups, width) -> None:
 @pytest.mark.parametrize("xs,ws,st,pad,dil,groups", [CASES[1], CASES[3], CASES[6], *CASES[-2:]])
 def test_conv2d_fused_bias_relu_residual(xs, ws, st, pad, dil, groups, width) -> None:
     x, w = te.placeholder(xs, name="x"), te.placeholder(ws, name="w")
-    conv = conv2d_nchw(x, w, st, pad, dil, groups)
-    bias, res = te.placeholder((ws[0], 1, 1), name="bias"), te.placeholder(conv.shape, name="res")
-    y = te.compute(conv.shape, lambda n, k, h, v: conv[n, k, h, v] + bias[k, 0, 0], name="b")
-    z = te.compute(conv.shape, lambda *i: tir.max(y[i] + res[i], tir.const(0.0)), name="relu")
+    c = conv(x, w, st, pad, dil, groups)
+    bias, res = te.placeholder((ws[0], 1, 1), name="bias"), te.placeholder(c.shape, name="res")
+    y = te.compute(c.shape, lambda n, k, h, v: c[n, k, h, v] + bias[k, 0, 0], name="b")
+    z = te.compute(c.shape, lambda *i: tir.max(y[i] + res[i], tir.const(0.0)), name="relu")
     run = build_te([x, w, bias, res], [z], "conv_epi")
     assert "T_conv2d[" not in str(run.primfunc), "the epilogue was not fused"
-    a, b, c, r = _f32(*xs), _f32(*ws), _f32(ws[0], 1, 1), _f32(*conv.shape)
+    a, b, c, r = _f32(*xs), _f32(*ws), _f32(ws[0], 1, 1), _f32(*c.shape)
     want = np.maximum(ref_conv(a, b, st, pad, dil, groups) + c + r, 0)
     np.testing.assert_allclose(run(a, b, c, r)[0], want, rtol=1e-4, atol=1e-4)
 
 
-def test_conv_micro_kernel_is_vector_fma(monkeypatch) -> None:
-    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", "8")
+def test_conv_micro_kernel_is_vector_fma() -> None:
     x, w = te.placeholder((1, 8, 8, 8), name="x"), te.placeholder((16, 8, 3, 3), name="w")
-    func = lower("conv_fma", [x, w], [conv2d_nchw(x, w, (1, 1), (1, 1, 1, 1))])
+    func = lower("conv_fma", [x, w], [conv2d_nchw(x, w, (1, 1), (1, 1, 1, 1),
+                                                  options=host(8))])
     text = get_llvm_ir([func])
     assert "@llvm.fma.v8f32(<8 x float>" in text
 
@@ -93,8 +103,8 @@ def test_conv_kernels_prefer_the_micro_kernel_vector_width(width) -> None:
     """The conv kernel's own loops (padding copies, edge tiles, epilogue) are asked to
     vectorise at the micro-kernel's width; a plain elementwise kernel is left to LLVM."""
     x, w = te.placeholder((1, 8, 8, 8), name="x"), te.placeholder((16, 8, 3, 3), name="w")
-    conv = conv2d_nchw(x, w, (1, 1), (1, 1, 1, 1))
-    relu = te.compute(conv.shape, lambda *i: tir.ops.max(conv[i], tir.ops.const(0.0, "float32")),
+    c = conv2d_nchw(x, w, (1, 1), (1, 1, 1, 1), options=host())
+    relu = te.compute(c.shape, lambda *i: tir.ops.max(c[i], tir.ops.const(0.0, "float32")),
                       name="relu")
     func = lower("conv_width", [x, w], [relu])  # the epilogue keeps the conv's attrs
     assert func.attrs == {"prefer_vector_width": 32 * width}
@@ -109,7 +119,7 @@ def test_conv_kernels_prefer_the_micro_kernel_vector_width(width) -> None:
 def _pack(w: np.ndarray, groups: int) -> np.ndarray:
     """w [K, Cg, R, S] -> Wp[G, ceil(Kg/KB), Cg, R, S, KB] per conv2d_pack_geometry."""
     k, cg, r, s = w.shape
-    geo = conv2d_pack_geometry(k, cg, r, s, groups)
+    geo = conv_pack(k, cg, r, s, groups)
     kb, kg = geo[-1], k // groups
     wp = np.zeros(geo, np.float32)
     for kk in range(k):
@@ -133,10 +143,10 @@ ROWS_CASES = [
 @pytest.mark.parametrize("xs,ws,st,pad,dil", ROWS_CASES)
 def test_conv2d_packed_rows_with_epilogue(xs, ws, st, pad, dil, width) -> None:
     x = te.placeholder(xs, name="x")
-    wp = te.placeholder(conv2d_pack_geometry(ws[0], ws[1], ws[2], ws[3]), name="wp")
-    conv = conv2d_nchw_packed(x, wp, st, pad, dil, 1, channels=ws[0])
+    wp = te.placeholder(conv_pack(ws[0], ws[1], ws[2], ws[3]), name="wp")
+    c = conv2d_nchw_packed(x, wp, st, pad, dil, 1, channels=ws[0], options=host())
     bias = te.placeholder((ws[0], 1, 1), name="bias")
-    y = te.compute(conv.shape, lambda *i: tir.max(conv[i] + bias[i[1], 0, 0], tir.const(0.0)),
+    y = te.compute(c.shape, lambda *i: tir.max(c[i] + bias[i[1], 0, 0], tir.const(0.0)),
                    name="relu")
     run = build_te([x, wp, bias], [y], "conv_rows")
     rows = "convrows" in str(run.primfunc)

@@ -8,6 +8,8 @@ from codegen import te
 from codegen.jit import build_te
 from codegen.schedules import conv2d_transpose_nchw
 
+from tests.schedule_helpers import host
+
 RNG = np.random.default_rng(21)
 
 
@@ -42,7 +44,7 @@ def test_conv2d_transpose(xs, ws, st, pad, dil, opad):
     ow = (wd - 1) * st[1] - pad[1] - pad[3] + dil[1] * (kw - 1) + 1 + opad[1]
     out_shape = (n, o, oh, ow)
     x, w = te.placeholder(xs, name="x"), te.placeholder(ws, name="w")
-    run = build_te([x, w], [conv2d_transpose_nchw(x, w, out_shape, st, pad, dil)])
+    run = build_te([x, w], [conv2d_transpose_nchw(x, w, out_shape, st, pad, dil, options=host())])
     xa = RNG.standard_normal(xs).astype("f4")
     wa = RNG.standard_normal(ws).astype("f4")
     got = run(xa, wa)[0]

@@ -9,6 +9,8 @@ from codegen.jit import build_te, get_assembly, get_llvm_ir
 from codegen.lower import lower
 from codegen.schedules import batch_matmul, dense, matmul
 
+from tests.schedule_helpers import host
+
 RNG = np.random.default_rng(7)
 SIZES = [1, 3, 7, 16, 17, 33]
 
@@ -22,7 +24,7 @@ def _f32(*shape: int) -> np.ndarray:
 @pytest.mark.parametrize("k", [1, 3, 17, 33])
 def test_dense_edges(m: int, n: int, k: int, width: int) -> None:
     x, w = te.placeholder((m, k), name="x"), te.placeholder((n, k), name="w")
-    run = build_te([x, w], [dense(x, w)], "dense")
+    run = build_te([x, w], [dense(x, w, options=host())], "dense")
     a, b = _f32(m, k), _f32(n, k)
     np.testing.assert_allclose(run(a, b)[0], a @ b.T, rtol=1e-5, atol=1e-5)
 
@@ -31,7 +33,7 @@ def test_dense_edges(m: int, n: int, k: int, width: int) -> None:
 def test_dense_blocked(m: int, n: int, k: int, width: int) -> None:
     """Several K blocks (accumulation in C), M blocks and N edges."""
     x, w = te.placeholder((m, k), name="x"), te.placeholder((n, k), name="w")
-    run = build_te([x, w], [dense(x, w)], "dense")
+    run = build_te([x, w], [dense(x, w, options=host())], "dense")
     a, b = _f32(m, k), _f32(n, k)
     np.testing.assert_allclose(run(a, b)[0], a @ b.T, rtol=1e-4, atol=1e-4)
 
@@ -40,7 +42,7 @@ def test_dense_blocked(m: int, n: int, k: int, width: int) -> None:
 def test_dense_fused_bias_relu_residual_clip(m: int, n: int, k: int, width: int) -> None:
     x, w = te.placeholder((m, k), name="x"), te.placeholder((n, k), name="w")
     bias, res = te.placeholder((n,), name="bias"), te.placeholder((m, n), name="res")
-    d = dense(x, w)
+    d = dense(x, w, options=host())
     y = te.compute((m, n), lambda i, j: tir.max(d[i, j] + bias[j], tir.const(0.0)) + res[i, j],
                    name="epi")
     z = te.compute((m, n), lambda i, j: tir.min(tir.max(y[i, j], tir.const(-1.0)),
@@ -56,7 +58,7 @@ def test_dense_fused_bias_relu_residual_clip(m: int, n: int, k: int, width: int)
 def test_dense_nd_input() -> None:
     x, w = te.placeholder((2, 5, 9), name="x"), te.placeholder((7, 9), name="w")
     bias = te.placeholder((7,), name="bias")
-    d = dense(x, w)
+    d = dense(x, w, options=host())
     y = te.compute(d.shape, lambda i, j, n: d[i, j, n] + bias[n], name="bias_add")
     run = build_te([x, w, bias], [y], "dense3")
     a, b, c = _f32(2, 5, 9), _f32(7, 9), _f32(7)
@@ -66,7 +68,7 @@ def test_dense_nd_input() -> None:
 def test_unfused_consumer_still_correct() -> None:
     """A consumer that reads the GEMM at other indices (transpose) is not fused."""
     x, w = te.placeholder((5, 8), name="x"), te.placeholder((6, 8), name="w")
-    d = dense(x, w)
+    d = dense(x, w, options=host())
     t = te.compute((6, 5), lambda i, j: d[j, i] * 2.0, name="tr")
     run = build_te([x, w], [t], "dense_t")
     a, b = _f32(5, 8), _f32(6, 8)
@@ -81,7 +83,7 @@ def test_batch_matmul(ta: bool, tb: bool, bx: int, by: int, width: int) -> None:
     xs = (bx, k, m) if ta else (bx, m, k)
     ys = (by, n, k) if tb else (by, k, n)
     x, y = te.placeholder(xs, name="x"), te.placeholder(ys, name="y")
-    run = build_te([x, y], [batch_matmul(x, y, ta, tb)], "bmm")
+    run = build_te([x, y], [batch_matmul(x, y, ta, tb, options=host())], "bmm")
     a, b = _f32(*xs), _f32(*ys)
     want = np.matmul(a.transpose(0, 2, 1) if ta else a, b.transpose(0, 2, 1) if tb else b)
     np.testing.assert_allclose(run(a, b)[0], want, rtol=1e-5, atol=1e-5)
@@ -93,16 +95,15 @@ def test_matmul(ta: bool, tb: bool) -> None:
     m, n, k = 17, 33, 300
     a_s, b_s = ((k, m) if ta else (m, k)), ((n, k) if tb else (k, n))
     a, b = te.placeholder(a_s, name="a"), te.placeholder(b_s, name="b")
-    run = build_te([a, b], [matmul(a, b, ta, tb)], "mm")
+    run = build_te([a, b], [matmul(a, b, ta, tb, options=host())], "mm")
     x, y = _f32(*a_s), _f32(*b_s)
     want = (x.T if ta else x) @ (y.T if tb else y)
     np.testing.assert_allclose(run(x, y)[0], want, rtol=1e-4, atol=1e-4)
 
 
-def test_micro_kernel_is_vector_fma(monkeypatch) -> None:
-    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", "8")
+def test_micro_kernel_is_vector_fma() -> None:
     x, w = te.placeholder((64, 64), name="x"), te.placeholder((64, 64), name="w")
-    func = lower("dense_fma", [x, w], [dense(x, w)])
+    func = lower("dense_fma", [x, w], [dense(x, w, options=host(8))])
     ir_text = get_llvm_ir([func])
     assert "@llvm.fma.v8f32(<8 x float>" in ir_text
     asm = get_assembly([func])

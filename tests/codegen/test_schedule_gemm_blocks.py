@@ -13,13 +13,15 @@ from codegen import te, tir
 from codegen.jit import build_te
 from codegen.schedules import dense, dense_pack_geometry
 from codegen.llvm.microkernels import gemm_kernel_name
-from codegen.schedules.gemm import (
-    A_BLOCK_BYTES, MC_ROWS, block_rows, dense_tile, k_blocks, rows_per_tile,
+from codegen.schedules.gemm_config import (
+    A_BLOCK_BYTES, K_BLOCK, M_BLOCK_ROWS, block_rows, k_blocks, rows_per_tile,
 )
 from compiler import relay
 from compiler.ir.module import IRModule
 from compiler.transform import PassContext
 from runtime import graph_executor
+
+from tests.schedule_helpers import gemm_config, host
 
 RNG = np.random.default_rng(11)
 
@@ -31,18 +33,18 @@ def _f32(*shape: int) -> np.ndarray:
 @pytest.mark.parametrize("vw", [8, 16])
 @pytest.mark.parametrize("k", [1, 2, 255, 256, 257, 768, 1023, 1024, 1025, 3072, 5000])
 def test_k_blocks_cover_k_with_little_padding(vw: int, k: int) -> None:
-    nb, kc = k_blocks(k, vw)
+    nb, kc = k_blocks(k, K_BLOCK[vw])
     assert nb * kc >= k and nb * kc - k < nb
     assert (nb - 1) * kc < k  # no block is all padding
-    assert dense_pack_geometry(100, k, vw)[1] == nb * kc
+    assert dense_pack_geometry(100, k, gemm_config(4, 100, k, vw))[1] == nb * kc
 
 
 @pytest.mark.parametrize("vw", [8, 16])
 @pytest.mark.parametrize("kc", [1, 64, 256, 700, 1024, 4096])
 def test_block_rows_whole_tiles_within_budget(vw: int, kc: int) -> None:
     for mr in {6, 8, 12}:
-        rows = block_rows(kc, mr, vw)
-        assert rows % mr == 0 and mr <= rows <= max(mr, MC_ROWS[vw])
+        rows = block_rows(kc, mr, gemm_config(100, 100, kc, vw))
+        assert rows % mr == 0 and mr <= rows <= max(mr, M_BLOCK_ROWS[vw])
         assert rows == mr or rows * kc * 4 <= A_BLOCK_BYTES
 
 
@@ -53,7 +55,7 @@ def test_dense_several_k_blocks_with_epilogue(m: int, n: int, k: int, width: int
     the last block's store, edge rows and columns through the scratch tile."""
     x, w = te.placeholder((m, k), name="x"), te.placeholder((n, k), name="w")
     bias = te.placeholder((n,), name="bias")
-    d = dense(x, w)
+    d = dense(x, w, options=host())
     y = te.compute((m, n), lambda i, j: tir.max(d[i, j] + bias[j], tir.const(0.0)), name="epi")
     run = build_te([x, w, bias], [y], "dense_deep")
     assert "T_dense[" not in str(run.primfunc), "the epilogue was not fused into the GEMM"
@@ -87,10 +89,10 @@ def test_rows_per_tile_pads_least(m: int, width: int) -> None:
     pad = lambda mr: -(-m // mr) * mr  # noqa: E731
     others = (6,) if width == 8 else (8, 12)
     for in_place in (False, True):
-        mr = rows_per_tile(m, a_in_place=in_place)
+        mr = rows_per_tile(m, in_place, width)
         assert all(pad(mr) <= pad(other) for other in others)
     if width == 16:  # ties: 12 rows packed, 8 rows when A can be read in place
-        assert rows_per_tile(m, a_in_place=True) == (8 if pad(8) <= pad(12) else 12)
+        assert rows_per_tile(m, True, width) == (8 if pad(8) <= pad(12) else 12)
 
 
 @pytest.mark.parametrize("m", [25, 37])
@@ -103,8 +105,8 @@ def test_micro_kernels_prefetch_next_panel_without_spilling(m: int, n: int, widt
     from codegen.lower import lower
 
     x, w = te.placeholder((m, 64), name="x"), te.placeholder((n, 64), name="w")
-    asm = get_assembly([lower("dense_prefetch", [x, w], [dense(x, w)])])
-    mr, nr = dense_tile(m, n, a_in_place=True)
+    asm = get_assembly([lower("dense_prefetch", [x, w], [dense(x, w, options=host())])])
+    mr, nr = gemm_config(m, n, 64, width).tile()
     for suffix, stack_args in (("", 1), ("_rows", 2)):
         body = asm[asm.index(f"relayjit.ukr.{gemm_kernel_name(mr, nr, width)}{suffix}:"):]
         body = body[:body.index(".Lfunc_end")]
@@ -123,7 +125,7 @@ def test_dense_rows_in_place_and_partial_tile(m: int, k: int, width: int) -> Non
     n = 45
     x, w = te.placeholder((m, k), name="x"), te.placeholder((n, k), name="w")
     bias = te.placeholder((n,), name="bias")
-    d = dense(x, w)
+    d = dense(x, w, options=host())
     y = te.compute((m, n), lambda i, j: tir.max(d[i, j] + bias[j], tir.const(0.0)), name="epi")
     run = build_te([x, w, bias], [y], "dense_rows")
     a, b, c = _f32(m, k), _f32(n, k), _f32(n)
@@ -141,12 +143,12 @@ def test_batch_matmul_rows_in_place(ta: bool, tb: bool, bx: int, by: int, m: int
     k = 2050, k = 1, and a fused relu, at the tile width tile_columns picks (three vectors
     where they pad N no more than two)."""
     from codegen.schedules import batch_matmul
-    from codegen.schedules.gemm import tile_columns
+    from codegen.schedules.gemm_config import tile_columns
 
     xs = (bx, k, m) if ta else (bx, m, k)
     ys = (by, n, k) if tb else (by, k, n)
     x, y = te.placeholder(xs, name="x"), te.placeholder(ys, name="y")
-    mm = batch_matmul(x, y, ta, tb)
+    mm = batch_matmul(x, y, ta, tb, options=host())
     out = te.compute(mm.shape, lambda b, i, j: tir.max(mm[b, i, j], tir.const(0.0)),
                      name="relu")
     run = build_te([x, y], [out], "bmm_rows")

@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 
 from codegen.jit import build_library
+from compiler.driver.build import current_options
 from compiler.op.compute.lower_function import lower_primitive_function
 from compiler.ir.expr import Function, Tuple, var
 from compiler.ir.types import TensorType, TupleType
@@ -27,12 +28,14 @@ def _flat_types(ty) -> list:
 
 def compile_function(params: list, body, key=None):
     """Lower + build a Primitive function; returns run(*arrays) -> list of outputs."""
+    options = current_options()  # as relay.build would now ($RELAYJIT_VECTOR_WIDTH, ...)
+    key = key if key is None else (key, options)
     if key is not None and key in _KERNELS:
         return _KERNELS[key]
     func = Function(params, body).with_attr("Primitive", 1)
     InferTypeLocal(func)
     name = f"kernel_{next(_ids)}"
-    prim = lower_primitive_function(func, name)
+    prim = lower_primitive_function(func, name, options)
     lib = build_library([prim])
     kernel = lib[name]
     out_types = _flat_types(func.body.checked_type)

@@ -17,6 +17,7 @@ from compiler.op.registry import get_def
 from runtime import graph_executor
 
 from tests.op._opcheck import infer
+from compiler.driver.build import current_options
 
 # compiled through relay.build and compared with the numpy references below
 OPS_TESTED = {"nn.contrib_conv2d_NCHWc"}
@@ -89,8 +90,7 @@ def _run(func, **inputs):
 
 
 def test_conv_compiled_matches_reference_with_bias_relu_epilogue():
-    from codegen.schedules.common import vector_width
-    x = vector_width()
+    x = current_options().vector_width
     n, c, h, w, k = 2, 2 * x, 6, 5, 3 * x
     wt = _f32(k, c, 3, 3) / np.sqrt(9 * c)
     wp = _packed(wt, 2 * x)
@@ -129,8 +129,7 @@ def test_blocked_pool_rejects_unblocked_data():
 
 
 def test_blocked_winograd_matches_the_nchw_one(width):
-    from codegen.schedules.common import vector_width
-    x = vector_width()
+    x = current_options().vector_width
     c = k = 4 * x
     w = _f32(k, c, 3, 3) / np.sqrt(9 * c)
     u = nn_winograd.contrib_conv2d_winograd_weight_transform(relay.const(w), tile_size=4)

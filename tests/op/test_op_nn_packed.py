@@ -13,6 +13,8 @@ from runtime import graph_executor
 
 from tests.op._opcheck import infer
 
+from tests.schedule_helpers import dense_pack, host
+
 # compiled through relay.build and compared with the numpy references below
 OPS_TESTED = {"nn.contrib_conv2d_weight_pack", "nn.contrib_dense_weight_pack",
               "nn.contrib_conv2d_packed", "nn.contrib_dense_pack"}
@@ -112,11 +114,10 @@ def test_conv2d_packed_matches_reference(xs, ws, st, pad, dil, groups, block, mo
                                      ((2, 8, 513), 100), ((64, 256), 128), ((2, 5), 3)])
 @pytest.mark.parametrize("vw", [8, 16])
 def test_dense_pack_matches_reference(shape, n, vw, monkeypatch):
-    from codegen.schedules import dense_pack_geometry
     monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", str(vw))
     k = shape[-1]
     x, w, b = _f32(*shape), _f32(n, k), _f32(n)
-    _, kp, nr = dense_pack_geometry(n, k, vw)
+    _, kp, nr = dense_pack(int(np.prod(shape[:-1])), n, k, host(vw))
     xv, wv = relay.var("x", shape=shape), relay.var("w", shape=(n, k))
     packed = nn_packed.contrib_dense_weight_pack(wv, block=nr, k_padded=kp)
     dense = nn_packed.contrib_dense_pack(xv, packed, units=n)

@@ -1,5 +1,5 @@
 """The phase split of strided windows (codegen.schedules.window._phase_rows, and the strips of
-_column_phases) copies the columns every phase has in whole vectors (PHASE_ROWS_ROUNDED): the
+_column_phases) copies the columns every phase has in whole vectors (phase_rows_rounded): the
 extra columns read the next input row and are overwritten by the row's own copies and fills
 or by the next row; the last row copies exactly, so nothing reads past the plane or writes
 past its phase. Against numpy,
@@ -18,12 +18,13 @@ from compiler import relay
 
 from tests.op.test_op_window_rows import _depthwise_ref, _run
 
+from tests.schedule_helpers import host
+
 RNG = np.random.default_rng(23)
 
 
 @pytest.fixture(params=[True, False], ids=["rounded", "exact"])
-def rounded(request, monkeypatch):
-    monkeypatch.setattr(window, "PHASE_ROWS_ROUNDED", request.param)
+def rounded(request):
     return request.param
 
 
@@ -42,13 +43,13 @@ def _max_pool_ref(x: np.ndarray, pool, strides) -> np.ndarray:
     ((1, 2, 19, 52), (2, 3), (1, 3)),  # stride 3 columns, stride 1 rows
 ])
 @pytest.mark.parametrize("phases", [True, False], ids=["phases", "strips"])
-def test_max_pool_phases(xs, pool, strides, phases, rounded, monkeypatch):
+def test_max_pool_phases(xs, pool, strides, phases, rounded):
     # the phase split at any size, or strips of column phases (_column_phases) at any size
-    monkeypatch.setattr(window, "PHASES_MAX_BYTES", 1 << 40 if phases else 0)
     x = RNG.standard_normal(xs).astype("float32")
     x[0, 0, 2, 18] = np.nan  # a copied column of the first rounded row
     x[-1, -1, 3, 1] = np.nan
-    got = _run(relay.nn.max_pool2d(relay.var("x", shape=xs), pool, strides), {"x": x})
+    got = _run(relay.nn.max_pool2d(relay.var("x", shape=xs), pool, strides), {"x": x},
+               {"phases_max_bytes": 1 << 40 if phases else 0, "phase_rows_rounded": rounded})
     want = _max_pool_ref(x, pool, strides)
     assert np.isnan(want).any()
     np.testing.assert_array_equal(got, want)
@@ -65,22 +66,20 @@ def test_depthwise_padded_stride2(xs, rounded):
                         channels=c, kernel_size=(3, 3))
     y = relay.clip(relay.nn.bias_add(y, relay.const(b)), 0.0, 6.0)
     want = _depthwise_ref(x, w, b, (2, 2), (1, 1, 1, 1), (1, 1))
-    np.testing.assert_allclose(_run(y, {"x": x}), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(_run(y, {"x": x}, {"phase_rows_rounded": rounded}), want,
+                               rtol=1e-4, atol=1e-4)
 
 
-def _pool_text(h: int) -> str:
+def _pool_text(h: int, rounded: bool) -> str:
     x = te.placeholder((1, 4, h, h), name="x")
     o = (h - 3) // 2 + 1
     y = window.pool2d_nchw(x, "max", (3, 3), (2, 2), (1, 1), (0, 0, 0, 0), (o, o),
-                           lambda v, i, j: v, "pool")
+                           lambda v, i, j: v, "pool", options=host(), config=window.WindowConfig(
+                               phases_max_bytes=1 << 40, phase_rows_rounded=rounded))
     return str(lower("pool", [x], [y]))
 
 
 @pytest.mark.parametrize("h,changes", [(27, True), (55, True), (13, False)])
-def test_rounded_copy_only_for_rows_of_a_vector(h, changes, monkeypatch):
+def test_rounded_copy_only_for_rows_of_a_vector(h, changes):
     """13 and 27 common columns round up; 6 (a 13x13 plane) keep their exact copy."""
-    monkeypatch.setattr(window, "PHASES_MAX_BYTES", 1 << 40)
-    monkeypatch.setattr(window, "PHASE_ROWS_ROUNDED", True)
-    on = _pool_text(h)
-    monkeypatch.setattr(window, "PHASE_ROWS_ROUNDED", False)
-    assert (on != _pool_text(h)) == changes
+    assert (_pool_text(h, True) != _pool_text(h, False)) == changes

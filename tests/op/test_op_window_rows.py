@@ -8,14 +8,19 @@ import pytest
 
 import runtime
 from compiler import relay
+from compiler.transform import PassContext
 from runtime import graph_executor
 
 RNG = np.random.default_rng(7)
 
 
-def _run(expr, inputs: dict) -> np.ndarray:
+def _run(expr, inputs: dict, window: dict | None = None) -> np.ndarray:
+    """Build and run expr; window: WindowConfig fields for its pools and depthwise convs."""
     func = relay.Function(relay.analysis.free_vars(expr), expr)
-    lib = relay.build(func, target="llvm")
+    overrides = {name: window for name in ("pool2d_nchw.window", "conv2d_nchw.depthwise")} \
+        if window else {}
+    with PassContext(config={"relayjit.schedule_config": overrides}):
+        lib = relay.build(func, target="llvm")
     gmod = graph_executor.GraphModule(lib["default"](runtime.cpu()))
     gmod.run(**inputs)
     return gmod.get_output(0).numpy()

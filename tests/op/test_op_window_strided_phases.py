@@ -16,6 +16,8 @@ from compiler import relay
 
 from tests.op.test_op_window_rows import _run
 
+from tests.schedule_helpers import host
+
 RNG = np.random.default_rng(11)
 
 
@@ -42,10 +44,10 @@ SHAPES = [
 
 
 @pytest.fixture(params=["phases", "strips"])
-def path(request, monkeypatch):
-    """The phase split forced on (any plane size) or off (PHASES_MAX_BYTES 0: strips)."""
-    monkeypatch.setattr(window, "PHASES_MAX_BYTES", 1 << 40 if request.param == "phases" else 0)
-    return request.param
+def path(request):
+    """The phase split forced on (any plane size) or off (phases_max_bytes 0: strips): the
+    WindowConfig fields to build with."""
+    return {"phases_max_bytes": 1 << 40 if request.param == "phases" else 0}
 
 
 @pytest.mark.parametrize("xs,pool,strides", SHAPES)
@@ -56,11 +58,11 @@ def test_strided_unpadded_pools(xs, pool, strides, path):
     x[-1, -1, 4, 5] = np.nan  # an odd column and row
     xv = relay.var("x", shape=xs)
     wins = _windows(x, pool, strides)
-    mx = _run(relay.nn.max_pool2d(xv, pool, strides), {"x": x})
+    mx = _run(relay.nn.max_pool2d(xv, pool, strides), {"x": x}, path)
     want = np.max(wins, axis=0)  # NaN wherever a window holds one
     assert np.isnan(want).any()
     np.testing.assert_array_equal(mx, want)
-    avg = _run(relay.nn.avg_pool2d(xv, pool, strides), {"x": x})
+    avg = _run(relay.nn.avg_pool2d(xv, pool, strides), {"x": x}, path)
     np.testing.assert_allclose(avg, wins.sum(axis=0) / (pool[0] * pool[1]),
                                rtol=1e-5, atol=1e-6)
 
@@ -76,7 +78,7 @@ def test_strided_unpadded_depthwise(xs, stride, path):
     y = relay.nn.bias_add(relay.nn.conv2d(xv, relay.const(w), strides=(stride, stride),
                                           groups=c, channels=c, kernel_size=(3, 3)),
                           relay.const(b))
-    got = _run(y, {"x": x})
+    got = _run(y, {"x": x}, path)
     wins = _windows(x.astype("f8"), (3, 3), (stride, stride))
     want = np.einsum("tnchw,ct->nchw", wins, w.reshape(c, 9).astype("f8")) + b[:, None, None]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
@@ -87,7 +89,7 @@ def _scratch(c: int, h: int, stride: int) -> set[str]:
     x = te.placeholder((1, c, h, h), name="x")
     o = (h - 3) // stride + 1
     y = window.pool2d_nchw(x, "max", (3, 3), (stride, stride), (1, 1), (0, 0, 0, 0), (o, o),
-                           lambda v, i, j: v, "pool")
+                           lambda v, i, j: v, "pool", options=host())
     text = str(lower("pool", [x], [y]))
     return {kind for kind in ("phases", "strip") if f"pool_{kind}" in text}
 

@@ -11,7 +11,7 @@ import pytest
 
 import runtime
 from codegen import cache, jit
-from codegen.schedules.common import vector_width
+from codegen.options import CodegenOptions
 from compiler.driver import build as build_module
 from compiler import relay
 from compiler.errors import CompilerError
@@ -48,8 +48,7 @@ def _reference() -> np.ndarray:
 
 def _assembly(target: str) -> str:
     """Assembly of the model's kernels, lowered and compiled as relay.build does for target."""
-    target = Target(target)
-    with PassContext(opt_level=3), target, building_for(build_module.cpu_target(target)):
+    with PassContext(opt_level=3), build_module.build_target(Target(target)):
         _, funcs = build_module.lower_module(build_module.optimize(_model())["main"])
         return jit.get_assembly(funcs)
 
@@ -79,10 +78,11 @@ def test_baseline_build_runs_correctly_here(v3_module):
 
 def test_schedules_take_vector_width_from_the_target(monkeypatch):
     monkeypatch.delenv("RELAYJIT_VECTOR_WIDTH", raising=False)
-    with building_for(resolve_cpu_target("x86-64-v3")):
-        assert vector_width() == 8
-    with building_for(resolve_cpu_target("x86-64-v4")):
-        assert vector_width() == 16
+    assert CodegenOptions.for_cpu(resolve_cpu_target("x86-64-v3")).vector_width == 8
+    assert CodegenOptions.for_cpu(resolve_cpu_target("x86-64-v4")).vector_width == 16
+    assert build_module.codegen_options_for(Target(V3)).vector_width == 8
+    monkeypatch.setenv("RELAYJIT_VECTOR_WIDTH", "16")  # the override, read by the driver
+    assert build_module.codegen_options_for(Target(V3)).vector_width == 16
 
 
 def test_compile_cache_keys_are_per_target(monkeypatch, tmp_path):

@@ -9,6 +9,7 @@ VM asks the executable's compile hook for a kernel at the shapes it meets
 """
 from __future__ import annotations
 
+from codegen.options import CodegenOptions
 from compiler.backend.kernel_table import KernelTable, kernel_name_for
 from compiler.ir.expr import Function
 from compiler.ir.structural import structural_equal, structural_hash
@@ -40,8 +41,8 @@ class KernelResolver:
     """Kernel entries in order, the PrimFuncs to compile for the static ones, and the Relay
     functions behind the specialised ones."""
 
-    def __init__(self, mod_name: str = "default") -> None:
-        self.table = KernelTable(mod_name, byte_concat=False)
+    def __init__(self, options: CodegenOptions, mod_name: str = "default") -> None:
+        self.table = KernelTable(mod_name, options, byte_concat=False)
         self.mod_name = mod_name
         self.entries: list[KernelEntry] = []
         self.dynamic: dict[int, Function] = {}  # entry index -> its primitive function

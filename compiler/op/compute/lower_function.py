@@ -4,9 +4,11 @@ It sits with the compute rules it applies, below the passes, because FoldConstan
 what it folds through it as relay.build does.
 
 Each parameter becomes a te.placeholder; the body is walked once in post-order (explicit
-stack, no recursion over the graph) and every op call is replaced by its registered compute
-rule applied to the tensors of its arguments, so a fused chain of ops becomes one tensor
-expression that codegen.lower turns into loop nests (elementwise producers inline).
+stack, no recursion over the graph) and every op call is replaced by the implementation the
+strategy layer selects for it (compiler.op.strategy: the schedules, for the build's
+CodegenOptions) or, where none applies, its registered compute rule, applied to the tensors of
+its arguments, so a fused chain of ops becomes one tensor expression that codegen.lower turns
+into loop nests (elementwise producers inline).
 """
 from __future__ import annotations
 
@@ -15,12 +17,14 @@ import re
 from codegen import te, tir
 from codegen.errors import CodegenError, LoweringError
 from codegen.lower import lower
+from codegen.options import CodegenOptions
 from codegen.tir.stmt import PrimFunc
 from compiler.errors import CompilerError
 from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,
                               TupleGetItem, Var)
 from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType, TupleType, Type
+from compiler.op.strategy import CallInfo, compute_with_strategy
 
 __all__ = ["lower_primitive_function", "lower_to_tensors"]
 
@@ -35,16 +39,18 @@ MAX_INLINE_DEPTH = 32
 SHARED_INLINE_DEPTH = 4
 
 
-def lower_primitive_function(func: Function, name: str) -> PrimFunc:
-    """The PrimFunc computing func (Primitive=1, type-inferred): params in, body's tensors out."""
-    inputs, outputs = lower_to_tensors(func, name)
+def lower_primitive_function(func: Function, name: str, options: CodegenOptions) -> PrimFunc:
+    """The PrimFunc computing func (Primitive=1, type-inferred) for `options`: params in,
+    body's tensors out."""
+    inputs, outputs = lower_to_tensors(func, name, options)
     try:
-        return lower(name, inputs, outputs)
+        return lower(name, inputs, outputs, options.parallel)
     except CodegenError as err:
         raise LoweringError(f"lowering {name}: {_strip(str(err), name)}") from None
 
 
-def lower_to_tensors(func: Function, name: str) -> tuple[list[te.Tensor], list[te.Tensor]]:
+def lower_to_tensors(func: Function, name: str, options: CodegenOptions
+                     ) -> tuple[list[te.Tensor], list[te.Tensor]]:
     """The placeholders and output tensors of func (for callers that schedule themselves)."""
     ctx = f"lowering {name}"
     if not isinstance(func, Function):
@@ -78,7 +84,7 @@ def lower_to_tensors(func: Function, name: str) -> tuple[list[te.Tensor], list[t
         if kind is Op:
             continue
         if kind is Call:
-            env[node] = _bound_depth(_lower_call(node, env, ctx), node, env, depth,
+            env[node] = _bound_depth(_lower_call(node, env, ctx, options), node, env, depth,
                                      readers.get(node, 0) > 1)
         elif kind is Tuple:
             env[node] = tuple(env[f] for f in node.fields)
@@ -100,7 +106,7 @@ def lower_to_tensors(func: Function, name: str) -> tuple[list[te.Tensor], list[t
     return inputs, outputs
 
 
-def _lower_call(call: Call, env: dict, ctx: str) -> Value:
+def _lower_call(call: Call, env: dict, ctx: str, options: CodegenOptions) -> Value:
     if not isinstance(call.op, Op):
         raise LoweringError(f"{ctx}: calls of {type(call.op).__name__} cannot be lowered; only "
                             f"operator calls can appear inside a primitive function")
@@ -110,12 +116,21 @@ def _lower_call(call: Call, env: dict, ctx: str) -> Value:
         opdef = call.op.op_def
     except CompilerError as err:
         raise LoweringError(f"{where}: {err}") from None
-    if opdef.compute is None:
-        raise LoweringError(f"{where}: no compute rule is registered for this op")
     out_type = _type_of(call, where)
     args = [env[a] for a in call.args]
+    info = CallInfo(op, call.attrs, tuple(_type_of(a, where) for a in call.args), out_type)
     try:
-        result = opdef.compute(args, call.attrs, out_type)
+        result = compute_with_strategy(info, args, options)
+    except LoweringError as err:
+        raise LoweringError(f"{where}: {_strip(str(err), op)}") from None
+    except (CodegenError, CompilerError, ValueError) as err:
+        raise LoweringError(f"{where}: {err}") from None
+    if result is None and opdef.compute is None:
+        raise LoweringError(f"{where}: no compute rule is registered for this op, and no "
+                            f"implementation of its strategy applies")
+    try:
+        if result is None:
+            result = opdef.compute(args, call.attrs, out_type)
     except LoweringError as err:
         raise LoweringError(f"{where}: {_strip(str(err), op)}") from None
     except (CodegenError, CompilerError) as err:

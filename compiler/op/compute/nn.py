@@ -1,25 +1,19 @@
-"""Anchor ops (conv2d, conv2d_transpose, dense, matmul, batch_matmul and its _axes variant).
-
-float32 conv2d / conv2d_transpose (groups 1) / dense / matmul / batch_matmul lower through the
-schedules written for speed
-(codegen.schedules: packed panels, LLVM micro-kernels, fused epilogues); other dtypes (and
-matrix-vector dense shapes) keep the plain reductions below, where padding is a guard on the
+"""Anchor ops (conv2d, conv2d_transpose, dense, matmul, batch_matmul and its _axes variant):
+their generic compute rules, plain reductions in any dtype, where padding is a guard on the
 reduction (`where`), not a padded copy.
+
+The schedules written for speed (codegen.schedules: packed panels, LLVM micro-kernels, fused
+epilogues) are the strategy layer's implementations (compiler.op.strategy): the lowering asks
+the strategy first and runs these rules where no implementation applies (other dtypes,
+matrix-vector dense shapes, ...).
 """
 from __future__ import annotations
 
-from codegen import schedules
 from compiler.ir.types import TensorType
 from compiler.op.nn_batch_matmul_axes import window
 
 from .common import rule, te, tir
 from .conv_layout import any_layout
-
-F32 = "float32"
-
-
-def _all_f32(*tensors, out_type=None) -> bool:
-    return all(t.dtype == F32 for t in tensors) and (out_type is None or out_type.dtype == F32)
 
 
 def _acc(x, dtype: str):
@@ -29,9 +23,6 @@ def _acc(x, dtype: str):
 def _conv2d(inputs, attrs, out_type):
     data, weight = inputs
     dt = out_type.dtype
-    if _all_f32(data, weight, out_type=out_type) and schedules.conv2d_applicable(dt):
-        return schedules.conv2d_nchw(data, weight, tuple(attrs.strides), tuple(attrs.padding),
-                                     tuple(attrs.dilation), attrs.groups)
     _, c, h, w = data.shape
     o, ig, kh, kw = weight.shape
     og = o // attrs.groups
@@ -57,39 +48,43 @@ def _conv2d(inputs, attrs, out_type):
 rule("nn.conv2d")(any_layout("NCHW", "OIHW", _conv2d))
 
 
-def _height1(rule2d, name: str, kernel_layout: str):
+def height1_attrs(attrs, kernel_layout: str):
+    """The 2-D attrs of a 1-D convolution over height-1 views (height1)."""
+    (left, right) = attrs.padding
+    updates = {"strides": (1, *attrs.strides), "dilation": (1, *attrs.dilation),
+               "padding": (0, left, 0, right), "data_layout": "NCHW",
+               "kernel_layout": kernel_layout, "out_layout": "", "kernel_size": None}
+    if "output_padding" in attrs:
+        updates["output_padding"] = (0, *attrs.output_padding)
+    return attrs.with_updates(**updates)
+
+
+def height1_shape(shape: tuple) -> tuple:
+    """A 1-D convolution's [N, C, W] (or weight [O, I, W]) as the height-1 [N, C, 1, W]."""
+    return tuple(shape[:2]) + (1,) + tuple(shape[2:])
+
+
+def height1(rule2d, name: str, kernel_layout: str):
     """A 1-D convolution rule as the 2-D `rule2d` over height-1 views, so conv1d and
-    conv1d_transpose run on the conv2d schedules (and share their fallbacks)."""
+    conv1d_transpose run on the conv2d rules and implementations."""
     def rule1d(inputs, attrs, out_type):
         data, weight = inputs
-        data4 = te.compute(data.shape[:2] + (1,) + data.shape[2:],
-                           lambda n, c, h, w: data[n, c, w], name=f"T_{name}_data")
-        weight4 = te.compute(weight.shape[:2] + (1,) + weight.shape[2:],
-                             lambda a, b, h, k: weight[a, b, k], name=f"T_{name}_weight")
-        (left, right) = attrs.padding
-        updates = {"strides": (1, *attrs.strides), "dilation": (1, *attrs.dilation),
-                   "padding": (0, left, 0, right), "data_layout": "NCHW",
-                   "kernel_layout": kernel_layout, "out_layout": "", "kernel_size": None}
-        if "output_padding" in attrs:
-            updates["output_padding"] = (0, *attrs.output_padding)
-        shape4 = out_type.shape[:2] + (1,) + out_type.shape[2:]
-        out4 = rule2d([data4, weight4], attrs.with_updates(**updates),
-                      TensorType(shape4, out_type.dtype))
+        data4 = te.compute(height1_shape(data.shape), lambda n, c, h, w: data[n, c, w],
+                           name=f"T_{name}_data")
+        weight4 = te.compute(height1_shape(weight.shape), lambda a, b, h, k: weight[a, b, k],
+                             name=f"T_{name}_weight")
+        out4 = rule2d([data4, weight4], height1_attrs(attrs, kernel_layout),
+                      TensorType(height1_shape(out_type.shape), out_type.dtype))
         return te.compute(out_type.shape, lambda n, o, w: out4[n, o, 0, w], name=f"T_{name}")
     return rule1d
 
 
-rule("nn.conv1d")(any_layout("NCW", "OIW", _height1(_conv2d, "conv1d", "OIHW")))
+rule("nn.conv1d")(any_layout("NCW", "OIW", height1(_conv2d, "conv1d", "OIHW")))
 
 
 def _conv2d_transpose(inputs, attrs, out_type):
     data, weight = inputs
     dt = out_type.dtype
-    if _all_f32(data, weight, out_type=out_type) and \
-            schedules.conv2d_transpose_applicable(dt, attrs.groups):
-        return schedules.conv2d_transpose_nchw(data, weight, tuple(out_type.shape),
-                                               tuple(attrs.strides), tuple(attrs.padding),
-                                               tuple(attrs.dilation))
     _, c, h, w = data.shape
     _, og, kh, kw = weight.shape
     ig = c // attrs.groups
@@ -114,19 +109,13 @@ def _conv2d_transpose(inputs, attrs, out_type):
 
 
 rule("nn.conv2d_transpose")(_conv2d_transpose)
-rule("nn.conv1d_transpose")(_height1(_conv2d_transpose, "conv1d_transpose", "IOHW"))
+rule("nn.conv1d_transpose")(height1(_conv2d_transpose, "conv1d_transpose", "IOHW"))
 
 
 @rule("nn.dense")
 def _dense(inputs, attrs, out_type):
     data, weight = inputs
     dt, kdim = out_type.dtype, data.shape[-1]
-    m = 1
-    for d in data.shape[:-1]:
-        m *= d
-    if _all_f32(data, weight, out_type=out_type) and \
-            schedules.gemm_applicable(m, weight.shape[0], kdim, dt):
-        return schedules.dense(data, weight)
 
     def f(*i):
         k = te.reduce_axis(kdim, "k")
@@ -139,9 +128,6 @@ def _matmul(inputs, attrs, out_type):
     a, b = inputs
     dt = out_type.dtype
     kdim = a.shape[0] if attrs.transpose_a else a.shape[-1]
-    if a.ndim == 2 and _all_f32(a, b, out_type=out_type) and schedules.gemm_applicable(
-            out_type.shape[0], out_type.shape[1], kdim, dt):
-        return schedules.matmul(a, b, bool(attrs.transpose_a), bool(attrs.transpose_b))
 
     def f(*i):
         k = te.reduce_axis(kdim, "k")
@@ -156,9 +142,6 @@ def _batch_matmul(inputs, attrs, out_type):
     a, b = inputs
     dt = out_type.dtype
     kdim = a.shape[1] if attrs.transpose_a else a.shape[2]
-    if _all_f32(a, b, out_type=out_type) and schedules.gemm_applicable(
-            out_type.shape[1], out_type.shape[2], kdim, dt):
-        return schedules.batch_matmul(a, b, bool(attrs.transpose_a), bool(attrs.transpose_b))
 
     def f(bi, m, n):
         k = te.reduce_axis(kdim, "k")
@@ -178,10 +161,6 @@ def _batch_matmul_axes(inputs, attrs, out_type):
     (b0, ys) = window(b.shape, attrs.b_begin, attrs.b_shape, "tensor_b")
     ea, eb = dict(zip(attrs.a_axes, xs)), dict(zip(attrs.b_axes, ys))
     out_axes = attrs.out_axes
-    if _all_f32(a, b, out_type=out_type) and schedules.gemm_applicable(
-            ea["M"], eb["N"], ea["K"], dt):
-        return schedules.batch_matmul_axes(a, b, attrs.a_axes, attrs.b_axes, out_axes,
-                                           tuple(out_type.shape), (a0, xs), (b0, ys))
     ext = {"B": ea["B"], "M": ea["M"], "N": eb["N"]}
     perm = tuple(ext[c] for c in out_axes)
 

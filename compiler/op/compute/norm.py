@@ -1,9 +1,8 @@
 """softmax / log_softmax (max, exp, sum stages: numerically stable), layer/instance/group/batch
-norm, lrn and dropout."""
+norm, lrn and dropout: the generic compute rules (float32 rows of softmax and layer norm run
+the row schedules instead, chosen by the strategy layer: compiler.op.strategy.rows)."""
 from __future__ import annotations
 
-from codegen.schedules.layer_norm import layer_norm_rows
-from codegen.schedules.softmax import softmax_rows
 from codegen.tir.expr import Load
 from codegen.tir.stmt import For, Store, seq
 from .common import fail, in_float32, is_float, rule, te, tir
@@ -28,8 +27,6 @@ def _softmax(log: bool):
     def compute(inputs, attrs, out_type):
         (x,) = inputs
         axis = attrs.axis % x.ndim
-        if x.dtype == "float32" and axis == x.ndim - 1 and x.shape[-1] > 0:
-            return softmax_rows(x, log, "T_log_softmax" if log else "T_softmax")
         mx = _along(x, axis, lambda j, k: te.max(x[j], k), "T_softmax_max")
         shifted = te.compute(x.shape, lambda *i: x[i] - _at0(mx, i, (axis,)),
                              name="T_softmax_shift")
@@ -99,9 +96,6 @@ def _layer_norm(inputs, attrs, out_type):
     x, gamma, beta = inputs
     _require_float("nn.layer_norm", x)
     axis = attrs.axis % x.ndim
-    if x.dtype == "float32" and axis == x.ndim - 1 and all(d > 0 for d in x.shape):
-        return layer_norm_rows(x, gamma if attrs.scale else None,
-                               beta if attrs.center else None, attrs.epsilon)
     y = normalize(x, (axis,), attrs.epsilon, "T_layer_norm_n")
     return _affine(y, gamma, beta, axis, attrs, "T_layer_norm")
 

@@ -1,12 +1,11 @@
 """Pooling: max/avg with padding (guarded reductions), ceil_mode, count_include_pad, dilation;
-global and adaptive pools. NCHW, NHWC and NCHW<x>c (float NCHW and NCHW<x>c through
-schedules: window.py, window_nchwc.py)."""
+global and adaptive pools, in NCHW, NHWC and NCHW<x>c: the generic compute rules. Float NCHW
+and NCHW<x>c pools run the window schedules instead (codegen.schedules.window, window_nchwc),
+chosen by the strategy layer (compiler.op.strategy.pool), with `plane_finish` and
+`blocked_finish` below (the divisor of an average, the value of a window over padding)."""
 from __future__ import annotations
 
-from codegen.schedules.window import pool2d_nchw
-from codegen.schedules.window_nchwc import global_pool_nchwc, pool2d_nchwc
 from codegen.tir.dtype import min_value
-from compiler.op.blocked_layout import channel_block_of
 from compiler.op.window import has_empty_window, lowest_value
 from .common import fail, in_float32, is_bool, is_float, rule, te, tensor_name, tir
 from .reduce import reduce_over_axes
@@ -108,8 +107,9 @@ def _unrolled(kind: str, x, attrs, out_type, hi: int, wi: int, op: str):
     return te.compute(out_type.shape, f, name=tensor_name(op))
 
 
-def _plane_pool(kind: str, x, attrs, out_hw: tuple, op: str):
-    """Float NCHW pooling through the per-channel-plane schedule (codegen.schedules.window)."""
+def plane_finish(kind: str, x, attrs, out_hw: tuple):
+    """finish(window value, output row, column) of a float NCHW pool through the per-plane
+    schedule (codegen.schedules.window.pool2d_nchw)."""
     h, w = x.shape[2], x.shape[3]
     (sh, sw), (pt, pl) = attrs.strides, attrs.padding[:2]
 
@@ -118,9 +118,7 @@ def _plane_pool(kind: str, x, attrs, out_hw: tuple, op: str):
         if kind == "max":
             return _lowest_if_empty(acc, attrs, by, bx, h, w, out_hw, x.dtype)
         return acc / tir.cast(_avg_count(attrs, by, bx, h, w, out_hw), x.dtype)
-
-    return pool2d_nchw(x, kind, attrs.pool_size, attrs.strides, attrs.dilation,
-                       attrs.padding, out_hw, finish, tensor_name(op))
+    return finish
 
 
 def _padded_taps(o: int | None, k: int, s: int, d: int, begin: int, end: int, size: int
@@ -131,10 +129,11 @@ def _padded_taps(o: int | None, k: int, s: int, d: int, begin: int, end: int, si
     return sum(1 for t in range(k) if 0 <= o * s + t * d < begin + size + end)
 
 
-def _blocked_pool(kind: str, x, attrs, out_hw: tuple, op: str):
-    """Float NCHW<x>c pooling through codegen.schedules.window_nchwc: the schedule knows which
-    taps of each window fall inside the input, so the divisor of an average and the value of a
-    window over padding alone are constants."""
+def blocked_finish(kind: str, x, attrs):
+    """finish(window value, rows, cols, oi, oj) of a float NCHW<x>c pool through
+    codegen.schedules.window_nchwc.pool2d_nchwc: the schedule knows which taps of each window
+    fall inside the input, so the divisor of an average and the value of a window over
+    padding alone are constants."""
     h, w, dt = x.shape[2], x.shape[3], x.dtype
     (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
     pt, pl, pb, pr = attrs.padding
@@ -150,9 +149,7 @@ def _blocked_pool(kind: str, x, attrs, out_hw: tuple, op: str):
         else:
             count = len(rows) * len(cols)
         return value / tir.const(float(max(count, 1)), dt)
-
-    return pool2d_nchwc(x, kind, attrs.pool_size, attrs.strides, attrs.dilation,
-                        attrs.padding, out_hw, finish, tensor_name(op))
+    return finish
 
 
 def _pool(kind: str):
@@ -167,10 +164,6 @@ def _pool(kind: str):
         pt, pl = attrs.padding[0], attrs.padding[1]
         acc = x.dtype if is_float(x.dtype) else "int64"
         out_hw = (out_type.shape[hi], out_type.shape[wi])
-        if is_float(x.dtype) and attrs.layout == "NCHW":
-            return _plane_pool(kind, x, attrs, out_hw, op)
-        if is_float(x.dtype) and channel_block_of(attrs.layout) is not None:
-            return _blocked_pool(kind, x, attrs, out_hw, op)
         if is_float(x.dtype) and kh * kw <= MAX_UNROLLED_TAPS:
             return _unrolled(kind, x, attrs, out_type, hi, wi, op)
 
@@ -205,8 +198,6 @@ def _adaptive(kind: str, is_global: bool):
         hi, wi = _hw(attrs.layout)
         h, w = x.shape[hi], x.shape[wi]
         oh, ow = out_type.shape[hi], out_type.shape[wi]
-        if is_global and is_float(x.dtype) and channel_block_of(attrs.layout) is not None:
-            return global_pool_nchwc(x, kind, tensor_name(op))
         if is_global and is_float(x.dtype):
             reduce = in_float32(lambda ins, _a, t: _global_reduce(kind, ins[0], hi, wi, t, op))
             return reduce([x], attrs, out_type)

@@ -12,7 +12,7 @@ from codegen import jit
 from codegen.printer import primfunc_str
 from compiler import relay, transform
 from compiler.backend.graph_codegen import GraphCodegen
-from compiler.driver.build import cpu_target, lower_module, optimize
+from compiler.driver.build import build_target, lower_module, optimize
 from compiler.ir.expr import Call, Function, Op
 from compiler.ir.traversal import post_order
 from compiler.passes.bind_params import bind_params_by_name
@@ -20,7 +20,6 @@ from compiler.target import Target
 from compiler.tools.visualize import draw_graph, require_layout_library
 from compiler.transform import PassInstrument
 from runtime import debug_executor
-from runtime.target import building_for
 from .common import CliError, Progress, check_writable, compile_model, load_onnx, parse_shapes
 from .inputs import feeds
 from .options import build_options, input_option, json_option
@@ -80,10 +79,8 @@ def command(args) -> int:
     mod["main"] = bind_params_by_name(mod["main"], params)
     printer = _PrintIR(args.print_ir_after if not args.print_ir else None)
     instruments = [printer] if args.print_ir or args.print_ir_after else []
-    target = Target(args.target)
-    cpu = cpu_target(target)
-    with transform.PassContext(opt_level=args.opt_level, instruments=instruments), target, \
-            building_for(cpu):
+    ctx = transform.PassContext(opt_level=args.opt_level, instruments=instruments)
+    with ctx, build_target(Target(args.target)) as options:
         mod = optimize(mod)
     missing = sorted(set(args.print_ir_after or ()) - printer.ran)
     if missing:
@@ -92,9 +89,9 @@ def command(args) -> int:
     groups = Counter(_group_name(f) for f in _primitive_functions(mod["main"]))
     info["fused_groups"] = dict(groups.most_common())
     info["num_fused_groups"] = sum(groups.values())
-    with target, building_for(cpu):  # the kernels and --dump as relay.build makes them
-        kernel_names, prim_funcs = (lower_module(mod["main"]) if args.dump or args.graph
-                                    else (None, None))
+    with build_target(Target(args.target), options):  # the kernels as relay.build makes them
+        kernel_names, prim_funcs = (lower_module(mod["main"], options=options)
+                                    if args.dump or args.graph else (None, None))
         dump = _dump(prim_funcs, args.dump) if args.dump else None
     if args.graph:
         info["graph"] = args.graph

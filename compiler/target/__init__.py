@@ -3,19 +3,26 @@
 A target is a kind ("llvm", or "c", which relayjit builds for the host exactly like "llvm")
 plus typed attributes (-mcpu, -mattr, -mtriple, ...). It is parsed from TVM's string form
 ("llvm -mcpu=skylake -mattr=+avx2,-avx512f"), its JSON/dict form ({"kind": "llvm", ...}) or
-another Target. This module only parses and carries the target; codegen decides how to turn
-it into an LLVM target machine. `with Target(...):` makes it Target.current(), which
-relay.build uses when no target is passed.
+another Target. `with Target(...):` makes it Target.current() (a Scope: compiler.target.scope,
+the mechanism PassContext uses too), which relay.build uses when no target is passed.
+
+What codegen builds for (the CPU, vector width, ... : codegen.options.CodegenOptions) is
+resolved from a target once, by the build driver, which enters a Target carrying them
+(`with_codegen_options`); the passes that need them (AlterOpLayout, ConvertBlockedLayout,
+FoldConstant) read `codegen_options()`: the current target's when it carries them, else the
+host's (a pass run on its own folds and packs for this machine, whatever target is entered).
 """
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any, Mapping
 
+from codegen.options import CodegenOptions
 from compiler.errors import CompilerError
+from .scope import Scope
+from runtime.target import TargetInfo, missing_features, resolve_cpu_target
 
-__all__ = ["Target", "TargetKind", "TargetError"]
+__all__ = ["Target", "TargetKind", "TargetError", "codegen_options", "cpu_target"]
 
 
 class TargetError(CompilerError, ValueError):
@@ -114,13 +121,7 @@ def _parse_string(text: str) -> dict[str, Any]:
     return config
 
 
-_SCOPE = threading.local()  # per thread: the stack of targets entered with `with`
-
-
-def _scope_stack() -> list["Target"]:
-    if not hasattr(_SCOPE, "stack"):
-        _SCOPE.stack = []
-    return _SCOPE.stack
+_SCOPE: Scope = Scope("Target")
 
 
 class Target:
@@ -151,6 +152,7 @@ class Target:
         self.attrs: dict[str, Any] = attrs
         host = host if host is not None else host_config
         self.host = Target(host) if host is not None else None
+        self.codegen: CodegenOptions | None = None  # resolved by the build driver
 
     # ---- TVM's accessors --------------------------------------------------------------
     @property
@@ -189,6 +191,12 @@ class Target:
     def with_host(self, host: Any = None) -> "Target":
         return Target(self, host)
 
+    def with_codegen_options(self, options: CodegenOptions) -> "Target":
+        """A copy carrying what codegen builds for (the build driver's resolution)."""
+        target = Target(self, self.host)
+        target.codegen = options
+        return target
+
     @staticmethod
     def list_kinds() -> list[str]:
         return list(_KINDS)
@@ -197,19 +205,17 @@ class Target:
     @staticmethod
     def current(allow_none: bool = True) -> "Target | None":
         """The innermost target entered with `with Target(...):`."""
-        stack = _scope_stack()
-        if stack:
-            return stack[-1]
-        if not allow_none:
+        target = _SCOPE.current()
+        if target is None and not allow_none:
             raise TargetError("Target.current(): no target is in scope; use `with Target(...):`")
-        return None
+        return target
 
     def __enter__(self) -> "Target":
-        _scope_stack().append(self)
+        _SCOPE.enter(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _scope_stack().pop()
+        _SCOPE.exit(self)
 
     # ---- text and equality ---------------------------------------------------------------
     def __str__(self) -> str:
@@ -249,3 +255,28 @@ def resolve(target: Any = None) -> Target:
     if target is None:
         return Target.current() or Target("llvm")
     return target if isinstance(target, Target) else Target(target)
+
+
+def cpu_target(target: Target) -> TargetInfo:
+    """The CPU `target` builds for (-mcpu/-mattr/-mtriple; the host when none is given).
+
+    Refused when this machine lacks one of its features: the build runs constant-folding
+    kernels here, built for the same CPU so that they agree with the packed weight layouts."""
+    try:
+        cpu = resolve_cpu_target(target.mcpu, target.mattr, target.mtriple)
+    except ValueError as err:
+        raise CompilerError(f"relay.build: target '{target}': {err}") from None
+    missing = missing_features(cpu.features)
+    if missing:
+        raise CompilerError(f"relay.build: target '{target}' needs CPU features this machine "
+                            f"lacks: {', '.join(missing)}; build on a machine that has them")
+    return cpu
+
+
+def codegen_options(target: Target | None = None) -> CodegenOptions:
+    """What codegen builds for under `target` (default Target.current()): the options the
+    build driver resolved for it, else the host's (no overrides)."""
+    target = target if target is not None else Target.current()
+    if target is not None and target.codegen is not None:
+        return target.codegen
+    return CodegenOptions.host()

@@ -1,0 +1,33 @@
+"""Helpers for tests that call the schedules directly: the host's CodegenOptions (at the
+width the `width` fixture runs, by default $RELAYJIT_VECTOR_WIDTH as relay.build reads it) and
+the packed weight geometry of the default configuration."""
+from __future__ import annotations
+
+from codegen.options import CodegenOptions
+from codegen.schedules import conv2d_pack_geometry, dense_pack_geometry
+from codegen.schedules.conv2d_config import channel_block
+from codegen.schedules.gemm_config import resolve_gemm
+from compiler.driver.build import current_options
+
+
+def host(width: int | None = None) -> CodegenOptions:
+    """The host's options at `width`, else as relay.build would resolve them now."""
+    return current_options() if width is None else CodegenOptions.host(vector_width=width)
+
+
+def conv_pack(k: int, cg: int, r: int, s: int, groups: int = 1,
+              options: CodegenOptions | None = None) -> tuple:
+    """The packed conv weight's shape in the default configuration's channel blocks."""
+    options = options or host()
+    return conv2d_pack_geometry(k, cg, r, s, groups, channel_block(k // groups,
+                                                                   options.vector_width))
+
+
+def dense_pack(m: int, n: int, k: int, options: CodegenOptions | None = None) -> tuple:
+    """The packed dense weight's shape in the default (GEMM) configuration's panels."""
+    return dense_pack_geometry(n, k, resolve_gemm(m, n, k, True, options or host(), wide=True))
+
+
+def gemm_config(m: int, n: int, k: int, width: int, a_in_place: bool = True):
+    """The dense family's default GEMM configuration at a vector width."""
+    return resolve_gemm(m, n, k, a_in_place, host(width), wide=True)
