@@ -49,11 +49,11 @@ def fma_peak_gflops() -> tuple[float, int]:
     """(GFLOP/s of one core, vector width in floats)."""
     import llvmlite.binding as llvm
 
-    from codegen.schedules.common import vector_width
+    from compiler.driver.build import current_options
     from runtime.target import ensure_llvm_initialized, host_info
 
     ensure_llvm_initialized()
-    vw = vector_width()
+    vw = current_options().vector_width  # as relay.build would use (RELAYJIT_VECTOR_WIDTH)
     info = host_info()
     mod = llvm.parse_assembly(_probe_ir(vw))
     tm = llvm.Target.from_triple(info.triple).create_target_machine(

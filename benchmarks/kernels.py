@@ -156,6 +156,7 @@ def bench_elementwise(repeat: int) -> None:
 def bench_dense(repeat: int, m: int = 1024, n: int = 1024, k: int = 1024) -> None:
     from codegen import te
     from codegen.schedules import dense
+    from compiler.driver.build import current_options
 
     xa, wa = np.random.rand(m, k).astype("f4"), np.random.rand(n, k).astype("f4")
 
@@ -168,7 +169,8 @@ def bench_dense(repeat: int, m: int = 1024, n: int = 1024, k: int = 1024) -> Non
     if run is None:
         path = f"codegen.schedules.dense + codegen.jit (relay path failed: {why})"
         x, w = te.placeholder((m, k), name="x"), te.placeholder((n, k), name="w")
-        run, get = _te_build([x, w], [dense(x, w)], [xa, wa], "dense")
+        run, get = _te_build([x, w], [dense(x, w, options=current_options())], [xa, wa],
+                             "dense")
     run()
     np.testing.assert_allclose(get(), xa @ wa.T, rtol=1e-3)
     wt = np.ascontiguousarray(wa.T)
@@ -201,6 +203,7 @@ def bench_conv(repeat: int, xs=(1, 64, 56, 56), ws=(64, 64, 3, 3), pad: int = 1,
                stride: int = 1, groups: int = 1, label: str = "ResNet-50 layer") -> None:
     from codegen import te
     from codegen.schedules import conv2d_nchw
+    from compiler.driver.build import current_options
 
     xa, wa = np.random.rand(*xs).astype("f4"), np.random.rand(*ws).astype("f4") - 0.5
     pads = (pad,) * 4
@@ -215,8 +218,9 @@ def bench_conv(repeat: int, xs=(1, 64, 56, 56), ws=(64, 64, 3, 3), pad: int = 1,
     if run is None:
         path = f"codegen.schedules.conv2d_nchw + codegen.jit (relay path failed: {why})"
         x, w = te.placeholder(xs, name="x"), te.placeholder(ws, name="w")
-        run, get = _te_build([x, w], [conv2d_nchw(x, w, (stride, stride), pads, (1, 1),
-                                                  groups)], [xa, wa], "conv")
+        run, get = _te_build([x, w], [conv2d_nchw(x, w, (stride, stride), pads, (1, 1), groups,
+                                                  options=current_options())], [xa, wa],
+                             "conv")
     run()
     sess = _onnx_conv(xs, ws, pads, (stride, stride), groups)
     ref = sess.run(None, {"x": xa, "w": wa})[0]
@@ -305,7 +309,7 @@ def main() -> None:
     import llvmlite.binding as llvm
     from runtime.target import host_info
 
-    from codegen.schedules.common import vector_width
+    from compiler.driver.build import current_options
 
     from benchmarks.fma_peak import fma_peak_gflops
 
@@ -315,7 +319,7 @@ def main() -> None:
           f"(benchmarks/fma_peak.py); conv figures count direct-convolution FLOPs, so a "
           f"Winograd layer can pass 100%")
     print(f"host: {info.cpu}, {threadpool.available_cores()} cores, {THREADS} thread(s); "
-          f"micro-kernel vector width {vector_width()} floats; "
+          f"micro-kernel vector width {current_options().vector_width} floats; "
           f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']} "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(auto)')}; llvm "
           f"{'.'.join(map(str, llvm.llvm_version_info))}")

@@ -22,13 +22,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from benchmarks.model_cpu_time import interleaved_medians  # noqa: E402
 from codegen import te  # noqa: E402
 from codegen.jit import build_te  # noqa: E402
-from codegen.schedules.common import vector_width  # noqa: E402
 from codegen.tir.ops import max as tir_max, min as tir_min  # noqa: E402
 from compiler import relay  # noqa: E402
 from compiler.op.blocked_layout import block_ref  # noqa: E402
 from compiler.op.nn_depthwise_nchwc import contrib_depthwise_conv2d_NCHWc  # noqa: E402
+from compiler.driver.build import current_options  # noqa: E402
 from compiler.op.registry import get_def  # noqa: E402
-import compiler.op.compute  # noqa: E402,F401  (registers the compute rules)
+from compiler.op.strategy import CallInfo, compute_with_strategy  # noqa: E402
+
+OPTIONS = current_options()  # as relay.build would build here ($RELAYJIT_VECTOR_WIDTH, ...)
 
 # (label, kind, C, H, kernel, stride, pad): kind max / avg / global_avg / depthwise
 LAYERS = {
@@ -75,8 +77,9 @@ def _call(kind: str, shape: tuple, layout: str, k: int, stride: int, pad: int, w
 
 
 def build(layout: str, kind: str, c: int, h: int, k: int, stride: int, pad: int):
-    """(run once, output array) of the layer in one layout, through the op's compute rule."""
-    x = vector_width()
+    """(run once, output array) of the layer in one layout, as the lowering computes it (the
+    strategy's implementation)."""
+    x = OPTIONS.vector_width
     blocked = layout != "NCHW"
     shape = (1, c // x, h, h, x) if blocked else (1, c, h, h)
     wshape = ((c // x, 1, k, k, 1, x) if blocked else (c, 1, k, k)) \
@@ -87,7 +90,10 @@ def build(layout: str, kind: str, c: int, h: int, k: int, stride: int, pad: int)
     out_type = opdef.type_rel(arg_types, call.attrs)
     ins = [te.placeholder(shape, name="x")] + ([te.placeholder(wshape, name="w")]
                                                if wshape else [])
-    y = opdef.compute(ins, call.attrs, out_type)
+    y = compute_with_strategy(CallInfo(call.op.name, call.attrs, tuple(arg_types), out_type),
+                              ins, OPTIONS)
+    if y is None:  # no implementation applies: the op's generic compute rule
+        y = opdef.compute(ins, call.attrs, out_type)
     rng = np.random.default_rng(0)
     xa = rng.standard_normal((1, c, h, h)).astype(np.float32)
     args = [block_ref(xa, x) if blocked else xa]
@@ -123,7 +129,7 @@ def TensorTypeOf(shape):  # noqa: N802 - reads as the type it builds
 def compare(layer, rounds: int) -> tuple[float, float]:
     """(NCHW ms, NCHW[x]c ms), median of interleaved rounds of thread CPU time."""
     _, kind, c, h, k, stride, pad = layer
-    x = vector_width()
+    x = OPTIONS.vector_width
     fns = {lay: build(lay, kind, c, h, k, stride, pad) for lay in ("NCHW", f"NCHW{x}c")}
     for f, _ in fns.values():
         f()
@@ -142,7 +148,7 @@ def main() -> None:
     from runtime import threadpool
 
     threadpool.set_num_threads(1)
-    x = vector_width()
+    x = OPTIONS.vector_width
     print(f"one thread, thread CPU time, median of {args.rounds} interleaved rounds; x = {x}")
     print(f"{'layer':42s} {'NCHW ms':>8s} {f'NCHW{x}c ms':>11s} {'ratio':>6s}")
     for model in args.model:

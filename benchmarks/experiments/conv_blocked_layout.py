@@ -22,10 +22,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from benchmarks.model_cpu_time import interleaved_medians  # noqa: E402
 from codegen import te  # noqa: E402
 from codegen.jit import build_te  # noqa: E402
-from codegen.schedules import conv2d_nchw_packed, conv2d_pack_geometry  # noqa: E402
-from codegen.schedules.common import vector_width  # noqa: E402
+from codegen.schedules import Conv2dConfig, conv2d_nchw_packed  # noqa: E402
+from codegen.schedules import conv2d_pack_geometry  # noqa: E402
+from codegen.schedules.conv2d_config import channel_block  # noqa: E402
 from codegen.schedules.conv2d_nchwc import conv2d_nchwc_packed  # noqa: E402
 from codegen.tir.ops import max as tir_max  # noqa: E402
+from compiler.driver.build import current_options  # noqa: E402
+
+OPTIONS = current_options()  # as relay.build would build here ($RELAYJIT_VECTOR_WIDTH, ...)
 
 # (label, C, H, K, R, stride, pad): ResNet-50's 1x1 and non-Winograd 3x3 convs, then
 # SqueezeNet's and MobileNet-v2's (non-depthwise) shapes
@@ -84,15 +88,17 @@ def pack(w: np.ndarray, kb: int) -> np.ndarray:
     return wp
 
 
-def build(layout: str, c: int, h: int, k: int, r: int, stride: int, pad: int, residual: bool):
-    """(kernel, argument arrays) of conv + bias (+ residual) + relu in one layout."""
-    x = vector_width()
-    geo = conv2d_pack_geometry(k, c, r, r, 1)
+def build(layout: str, c: int, h: int, k: int, r: int, stride: int, pad: int, residual: bool,
+          config: Conv2dConfig | None = None):
+    """(kernel, argument arrays) of conv + bias (+ residual) + relu in one layout (config:
+    fields of the blocked conv's configuration)."""
+    x = OPTIONS.vector_width
+    geo = conv2d_pack_geometry(k, c, r, r, 1, channel_block(k, x))
     wp = te.placeholder(geo, name="wp")
     strides, padding = (stride, stride), (pad,) * 4
     if layout == "NCHW":
         data = te.placeholder((1, c, h, h), name="x")
-        y = conv2d_nchw_packed(data, wp, strides, padding, channels=k)
+        y = conv2d_nchw_packed(data, wp, strides, padding, channels=k, options=OPTIONS)
         bias = te.placeholder((k, 1, 1), name="b")
         res = te.placeholder(y.shape, name="res")
 
@@ -101,7 +107,8 @@ def build(layout: str, c: int, h: int, k: int, r: int, stride: int, pad: int, re
             return tir_max(v + res[n, kk, i, j] if residual else v, 0.0)
     else:
         data = te.placeholder((1, c // x, h, h, x), name="x")
-        y = conv2d_nchwc_packed(data, wp, strides, padding, channels=k)
+        y = conv2d_nchwc_packed(data, wp, strides, padding, channels=k, options=OPTIONS,
+                                config=config)
         bias = te.placeholder((k // x, 1, 1, x), name="b")
         res = te.placeholder(y.shape, name="res")
 
@@ -134,7 +141,7 @@ def compare(layer, residual: bool, rounds: int) -> tuple[float, float]:
     for f, _ in fns.values():
         f()
     a, b = fns["NCHW"][1], fns["NCHWc"][1]
-    np.testing.assert_allclose(blocked(a, vector_width()), b, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(blocked(a, OPTIONS.vector_width), b, rtol=1e-3, atol=1e-3)
     med = interleaved_medians({lay: f for lay, (f, _) in fns.items()}, rounds)
     return med["NCHW"], med["NCHWc"]
 
@@ -149,7 +156,7 @@ def main() -> None:
 
     threadpool.set_num_threads(1)
     print(f"one thread, thread CPU time, median of {args.rounds} interleaved rounds; "
-          f"x = {vector_width()}")
+          f"x = {OPTIONS.vector_width}")
     print(f"{'layer':38s} {'epilogue':18s} {'NCHW ms':>8s} {'NCHWc ms':>9s} {'ratio':>6s} "
           f"{'GFLOP/s':>8s}")
     for model in args.model:

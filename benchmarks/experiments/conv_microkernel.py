@@ -23,14 +23,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from benchmarks.fma_peak import fma_peak_gflops  # noqa: E402
 from codegen import te  # noqa: E402
 from codegen.jit import build_te  # noqa: E402
-from codegen.schedules.common import addr, imm, ukr_call, var, vector_width  # noqa: E402
+from codegen.schedules.common import addr, imm, ukr_call, var  # noqa: E402
 from codegen.tir.stmt import For  # noqa: E402
+from compiler.driver.build import current_options  # noqa: E402
 
 CALLS = 2000
 
 
 def tile_gflops(channels: int, pixels: int, plane: int, rounds: int = 15) -> float:
-    kb = 2 * vector_width()
+    kb = 2 * current_options().vector_width
     w = te.placeholder((channels, kb), name="w")
     x = te.placeholder((channels, plane), name="x")
 

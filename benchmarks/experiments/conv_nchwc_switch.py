@@ -1,7 +1,8 @@
-"""One blocked-layout conv layer built with a conv2d_nchwc switch off and on, timed in one
-process (one thread, thread CPU time, median of interleaved rounds).
+"""One blocked-layout conv layer built with a switch of its configuration (a bool field of
+conv2d_nchwc.direct's Conv2dConfig) off and on, timed in one process (one thread, thread CPU
+time, median of interleaved rounds).
 
-    python benchmarks/experiments/conv_nchwc_switch.py [--switch SUBSAMPLE_STRIDED] [--rounds 9]
+    python benchmarks/experiments/conv_nchwc_switch.py [--switch subsample_strided] [--rounds 9]
                                            [--layer C,H,K,R,stride,pad ...]
 
 Default layers: ResNet-50's strided convs (1x1/2 projections and the 3x3/2 convs). Both
@@ -22,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from conv_blocked_layout import build  # noqa: E402
 
-from codegen.schedules import conv2d_nchwc  # noqa: E402
+from codegen.schedules import Conv2dConfig  # noqa: E402
 
 STRIDED = ["256,56,512,1,2,0", "256,56,128,1,2,0", "512,28,1024,1,2,0", "512,28,256,1,2,0",
            "1024,14,2048,1,2,0", "1024,14,512,1,2,0",
@@ -46,21 +47,21 @@ def timed(fns: dict, rounds: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--switch", default="SUBSAMPLE_STRIDED")
+    parser.add_argument("--switch", default="subsample_strided")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--layer", nargs="+", default=STRIDED)
     args = parser.parse_args()
     from runtime import threadpool
 
     threadpool.set_num_threads(1)
-    print(f"conv2d_nchwc.{args.switch} off/on; one thread, thread CPU time, median of "
+    print(f"conv2d_nchwc.direct {args.switch} off/on; one thread, thread CPU time, median of "
           f"{args.rounds} interleaved rounds (conv+bias+relu, ms)")
     for spec in args.layer:
         c, h, k, r, stride, pad = (int(v) for v in spec.split(","))
         fns = {}
         for value in (False, True):
-            setattr(conv2d_nchwc, args.switch, value)
-            fns[value] = build("NCHWc", c, h, k, r, stride, pad, False)
+            fns[value] = build("NCHWc", c, h, k, r, stride, pad, False,
+                               Conv2dConfig.from_json({args.switch: value}))
         for f, _ in fns.values():
             f()
         np.testing.assert_allclose(fns[False][1], fns[True][1], rtol=1e-4, atol=1e-4)

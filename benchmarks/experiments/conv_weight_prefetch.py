@@ -1,13 +1,13 @@
 """Whole models with and without the direct conv schedule's weight prefetch, beside onnxruntime.
 
     python benchmarks/experiments/conv_weight_prefetch.py resnet50 [vgg19 ...] [--rounds 15]
-                                              [--switch winograd.U_IN_PLACE]
-                                              [--switch window.PHASES_MAX_BYTES --values 0,73728]
+                                  [--switch conv2d_nchw.winograd.u_in_place]
+                                  [--switch pool2d_nchw.window.phases_max_bytes --values 0,73728]
 
-Each model is built twice in this process (a schedule's switch, by default
-codegen.schedules.conv2d.PREFETCH_WEIGHTS, off then on, or set to the two --values; the build
-cache off so both really
-compile), then the two builds and onnxruntime
+Each model is built twice in this process (a field of a schedule configuration, by default
+conv2d_nchw.direct.prefetch_weights, off then on, or set to the two --values, given through
+PassContext config relayjit.schedule_config; the build cache off so both really compile),
+then the two builds and onnxruntime
 (intra_op_num_threads=1) run in interleaved rounds at one thread. Times are CPU time of the
 calling thread (time.thread_time), medians over the rounds: robust to the other load on a
 shared machine. In a whole run the deep layers' weights are read once and arrive cold; the
@@ -30,24 +30,18 @@ sys.path.insert(0, ROOT)
 
 
 def build(model, feeds: dict, switch: str, value):
-    """A graph module of the model built with codegen.schedules.<switch> = value, inputs set."""
-    import importlib
-
+    """A graph module of the model built with the configuration field <implementation>.<field>
+    (switch) given `value` (relayjit.schedule_config), inputs set."""
     import runtime
     from compiler import relay
     from compiler.transform import PassContext
     from runtime import graph_executor
 
-    module_name, attr = switch.rsplit(".", 1)
-    module = importlib.import_module(f"codegen.schedules.{module_name}")
-    saved = getattr(module, attr)
-    setattr(module, attr, value)
-    try:
-        mod, params = relay.frontend.from_onnx(model)
-        with PassContext(opt_level=3):
-            factory = relay.build(mod, target="llvm", params=params)
-    finally:
-        setattr(module, attr, saved)
+    implementation, field = switch.rsplit(".", 1)
+    config = {"relayjit.schedule_config": {implementation: {field: value}}}
+    mod, params = relay.frontend.from_onnx(model)
+    with PassContext(opt_level=3, config=config):
+        factory = relay.build(mod, target="llvm", params=params)
     gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
     gmod.set_input(**feeds)
     return gmod
@@ -61,8 +55,9 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="+")
     parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--switch", default="conv2d.PREFETCH_WEIGHTS",
-                        help="module.NAME of a setting in codegen.schedules")
+    parser.add_argument("--switch", default="conv2d_nchw.direct.prefetch_weights",
+                        help="<implementation>.<field> of a schedule configuration "
+                             "(compiler.op.strategy), e.g. conv2d_nchw.winograd.u_in_place")
     parser.add_argument("--values", default="False,True",
                         help="the setting's off and on values (Python literals), e.g. 0,73728")
     args = parser.parse_args()

@@ -2,9 +2,8 @@
 
     nice -n 10 python benchmarks/experiments/gemm_tiles.py [--shapes 128x768x3072,...] [--rounds 41]
 
-Each shape MxKxN is built twice in this process (codegen.schedules.gemm.tile_columns as it is,
-then returning two vectors: 8x32 / 12x32 on AVX-512, where the default picks 8x48 when that
-pads N no more), the two kernels run on the same 64-byte aligned inputs in interleaved rounds
+Each shape MxKxN is built twice in this process (the default GemmConfig, then one of two-vector
+rows: 8x32 / 12x32 on AVX-512, where the default picks 8x48 when that pads N no more), the two kernels run on the same 64-byte aligned inputs in interleaved rounds
 at one thread, and the medians (and minimums) of the calling thread's CPU time are printed
 with GFLOP/s. Both outputs are checked against numpy first. Figures only.
 """
@@ -21,7 +20,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from codegen import cache, jit, te  # noqa: E402
 from codegen.lower import lower  # noqa: E402
-from codegen.schedules import gemm  # noqa: E402
+from codegen.schedules import GemmConfig, dense_pack_geometry, dense_packed  # noqa: E402
+from codegen.schedules.gemm_config import resolve_gemm, rows_per_tile  # noqa: E402
+from compiler.driver.build import current_options  # noqa: E402
 from runtime import threadpool  # noqa: E402
 from runtime.memory import aligned_empty  # noqa: E402
 
@@ -48,20 +49,19 @@ def _pack(w: np.ndarray, nt: int, kp: int, nr: int) -> np.ndarray:
 
 def build(m: int, k: int, n: int, two_vectors: bool, tag: str):
     """(kernel(x, wp, bias, out), packed-weight geometry) of dense_packed + bias."""
-    saved = gemm.tile_columns
-    if two_vectors:
-        gemm.tile_columns = lambda n_, vw: 2 * vw
-    try:
-        nt, kp, nr = gemm.dense_pack_geometry(n, k)
-        x, wp = te.placeholder((m, k), name="x"), te.placeholder((nt, kp, nr), name="wp")
-        bias = te.placeholder((n,), name="bias")
-        d = gemm.dense_packed(x, wp, n)
-        y = te.compute((m, n), lambda i, j: d[i, j] + bias[j], name="bias_add")
-        name = f"gemm_tiles_{tag}"
-        with cache.disabled():
-            lib = jit.build_library([lower(name, [x, wp, bias], [y])])
-    finally:
-        gemm.tile_columns = saved
+    options = current_options()
+    vw = options.vector_width
+    given = GemmConfig(tile_columns=2 * vw, tile_rows=rows_per_tile(m, True, vw)) \
+        if two_vectors else None
+    config = resolve_gemm(m, n, k, True, options, given, wide=True)
+    nt, kp, nr = dense_pack_geometry(n, k, config)
+    x, wp = te.placeholder((m, k), name="x"), te.placeholder((nt, kp, nr), name="wp")
+    bias = te.placeholder((n,), name="bias")
+    d = dense_packed(x, wp, n, options=options, config=config)
+    y = te.compute((m, n), lambda i, j: d[i, j] + bias[j], name="bias_add")
+    name = f"gemm_tiles_{tag}"
+    with cache.disabled():
+        lib = jit.build_library([lower(name, [x, wp, bias], [y])])
     return lib[name], (nt, kp, nr)
 
 

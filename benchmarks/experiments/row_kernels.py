@@ -22,7 +22,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-from codegen.schedules import softmax as softmax_schedule  # noqa: E402
 from compiler import relay  # noqa: E402
 from compiler.transform import PassContext  # noqa: E402
 from runtime import cpu, graph_executor, threadpool  # noqa: E402
@@ -32,8 +31,10 @@ SCORES = (1, 12, 128, 128)
 HIDDEN = (1, 128, 768)
 
 
-def build(func: relay.Function, feed: np.ndarray, disabled=()) -> graph_executor.GraphModule:
-    with PassContext(opt_level=3, disabled_pass=list(disabled)):
+def build(func: relay.Function, feed: np.ndarray, disabled=(), overrides=None
+          ) -> graph_executor.GraphModule:
+    config = {"relayjit.schedule_config": overrides} if overrides else {}
+    with PassContext(opt_level=3, disabled_pass=list(disabled), config=config):
         lib = relay.build(func)
     gm = graph_executor.GraphModule(lib["default"](cpu()))
     gm.set_input("x", feed)
@@ -48,12 +49,7 @@ def softmax_pair(masked: bool) -> tuple:
     v = relay.var("x", shape=SCORES)
     func = relay.Function([v], relay.nn.softmax(v, axis=-1))
     grouped = build(func, x)
-    old = softmax_schedule.ROW_GROUP
-    softmax_schedule.ROW_GROUP = 1
-    try:
-        single = build(func, x)
-    finally:
-        softmax_schedule.ROW_GROUP = old
+    single = build(func, x, overrides={"softmax.rows": {"row_group": 1}})
     return grouped, single
 
 

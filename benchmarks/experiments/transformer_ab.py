@@ -13,8 +13,8 @@ Switches:
   matmul_dense_nd   ONNX MatMul of [..., M, K] @ [K, N] lowers to nn.dense on the left
                     operand as it is; off: reshaped to 2-D around the dense (as before), which
                     keeps the bias add and GELU out of the dense's epilogue.
-  softmax_groups    softmax rows in interleaved groups of softmax.ROW_GROUP; off: one row at
-                    a time (ROW_GROUP = 1).
+  softmax_groups    softmax rows in interleaved groups (softmax.rows' row_group); off: one row
+                    at a time (row_group 1).
   layer_norm        FuseLayerNorm (decomposed layer norms become one nn.layer_norm row
                     kernel); off: the pass skipped.
   fold_transposes   FoldTransposeIntoBatchMatmul (attention's head split/merge reshapes and
@@ -34,7 +34,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from benchmarks.generated_models import GENERATED_MODELS  # noqa: E402
 from benchmarks.generated_models import build as build_generated  # noqa: E402
-from codegen.schedules import softmax as softmax_schedule  # noqa: E402
 from compiler import relay  # noqa: E402
 from compiler.frontend.onnx_ops import common as onnx_common  # noqa: E402
 from compiler.frontend.onnx_ops.common import num_elements, reshape  # noqa: E402
@@ -70,21 +69,16 @@ def without_pass(name: str):
 
 
 @contextlib.contextmanager
-def attribute(module, name: str, value):
-    """Build with module.name set to value."""
-    old = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, old)
+def configured(implementation: str, **fields):
+    """Build with these fields of an implementation's configuration."""
+    yield {"config": {"relayjit.schedule_config": {implementation: fields}}}
 
 
 SWITCHES = {
     "matmul_dense_nd": lambda: matmul_reshaped(),
     "fold_transposes": lambda: without_pass("FoldTransposeIntoBatchMatmul"),
     "layer_norm": lambda: without_pass("FuseLayerNorm"),
-    "softmax_groups": lambda: attribute(softmax_schedule, "ROW_GROUP", 1),
+    "softmax_groups": lambda: configured("softmax.rows", row_group=1),
 }
 
 

@@ -16,7 +16,7 @@ from codegen.schedules import Conv2dConfig, GemmConfig
 from codegen.schedules.winograd import WinogradConfig
 from compiler import relay
 from compiler.driver.build import optimize
-from compiler.interpreter import evaluate
+from compiler.op.interpreter import evaluate
 from compiler.ir.expr import Call, Op
 from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType
