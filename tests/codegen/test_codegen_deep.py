@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
 
@@ -10,6 +9,7 @@ from codegen.options import CodegenOptions
 from codegen import jit, te, tir
 from codegen.jit import build_te
 from codegen.lower import lower
+from tests.scaling import assert_scales_linearly
 
 DEPTH = 5000
 STAGES = 1100  # > the recursion limit; te inlining substitutes each stage: quadratic time
@@ -106,10 +106,14 @@ def _squares(levels: int) -> tuple[te.Tensor, te.Tensor]:
 def test_shared_dag_key_and_text_are_linear():
     A, C = _squares(64)  # printed as a tree this would be ~2**64 characters
     func = lower("squares", [A], [C])
-    start = time.perf_counter()
     key = jit.structural_key([func], 3)
     text = str(func)
-    assert time.perf_counter() - start < 2.0
+
+    def key_and_text(depth):
+        a, c = _squares(depth)
+        f = lower("squares", [a], [c])
+        return lambda: (jit.structural_key([f], 3), str(f))
+    assert_scales_linearly(key_and_text, 12, 24)  # a tree walk grows 4096x here
     assert len(text) < 10_000 and "let %0 = " in text
     assert key == jit.structural_key([lower("squares", [A], [C])], 3)
     run = build_te([A], [C], name="squares_run")

@@ -1,7 +1,6 @@
 """TIR construction, printer, simplifier, TE contract and lowering errors."""
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -10,6 +9,7 @@ from codegen import CodegenError, LoweringError, te, tir
 from codegen.jit import build_library, clear_cache, compile_primfuncs
 from codegen.lower import lower
 from codegen.simplify import simplify
+from tests.scaling import assert_scales_linearly
 
 
 def test_operators_promote_python_constants_and_keep_identity_eq() -> None:
@@ -90,27 +90,30 @@ def test_lowering_errors_name_the_kernel() -> None:
 
 
 def test_lowering_five_op_chain_is_fast() -> None:
-    A = te.placeholder((8, 128), "float32", "A")
-    t = A
-    start = time.perf_counter()
-    for n in range(5):
-        t = te.compute(A.shape, lambda i, j, t=t: tir.tanh(t[i, j] * 1.5 + 0.25), name=f"s{n}")
-    f = lower("chain5", [A], [t])
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.05, elapsed
-    assert str(f).count("for (") == 2
+    def chain(stages):
+        A = te.placeholder((8, 128), "float32", "A")
+        t = A
+        for n in range(stages):
+            t = te.compute(A.shape, lambda i, j, t=t: tir.tanh(t[i, j] * 1.5 + 0.25),
+                           name=f"s{n}")
+        return A, t
+
+    A, t = chain(5)
+    assert str(lower("chain5", [A], [t])).count("for (") == 2  # inlined: one loop nest
+
+    def lowering(stages):
+        a, out = chain(stages)
+        return lambda: lower(f"chain{stages}", [a], [out])
+    assert_scales_linearly(lowering, 5, 20)
 
 
 def test_compile_cache_returns_identical_object_code() -> None:
     A = te.placeholder((8,), "float32", "A")
     f = lower("cached", [A], [te.compute((8,), lambda i: A[i] + 1.0, name="o")])
     clear_cache()
-    t0 = time.perf_counter()
     first = compile_primfuncs([f])
-    t1 = time.perf_counter()
     second = compile_primfuncs([f])
-    t2 = time.perf_counter()
-    assert first is second and (t2 - t1) < (t1 - t0)
+    assert first is second
 
 
 def test_duplicate_kernel_names_rejected() -> None:
@@ -120,7 +123,7 @@ def test_duplicate_kernel_names_rejected() -> None:
         compile_primfuncs([f, f])
 
 
-def test_fifty_small_kernels_compile_in_one_module(capsys: pytest.CaptureFixture) -> None:
+def test_fifty_small_kernels_compile_in_one_module() -> None:
     funcs = []
     for n in range(50):
         A = te.placeholder((16, 32 + n), "float32", "A")
@@ -129,12 +132,7 @@ def test_fifty_small_kernels_compile_in_one_module(capsys: pytest.CaptureFixture
             0, "float32")), name="C")
         funcs.append(lower(f"kernel_{n}", [A, B], [C]))
     clear_cache()
-    start = time.perf_counter()
     lib = build_library(funcs)
-    elapsed = time.perf_counter() - start
-    with capsys.disabled():
-        print(f"\n50 small kernels compiled in {elapsed * 1000:.0f} ms")
-    assert elapsed < 20.0
     a = np.ones((16, 40), "float32")
     b = np.full(40, -2.0, "float32")
     out = np.empty((16, 40), "float32")
