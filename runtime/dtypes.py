@@ -46,6 +46,8 @@ _BY_NAME: dict[str, DLDataType] = {
 if ml_dtypes is not None:
     _BY_NAME["bfloat16"] = DLDataType(DL_BFLOAT, 16)
     _BY_NAME.update({name: DLDataType(code, 8) for name, code in DL_FLOAT8.items()})
+    _BY_NAME.update({"int4": DLDataType(DL_INT, 4), "uint4": DLDataType(DL_UINT, 4),
+                     "int2": DLDataType(DL_INT, 2), "uint2": DLDataType(DL_UINT, 2)})
 _BY_DL: dict[DLDataType, str] = {v: k for k, v in _BY_NAME.items()}
 SUPPORTED_DTYPES: tuple[str, ...] = tuple(_BY_NAME)
 

@@ -13,7 +13,8 @@ import numpy as np
 from llvmlite import ir
 
 from ..errors import CodegenError
-from ..tir.dtype import FLOAT8, is_bool, is_float, is_int, is_integer, is_uint, itemsize
+from ..tir.dtype import (DATA_ONLY, FLOAT8, SUB_BYTE_INTS, is_bool, is_float, is_int, is_integer,
+                         is_uint, itemsize)
 from ..tir.expr import (
     BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Reinterpret, Select,
     Var,
@@ -168,8 +169,9 @@ class ExprEmitter:
     def _binary(self, e: BinaryOp) -> ir.Value:
         a, b = self.expr(e.a), self.expr(e.b)
         dt, k, bld = e.a.dtype, e.kind, self.builder
-        if dt in FLOAT8:
-            raise self.fail(f"{k} on {dt}: float8 values are only cast, loaded and stored")
+        if dt in DATA_ONLY:
+            raise self.fail(f"{k} on {dt}: float8 and sub-byte int values are only cast, "
+                            "loaded and stored")
         if dt in NARROW:  # in float32, rounded back (comparisons need no rounding)
             a, b = self._widen(a, dt), self._widen(b, dt)
             if k in _FCMP:
@@ -347,13 +349,21 @@ class ExprEmitter:
 
     # ------------------------------------------------------------------ casts
     def _cast(self, e: Cast) -> ir.Value:
-        v, src, dst, bld = self.expr(e.value), e.value.dtype, e.dtype, self.builder
+        return self._convert(self.expr(e.value), e.value.dtype, e.dtype)
+
+    def _convert(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+        """A register value of dtype src as dtype dst (numpy's conversions)."""
+        bld = self.builder
         if src == dst:
             return v
         if src in FLOAT8:  # exact in float32, as a half or bfloat16 is
             v, src = float8.decode(bld, v, src), "float32"
             if dst == "float32":
                 return v
+        if src in SUB_BYTE_INTS:  # its value as an int8 / uint8
+            v, src = float8.widen_int(bld, v, src), "int8" if SUB_BYTE_INTS[src][1] else "uint8"
+        if dst in SUB_BYTE_INTS:  # the low bits of the value as int64
+            return float8.narrow_int(bld, self._convert(v, src, "int64"), dst)
         if src in NARROW:  # exact in float32; from there numpy's float32 semantics
             v, src = self._widen(v, src), "float32"
             if dst == "float32":

@@ -1,5 +1,6 @@
 """Casts between float32 and the 8-bit float formats (codegen/tir/dtype.py FLOAT8), in
-integer and float32 arithmetic on the byte that stores the value.
+integer and float32 arithmetic on the byte that stores the value; and between int64 and the
+sub-byte integers (SUB_BYTE_INTS).
 
 A float8 value is only stored, loaded, selected and cast (no arithmetic: the formats exist to
 hold data), so these two conversions are all codegen needs. They round as ml_dtypes does
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..tir.dtype import FLOAT8
+from ..tir.dtype import FLOAT8, SUB_BYTE_INTS
 from .types import F32, I8, I32, intrinsic
 
 
@@ -93,3 +94,19 @@ def encode(bld, v: ir.Value, dtype: str) -> ir.Value:
     code = bld.select(too_big, overflow, code)
     code = bld.select(is_nan, special, code)
     return bld.trunc(code, I8)
+
+
+def widen_int(bld, v: ir.Value, dtype: str) -> ir.Value:
+    """A sub-byte int's byte (value in the low bits) as an i8 holding its value: sign-extended
+    for int4 / int2, as it is for the unsigned ones."""
+    width, signed = SUB_BYTE_INTS[dtype]
+    if not signed:
+        return v
+    shift = ir.Constant(I8, 8 - width)
+    return bld.ashr(bld.shl(v, shift), shift)
+
+
+def narrow_int(bld, v: ir.Value, dtype: str) -> ir.Value:
+    """An int64 wrapped to a sub-byte int: its low bits, the rest of the byte zero."""
+    width, _ = SUB_BYTE_INTS[dtype]
+    return bld.and_(bld.trunc(v, I8), ir.Constant(I8, (1 << width) - 1))

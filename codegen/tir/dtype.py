@@ -30,7 +30,13 @@ FLOAT8 = {"float8_e4m3fn": Float8Format(4, 3, 7, 448.0, "fn"),
           "float8_e4m3fnuz": Float8Format(4, 3, 8, 240.0, "fnuz"),
           "float8_e5m2": Float8Format(5, 2, 15, 57344.0, "ieee"),
           "float8_e5m2fnuz": Float8Format(5, 2, 16, 57344.0, "fnuz")}
-ALL_DTYPES = frozenset([*FLOAT_BITS, *INT_BITS, *UINT_BITS, *FLOAT8, "bool"])
+# sub-byte integers (ml_dtypes' int4, uint4, int2, uint2): one per byte, in its low bits (the
+# rest zero), like float8 only stored, loaded, selected and cast; a cast to one keeps the low
+# bits of the value as int64 (numpy's conversion then a wrap, as ml_dtypes)
+SUB_BYTE_INTS = {"int4": (4, True), "uint4": (4, False), "int2": (2, True),
+                 "uint2": (2, False)}
+DATA_ONLY = frozenset([*FLOAT8, *SUB_BYTE_INTS])
+ALL_DTYPES = frozenset([*FLOAT_BITS, *INT_BITS, *UINT_BITS, *DATA_ONLY, "bool"])
 INDEX_DTYPE = "int64"
 
 
@@ -80,7 +86,7 @@ def bits(dtype: str) -> int:
     """Register width in bits (bool is 1)."""
     if dtype == "bool":
         return 1
-    if dtype in FLOAT8:
+    if dtype in DATA_ONLY:
         return 8
     return FLOAT_BITS.get(dtype) or INT_BITS.get(dtype) or UINT_BITS[dtype]
 

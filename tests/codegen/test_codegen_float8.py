@@ -1,5 +1,6 @@
-"""float8 casts (codegen/llvm/float8.py) bit for bit against ml_dtypes, ONNX's reference:
-every float16 value and random float32 bit patterns into each format, every code out."""
+"""float8 and sub-byte int casts (codegen/llvm/float8.py) bit for bit against ml_dtypes, ONNX's
+reference: every float16 value and random float32 bit patterns into each format, every code
+out."""
 from __future__ import annotations
 
 import numpy as np
@@ -54,5 +55,33 @@ def test_decode_every_code(fmt, dst):
 def test_arithmetic_on_float8_is_a_clear_error():
     from codegen.errors import CodegenError
     A = te.placeholder((4,), "float8_e4m3fn", "A")
-    with pytest.raises(CodegenError, match="float8 values are only cast"):
+    with pytest.raises(CodegenError, match="are only cast, loaded and stored"):
         build_te([A], [te.compute((4,), lambda i: A[i] + A[i], name="add")])
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4", "int2", "uint2"])
+@pytest.mark.parametrize("src", ["float16", "float32", "int32", "int64", "bool"])
+def test_sub_byte_int_casts_wrap_as_ml_dtypes(dtype, src):
+    """To int4/uint4/int2/uint2: numpy's conversion to int64, then the low bits (ml_dtypes);
+    stored one per byte, the rest of it zero."""
+    if src == "float16":
+        x = np.arange(65536, dtype=np.uint16).view(np.float16)
+    elif src == "float32":
+        x = np.concatenate([RNG.uniform(-40, 40, 3000), RNG.integers(-2 ** 40, 2 ** 40, 500),
+                            [np.nan, np.inf, -np.inf, 1e30]]).astype(np.float32)
+    elif src == "bool":
+        x = np.array([True, False])
+    else:
+        x = RNG.integers(-2 ** 31, 2 ** 31, 2000).astype(src)
+    got = _cast(x, dtype)
+    with np.errstate(all="ignore"):
+        want = x.astype(np.dtype(dtype))
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4", "int2", "uint2"])
+@pytest.mark.parametrize("dst", ["float32", "float16", "int8", "uint8", "int64", "bool"])
+def test_sub_byte_int_values_read_back(dtype, dst):
+    width = 4 if "4" in dtype else 2
+    codes = np.arange(1 << width, dtype=np.uint8).view(np.dtype(dtype))
+    np.testing.assert_array_equal(_cast(codes, dst), codes.astype(dst))

@@ -7,12 +7,12 @@ computes a bfloat16 graph in float32 and rounds where the graph casts and at its
 an arithmetic op (Celu, MatMul, Softmax...) can differ from it in the last bit. Rather than
 give such a different answer, the frontend refuses arithmetic on bfloat16 tensors, naming the
 node; a model casts to float32 for that part (as most bfloat16 exports of CPU models do).
-The float8 types hold data only (codegen/tir/dtype.py FLOAT8): the same ops take them,
-except comparisons and selections, which would compute on them.
+The float8 and sub-byte integer types hold data only (codegen/tir/dtype.py DATA_ONLY): the
+same ops take them, except comparisons and selections, which would compute on them.
 """
 from __future__ import annotations
 
-from codegen.tir.dtype import FLOAT8
+from codegen.tir.dtype import DATA_ONLY
 from compiler.ir.types import TensorType, TupleType
 
 from .common import OptionalValue, infer_type
@@ -42,20 +42,20 @@ COMPUTING_OPS = frozenset({"Equal", "Less", "LessOrEqual", "Greater", "GreaterOr
 
 
 def _narrow_dtype(ty) -> str | None:
-    """The first bfloat16 or float8 element type in ty (a tensor or tuples of them)."""
+    """The first bfloat16 or data-only element type in ty (a tensor or tuples of them)."""
     stack = [ty]
     while stack:
         t = stack.pop()
         if isinstance(t, TupleType):
             stack.extend(t.fields)
-        elif isinstance(t, TensorType) and (t.dtype == "bfloat16" or t.dtype in FLOAT8):
+        elif isinstance(t, TensorType) and (t.dtype == "bfloat16" or t.dtype in DATA_ONLY):
             return t.dtype
     return None
 
 
 def check_bfloat16(ctx, inputs: list) -> None:
-    """A node computing on bfloat16 inputs must be one of EXACT_OPS, and on float8 inputs
-    one of those that only move data (see the docstring)."""
+    """A node computing on bfloat16 inputs must be one of EXACT_OPS, and on float8 or
+    sub-byte int inputs one of those that only move data (see the docstring)."""
     op_type = ctx.node.op_type
     if op_type in EXACT_OPS and op_type not in COMPUTING_OPS:
         return
@@ -67,6 +67,6 @@ def check_bfloat16(ctx, inputs: list) -> None:
             raise ctx.error(f"{op_type} on bfloat16 tensors is not supported: "
                             "relayjit rounds each op's bfloat16 result, ONNX's reference "
                             "computes in float32 and rounds once; cast to float32 first")
-        if dtype in FLOAT8:
-            raise ctx.error(f"{op_type} on {dtype} tensors is not supported: float8 values "
+        if dtype in DATA_ONLY:
+            raise ctx.error(f"{op_type} on {dtype} tensors is not supported: {dtype} values "
                             "are only cast and moved; cast to float32 first")
