@@ -18,6 +18,7 @@ DL_BFLOAT = 4
 # DLPack 1.1's float8 codes
 DL_FLOAT8 = {"float8_e4m3fn": 10, "float8_e4m3fnuz": 11, "float8_e5m2": 12,
              "float8_e5m2fnuz": 13}
+DL_FLOAT4_E2M1FN = 17
 
 
 class DLDataType(NamedTuple):
@@ -46,6 +47,7 @@ _BY_NAME: dict[str, DLDataType] = {
 if ml_dtypes is not None:
     _BY_NAME["bfloat16"] = DLDataType(DL_BFLOAT, 16)
     _BY_NAME.update({name: DLDataType(code, 8) for name, code in DL_FLOAT8.items()})
+    _BY_NAME["float4_e2m1fn"] = DLDataType(DL_FLOAT4_E2M1FN, 4)
     _BY_NAME.update({"int4": DLDataType(DL_INT, 4), "uint4": DLDataType(DL_UINT, 4),
                      "int2": DLDataType(DL_INT, 2), "uint2": DLDataType(DL_UINT, 2)})
 _BY_DL: dict[DLDataType, str] = {v: k for k, v in _BY_NAME.items()}

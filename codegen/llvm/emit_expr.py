@@ -13,7 +13,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..errors import CodegenError
-from ..tir.dtype import (DATA_ONLY, FLOAT8, SUB_BYTE_INTS, is_bool, is_float, is_int, is_integer,
+from ..tir.dtype import (DATA_ONLY, SMALL_FLOATS, SUB_BYTE_INTS, is_bool, is_float, is_int, is_integer,
                          is_uint, itemsize)
 from ..tir.expr import (
     BinaryOp, Call, Cast, Expr, FloatImm, IfThenElseExpr, IntImm, Load, Not, Reinterpret, Select,
@@ -356,7 +356,7 @@ class ExprEmitter:
         bld = self.builder
         if src == dst:
             return v
-        if src in FLOAT8:  # exact in float32, as a half or bfloat16 is
+        if src in SMALL_FLOATS:  # exact in float32, as a half or bfloat16 is
             v, src = float8.decode(bld, v, src), "float32"
             if dst == "float32":
                 return v
@@ -368,7 +368,7 @@ class ExprEmitter:
             v, src = self._widen(v, src), "float32"
             if dst == "float32":
                 return v
-        if dst in FLOAT8:  # through float32 (from float64 rounding twice, as ml_dtypes)
+        if dst in SMALL_FLOATS:  # through float32 (from float64 rounding twice, as ml_dtypes)
             return float8.encode(bld, self._to_single(v, src, "bfloat16"), dst)
         if dst in NARROW:
             return self._narrow(self._to_single(v, src, dst), dst)

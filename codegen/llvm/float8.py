@@ -1,12 +1,12 @@
-"""Casts between float32 and the 8-bit float formats (codegen/tir/dtype.py FLOAT8), in
-integer and float32 arithmetic on the byte that stores the value; and between int64 and the
-sub-byte integers (SUB_BYTE_INTS).
+"""Casts between float32 and the 8- and 4-bit float formats (codegen/tir/dtype.py
+SMALL_FLOATS), in integer and float32 arithmetic on the byte that stores the value; and
+between int64 and the sub-byte integers (SUB_BYTE_INTS).
 
 A float8 value is only stored, loaded, selected and cast (no arithmetic: the formats exist to
 hold data), so these two conversions are all codegen needs. They round as ml_dtypes does
 (ONNX's reference casts with it): to nearest, ties to even; past the largest finite value to
-infinity (e5m2) or NaN (the others); -0 stays -0 except in the fnuz formats, which have one
-zero and one NaN (0x80).
+infinity (e5m2), NaN (e4m3fn, the fnuz formats) or the largest value (float4_e2m1fn, where a
+NaN becomes the zero of the other sign); -0 stays -0 except in the fnuz formats, which have one zero and one NaN (0x80).
 
 decode: sign, exponent field e, mantissa field m -> (e ? 2^M + m : m) * 2^(max(e, 1) - bias
 - M), the power of two built from its float32 exponent bits (every float8 exponent is a
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..tir.dtype import FLOAT8, SUB_BYTE_INTS
+from ..tir.dtype import SMALL_FLOATS, SUB_BYTE_INTS
 from .types import F32, I8, I32, intrinsic
 
 
@@ -36,8 +36,8 @@ def _pow2(bld, k: ir.Value) -> ir.Value:
 
 
 def decode(bld, v: ir.Value, dtype: str) -> ir.Value:
-    """The float32 value of a float8 byte (exact)."""
-    fmt = FLOAT8[dtype]
+    """The float32 value of a small float's byte (exact)."""
+    fmt = SMALL_FLOATS[dtype]
     bits_ = bld.zext(v, I32)
     field = (1 << fmt.exponent_bits) - 1
     e = bld.and_(bld.lshr(bits_, _c(fmt.mantissa_bits)), _c(field))
@@ -46,9 +46,12 @@ def decode(bld, v: ir.Value, dtype: str) -> ir.Value:
     significand = bld.select(normal, bld.or_(m, _c(1 << fmt.mantissa_bits)), m)
     scale = bld.sub(bld.select(normal, e, _c(1)), _c(fmt.bias + fmt.mantissa_bits))
     magnitude = bld.fmul(bld.uitofp(significand, F32), _pow2(bld, scale))
-    negative = bld.icmp_unsigned("!=", bld.and_(bits_, _c(0x80)), _c(0))
+    top_bit = 1 << (fmt.bits - 1)
+    negative = bld.icmp_unsigned("!=", bld.and_(bits_, _c(top_bit)), _c(0))
     value = bld.select(negative, bld.fsub(ir.Constant(F32, -0.0), magnitude), magnitude)
     nan = ir.Constant(F32, float("nan"))
+    if fmt.kind == "sat":  # every code is a number
+        return value
     if fmt.kind == "fnuz":
         return bld.select(bld.icmp_unsigned("==", bits_, _c(0x80)), nan, value)
     top = bld.icmp_unsigned("==", e, _c(field))
@@ -61,11 +64,12 @@ def decode(bld, v: ir.Value, dtype: str) -> ir.Value:
 
 
 def encode(bld, v: ir.Value, dtype: str) -> ir.Value:
-    """A float32 rounded to the float8 format (see the module docstring), as its byte."""
-    fmt = FLOAT8[dtype]
+    """A float32 rounded to the small float format (see the module docstring), as its byte."""
+    fmt = SMALL_FLOATS[dtype]
     mb = fmt.mantissa_bits
     bits_ = bld.bitcast(v, I32)
-    sign = bld.and_(bld.lshr(bits_, _c(24)), _c(0x80))
+    top_bit = 1 << (fmt.bits - 1)
+    sign = bld.and_(bld.lshr(bits_, _c(32 - fmt.bits)), _c(top_bit))
     a = intrinsic(bld, "fabs", v)
     k = bld.sub(bld.and_(bld.lshr(bld.bitcast(a, I32), _c(23)), _c(0xFF)), _c(127))
     lowest = 1 - fmt.bias
@@ -85,6 +89,10 @@ def encode(bld, v: ir.Value, dtype: str) -> ir.Value:
         code = bld.or_(code, bld.select(zero, _c(0), sign))
         special = _c(0x80)
         overflow = special
+    elif fmt.kind == "sat":  # no specials: NaN becomes a zero of the other sign (as ml_dtypes),
+        code = bld.or_(code, sign)  # anything larger the largest value
+        special = bld.xor(sign, _c(top_bit))
+        overflow = bld.or_(sign, _c(top_bit - 1))
     else:
         code = bld.or_(code, sign)
         special = bld.or_(sign, _c(0x7F if fmt.kind == "fn" else 0x7E))

@@ -12,30 +12,35 @@ INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 UINT_BITS = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
 
 
-class Float8Format(NamedTuple):
-    """An 8-bit float format: field widths, exponent bias, largest finite value, and which
-    specials it has: "fn" (no infinity, NaN = S.1..1), "ieee" (infinities and NaNs in the
-    top binade), "fnuz" (no infinity, no -0, one NaN 0x80)."""
+class SmallFloatFormat(NamedTuple):
+    """An 8-bit (or 4-bit) float format: field widths, exponent bias, largest finite value, and
+    which specials it has: "fn" (no infinity, NaN = S.1..1), "ieee" (infinities and NaNs in the
+    top binade), "fnuz" (no infinity, no -0, one NaN 0x80), "sat" (no specials: overflow and
+    infinities saturate, a NaN becomes the zero of the other sign, as ml_dtypes'
+    float4_e2m1fn)."""
 
     exponent_bits: int
     mantissa_bits: int
     bias: int
     max: float
     kind: str
+    bits: int = 8
 
 
-# float8 values are stored, loaded, selected and cast only (codegen/llvm/float8.py): they hold
-# data (ONNX's FLOAT8 types, ml_dtypes' names), so no arithmetic is ever done on them
-FLOAT8 = {"float8_e4m3fn": Float8Format(4, 3, 7, 448.0, "fn"),
-          "float8_e4m3fnuz": Float8Format(4, 3, 8, 240.0, "fnuz"),
-          "float8_e5m2": Float8Format(5, 2, 15, 57344.0, "ieee"),
-          "float8_e5m2fnuz": Float8Format(5, 2, 16, 57344.0, "fnuz")}
+# small float values are stored, loaded, selected and cast only (codegen/llvm/float8.py):
+# they hold data (ONNX's FLOAT8 and FLOAT4 types, ml_dtypes' names), so no arithmetic is
+# ever done on them; a 4-bit one takes a byte, in its low bits
+SMALL_FLOATS = {"float8_e4m3fn": SmallFloatFormat(4, 3, 7, 448.0, "fn"),
+                "float8_e4m3fnuz": SmallFloatFormat(4, 3, 8, 240.0, "fnuz"),
+                "float8_e5m2": SmallFloatFormat(5, 2, 15, 57344.0, "ieee"),
+                "float8_e5m2fnuz": SmallFloatFormat(5, 2, 16, 57344.0, "fnuz"),
+                "float4_e2m1fn": SmallFloatFormat(2, 1, 1, 6.0, "sat", 4)}
 # sub-byte integers (ml_dtypes' int4, uint4, int2, uint2): one per byte, in its low bits (the
 # rest zero), like float8 only stored, loaded, selected and cast; a cast to one keeps the low
 # bits of the value as int64 (numpy's conversion then a wrap, as ml_dtypes)
 SUB_BYTE_INTS = {"int4": (4, True), "uint4": (4, False), "int2": (2, True),
                  "uint2": (2, False)}
-DATA_ONLY = frozenset([*FLOAT8, *SUB_BYTE_INTS])
+DATA_ONLY = frozenset([*SMALL_FLOATS, *SUB_BYTE_INTS])
 ALL_DTYPES = frozenset([*FLOAT_BITS, *INT_BITS, *UINT_BITS, *DATA_ONLY, "bool"])
 INDEX_DTYPE = "int64"
 

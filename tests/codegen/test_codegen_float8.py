@@ -8,7 +8,7 @@ import pytest
 
 from codegen import te, tir
 from codegen.jit import build_te
-from codegen.tir.dtype import FLOAT8
+from codegen.tir.dtype import SMALL_FLOATS
 
 pytest.importorskip("ml_dtypes")
 RNG = np.random.default_rng(8)
@@ -21,7 +21,7 @@ def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
     return build_te([A], [te.compute(x.shape, lambda i: tir.cast(A[i], dtype), name="c")])(x)[0]
 
 
-@pytest.mark.parametrize("fmt", sorted(FLOAT8))
+@pytest.mark.parametrize("fmt", sorted(SMALL_FLOATS))
 @pytest.mark.parametrize("src", ["float16", "float32"])
 def test_encode_rounds_as_ml_dtypes(fmt, src):
     if src == "float16":
@@ -38,10 +38,10 @@ def test_encode_rounds_as_ml_dtypes(fmt, src):
     np.testing.assert_array_equal(got.view(np.uint8)[~nan], want.view(np.uint8)[~nan])
 
 
-@pytest.mark.parametrize("fmt", sorted(FLOAT8))
+@pytest.mark.parametrize("fmt", sorted(SMALL_FLOATS))
 @pytest.mark.parametrize("dst", ["float32", "float16", "float64", "int32", "bool"])
 def test_decode_every_code(fmt, dst):
-    codes = np.arange(256, dtype=np.uint8).view(np.dtype(fmt))
+    codes = np.arange(1 << SMALL_FLOATS[fmt].bits, dtype=np.uint8).view(np.dtype(fmt))
     if dst in ("int32", "bool"):  # finite codes only (NaN has no integer value)
         codes = codes[np.isfinite(codes.astype(np.float32))]
     got = _cast(codes, dst)

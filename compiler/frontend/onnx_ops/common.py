@@ -155,7 +155,7 @@ def const(value: Any, dtype: str) -> Constant:
 _SUPPORTED_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                      "uint64", "float16", "bfloat16", "float32", "float64", "float8_e4m3fn",
                      "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int4", "uint4",
-                     "int2", "uint2"}
+                     "int2", "uint2", "float4_e2m1fn"}
 
 
 def onnx_dtype(elem_type: int, where: str) -> str:

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from codegen.tir.dtype import FLOAT8
+from codegen.tir.dtype import SMALL_FLOATS
 
 from .common import NodeContext, cast, const, converter, onnx_dtype, op, reshape
 
@@ -128,8 +128,8 @@ def _isinf(ctx, inputs):
 def _cast_to(ctx, x, dtype: str):
     """x cast to dtype; to a float8 type, by default (saturate=1) clipped to its largest finite
     value first (ONNX's saturate_cast), else past it to infinity or NaN."""
-    if dtype in FLOAT8 and int(ctx.attr("saturate", 1)) and ctx.dtype(x) != dtype:
-        top = FLOAT8[dtype].max
+    if dtype in SMALL_FLOATS and int(ctx.attr("saturate", 1)) and ctx.dtype(x) != dtype:
+        top = SMALL_FLOATS[dtype].max
         x = op("clip", x, a_min=-top, a_max=top)
     return op("cast", x, dtype=dtype)
 
