@@ -53,6 +53,10 @@ def _narrow_dtype(ty) -> str | None:
     return None
 
 
+# they take data-only values to cast them to float32 (or give them by a cast)
+CASTING_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
+
+
 def check_bfloat16(ctx, inputs: list) -> None:
     """A node computing on bfloat16 inputs must be one of EXACT_OPS, and on float8 or
     sub-byte int inputs one of those that only move data (see the docstring)."""
@@ -67,6 +71,6 @@ def check_bfloat16(ctx, inputs: list) -> None:
             raise ctx.error(f"{op_type} on bfloat16 tensors is not supported: "
                             "relayjit rounds each op's bfloat16 result, ONNX's reference "
                             "computes in float32 and rounds once; cast to float32 first")
-        if dtype in DATA_ONLY:
+        if dtype in DATA_ONLY and op_type not in CASTING_OPS:
             raise ctx.error(f"{op_type} on {dtype} tensors is not supported: {dtype} values "
                             "are only cast and moved; cast to float32 first")

@@ -125,10 +125,11 @@ def _isinf(ctx, inputs):
     return op("logical_and", inf, side)
 
 
-def _cast_to(ctx, x, dtype: str):
+def cast_to(ctx, x, dtype: str):
     """x cast to dtype; to a float8 type, by default (saturate=1) clipped to its largest finite
     value first (ONNX's saturate_cast), else past it to infinity or NaN."""
-    if dtype in SMALL_FLOATS and int(ctx.attr("saturate", 1)) and ctx.dtype(x) != dtype:
+    if dtype in SMALL_FLOATS and SMALL_FLOATS[dtype].kind != "sat" and \
+            int(ctx.attr("saturate", 1)) and ctx.dtype(x) != dtype:
         top = SMALL_FLOATS[dtype].max
         x = op("clip", x, a_min=-top, a_max=top)
     return op("cast", x, dtype=dtype)
@@ -136,12 +137,12 @@ def _cast_to(ctx, x, dtype: str):
 
 @converter("Cast")
 def _cast(ctx, inputs):
-    return _cast_to(ctx, inputs[0], onnx_dtype(ctx.attr("to"), ctx.where))
+    return cast_to(ctx, inputs[0], onnx_dtype(ctx.attr("to"), ctx.where))
 
 
 @converter("CastLike")
 def _cast_like(ctx, inputs):
-    return _cast_to(ctx, inputs[0], ctx.dtype(inputs[1]))
+    return cast_to(ctx, inputs[0], ctx.dtype(inputs[1]))
 
 
 @converter("Clip")

@@ -8,17 +8,27 @@ from __future__ import annotations
 
 import numpy as np
 
+from codegen.tir.dtype import SMALL_FLOATS
+
 from .common import (NodeContext, cast, const, converter, find_converter, norm_axis, onnx_dtype,
                      op, reshape)
+from .elementwise import cast_to
 
-# integer quantized types and their saturation ranges (float8/int4/int2 are not supported)
+# integer quantized types and their saturation ranges; the small floats (float8, float4)
+# quantize by a cast, as ONNX's reference: x / scale saturated to the format (float8's zero
+# point is not added; float4's is)
 _RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535),
-           "int16": (-32768, 32767), "int32": (-2 ** 31, 2 ** 31 - 1)}
+           "int16": (-32768, 32767), "int32": (-2 ** 31, 2 ** 31 - 1), "int4": (-8, 7),
+           "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
 
 
-def _qtype(ctx: NodeContext, dtype: str, what: str) -> tuple[int, int]:
+def _qtype(ctx: NodeContext, dtype: str, what: str) -> tuple[int, int] | None:
+    """The saturation range of an integer quantized type (None for a small float)."""
+    if dtype in SMALL_FLOATS:
+        return None
     if dtype not in _RANGES:
-        raise ctx.error(f"{what} has type {dtype}; only {sorted(_RANGES)} are supported")
+        raise ctx.error(f"{what} has type {dtype}; only {sorted(_RANGES)} and "
+                        f"{sorted(SMALL_FLOATS)} are supported")
     return _RANGES[dtype]
 
 
@@ -47,11 +57,17 @@ def _along_axis(ctx: NodeContext, param, x_shape: tuple, axis: int, block_size: 
 
 def quantize(ctx: NodeContext, x, scale, zero_point, out_dtype: str, axis: int = 1,
              block_size: int = 0):
-    """saturate(round(x / scale) + zero_point) in out_dtype."""
-    qmin, qmax = _qtype(ctx, out_dtype, "the quantized output")
+    """saturate(round(x / scale) + zero_point) in out_dtype (a small float: module comment)."""
+    limits = _qtype(ctx, out_dtype, "the quantized output")
     dtype = ctx.dtype(x)
     shape = ctx.shape(x)
     scaled = op("divide", x, cast(_along_axis(ctx, scale, shape, axis, block_size), ctx, dtype))
+    if limits is None:
+        if zero_point is not None and SMALL_FLOATS[out_dtype].bits < 8:
+            scaled = op("add", scaled, op("cast", _along_axis(ctx, zero_point, shape, axis,
+                                                              block_size), dtype=dtype))
+        return cast_to(ctx, scaled, out_dtype)
+    qmin, qmax = limits
     work = "float64" if out_dtype == "int32" else "float32"
     y = cast(op("round", scaled), ctx, work)
     if zero_point is not None:
