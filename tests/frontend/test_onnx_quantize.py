@@ -144,9 +144,10 @@ def test_qlinear_matmul_batched(dtype):
 
 
 def test_unsupported_quantized_type_is_a_clear_error():
-    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], output_dtype=TensorProto.INT4)
+    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"],
+                            output_dtype=TensorProto.FLOAT8E8M0)
     model = _model(node, {"x": np.zeros(4, np.float32), "s": np.array(1.0, np.float32)}, {})
-    with pytest.raises(FrontendError, match="INT4 is not supported"):
+    with pytest.raises(FrontendError, match="FLOAT8E8M0 is not supported"):
         from_onnx(model)
 
 
