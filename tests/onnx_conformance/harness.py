@@ -8,9 +8,9 @@ shapes must match), then classified as passed / wrong result / unsupported op / 
     python -m tests.onnx_conformance.harness [--executor graph|vm|debug] [--as-written]
                                              [-k substring] [-v]
 
-The executor defaults to $RELAYJIT_CONFORMANCE_EXECUTOR or "graph" (relay.build + graph
-executor); "vm" compiles with relay.vm.compile and runs the Relay VM (control flow, dynamic
-shapes, sequences); "debug" runs the numpy-reference interpreter. Without --as-written a
+The executor defaults to $RELAYJIT_CONFORMANCE_EXECUTOR or "vm" (relay.vm.compile and the
+Relay VM: the same kernels as relay.build, plus control flow, sequences and dynamic shapes);
+"graph" runs relay.build and the graph executor; "debug" the numpy-reference interpreter. Without --as-written a
 graph input that a converter needs as a constant (a shape, axes, k...) is frozen to the
 case's value; with it every input arrives at run time, as a user's would.
 """
@@ -35,7 +35,7 @@ RTOL, ATOL = 1e-3, 1e-5
 
 
 def default_executor() -> str:
-    return os.environ.get("RELAYJIT_CONFORMANCE_EXECUTOR", "graph")
+    return os.environ.get("RELAYJIT_CONFORMANCE_EXECUTOR", "vm")
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,7 +1,8 @@
 """ONNX backend node conformance: a fast representative subset, and (slow) every case.
 
-The executor is $RELAYJIT_CONFORMANCE_EXECUTOR or "graph" (relay.build + graph executor);
-set it to "debug" to check the frontend against the numpy-reference interpreter alone.
+The executor is $RELAYJIT_CONFORMANCE_EXECUTOR or "vm" (relay.vm.compile + the Relay VM); set
+it to "graph" for relay.build and the graph executor, or "debug" to check the frontend
+against the numpy-reference interpreter alone.
 """
 from __future__ import annotations
 
