@@ -30,21 +30,23 @@ SOURCE_KINDS = ("placeholder", "constant")
 
 
 def lower(name: str, inputs: list[Tensor], outputs: list[Tensor],
-          parallel: ParallelPolicy | None = None) -> PrimFunc:
+          parallel: ParallelPolicy | None = None, vectorize: bool = True) -> PrimFunc:
     """Lower the computation of `outputs` from placeholder `inputs` to a PrimFunc; the stages'
     loop nests go parallel by `parallel` (the build's CodegenOptions.parallel; None: the
-    default policy)."""
+    default policy). vectorize False (CodegenOptions.vectorize): no loop is marked
+    vectorized, and the kernel's attrs say "vectorize": False (codegen.optimise turns LLVM's
+    vectorisers off for it)."""
     return _Lowering(name, list(inputs), list(outputs),
-                     parallel if parallel is not None else ParallelPolicy()).run()
+                     parallel if parallel is not None else ParallelPolicy(), vectorize).run()
 
 
 class _Lowering:
     """State of one lower() call."""
 
     def __init__(self, name: str, inputs: list[Tensor], outputs: list[Tensor],
-                 parallel: ParallelPolicy) -> None:
+                 parallel: ParallelPolicy, vectorize: bool) -> None:
         self.name, self.inputs, self.outputs = name, inputs, outputs
-        self.parallel = parallel
+        self.parallel, self.vectorize = parallel, vectorize
         self.acc_ids = 0
 
     def fail(self, msg: str) -> LoweringError:
@@ -98,6 +100,8 @@ class _Lowering:
         in_place = self.in_place_pairs(stages, out_params, [t.buffer for _, t in copies])
         if in_place:
             attrs["in_place"] = in_place
+        if not self.vectorize:
+            attrs["vectorize"] = False
         return PrimFunc(self.name, params, body, attrs)
 
     def in_place_pairs(self, stages: list[Tensor], out_params: list[Buffer],
@@ -254,7 +258,7 @@ class _Lowering:
         for r in reduces:
             for v in r.axis:
                 per_point *= max(1, v.dom[1])
-        return stage_nest(t.axis, t.shape, body, not reduces, self.parallel,
+        return stage_nest(t.axis, t.shape, body, self.vectorize and not reduces, self.parallel,
                           work_per_point=per_point)
 
     def reduction(self, t: Tensor, r: Reduce, bounds: dict) -> tuple[Stmt, Expr, list[Buffer]]:
@@ -315,8 +319,8 @@ class _Lowering:
     def copy(self, buf: Buffer, t: Tensor) -> Stmt:
         """buf[...] = t[...] for placeholder or repeated outputs."""
         axis = tuple(Var(f"{buf.name}_c{d}", INDEX_DTYPE) for d in range(t.ndim))
-        return stage_nest(axis, t.shape, Store(buf, axis, Load(t.buffer, axis, t.dtype)), True,
-                          self.parallel)
+        return stage_nest(axis, t.shape, Store(buf, axis, Load(t.buffer, axis, t.dtype)),
+                          self.vectorize, self.parallel)
 
 
 def _subst(e: Expr, mapping: dict[Var, Expr]) -> Expr:

@@ -69,7 +69,10 @@ HAND_SCHEDULED_SPEED_LEVEL = 1
 
 
 def pipeline_for(func: PrimFunc, opt_level: int) -> Pipeline:
-    """The pipeline kernel `func` is optimised with at opt_level."""
+    """The pipeline kernel `func` is optimised with at opt_level (without LLVM's vectorisers
+    when its attrs say "vectorize": False, codegen.lower's mark of a build without vectors)."""
+    if func.attrs.get("vectorize", True) is False:
+        return Pipeline(opt_level, loop_vectorization=False, slp_vectorization=False)
     if MICROKERNEL_CALL.search(kernel_text(func)):
         return Pipeline(min(opt_level, HAND_SCHEDULED_SPEED_LEVEL))
     return Pipeline(opt_level)

@@ -25,13 +25,16 @@ VECTOR_WIDTHS = (8, 16)  # floats per micro-kernel vector: AVX2 (ymm) or AVX-512
 class CodegenOptions:
     """The target CPU, the micro-kernels' vector width, kernel families, the parallel policy
     and overrides of the schedules' default configurations (per implementation name, field
-    -> value: tests, A/B measurements and, later, tuning records)."""
+    -> value: tests, A/B measurements and, later, tuning records). vectorize False (TVM's
+    PassContext config "tir.disable_vectorize"): no vector code at all, no schedule that
+    vectorises (the strategy layer selects none), scalar loops and LLVM's vectorisers off."""
 
     cpu: TargetInfo
     vector_width: int
     kernel_families: bool = True
     parallel: ParallelPolicy = field(default_factory=ParallelPolicy)
     schedule_config: str = "{}"  # canonical JSON {implementation: {field: value}}
+    vectorize: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.cpu, TargetInfo):
@@ -45,14 +48,15 @@ class CodegenOptions:
     def for_cpu(cls, cpu: TargetInfo, vector_width: int | None = None,
                 kernel_families: bool = True,
                 schedule_config: Mapping[str, Mapping[str, Any]] | None = None,
-                parallel: ParallelPolicy | None = None) -> CodegenOptions:
+                parallel: ParallelPolicy | None = None,
+                vectorize: bool = True) -> CodegenOptions:
         """Options for `cpu`: its natural vector width (16 floats with AVX-512, else 8)
         unless one is given; schedule_config {implementation: {field: value}}."""
         if vector_width is None:
             vector_width = 16 if "avx512f" in cpu.enabled_features() else 8
         return cls(cpu, vector_width, kernel_families,
                    parallel if parallel is not None else ParallelPolicy(),
-                   freeze_schedule_config(schedule_config or {}))
+                   freeze_schedule_config(schedule_config or {}), vectorize)
 
     @classmethod
     def host(cls, **kwargs: Any) -> CodegenOptions:

@@ -112,12 +112,15 @@ register_pass_config(SCHEDULE_CONFIG, None)
 # micro-kernel vector width (8 or 16 floats; default: the target CPU's) and kernel families
 VECTOR_WIDTH_ENV = "RELAYJIT_VECTOR_WIDTH"
 FAMILIES_ENV = "RELAYJIT_KERNEL_FAMILIES"
+# TVM's PassContext(config={"tir.disable_vectorize": True}): no vector code
+# (CodegenOptions.vectorize False)
+DISABLE_VECTORIZE = "tir.disable_vectorize"
 
 
 def codegen_options_for(target: Target) -> CodegenOptions:
     """What a build under `target` and the current PassContext compiles for: the target's CPU
     (cpu_target), $RELAYJIT_VECTOR_WIDTH, $RELAYJIT_KERNEL_FAMILIES (0: off) and the config's
-    relayjit.schedule_config overrides."""
+    relayjit.schedule_config overrides and tir.disable_vectorize."""
     width = os.environ.get(VECTOR_WIDTH_ENV, "").strip()
     if width and width not in tuple(map(str, VECTOR_WIDTHS)):
         raise CompilerError(f"environment variable {VECTOR_WIDTH_ENV} must be one of "
@@ -127,10 +130,12 @@ def codegen_options_for(target: Target) -> CodegenOptions:
     if families not in ("0", "1"):
         raise CompilerError(f"environment variable {FAMILIES_ENV} must be 0 or 1, got "
                             f"{families!r}")
-    overrides = PassContext.current().get_config(SCHEDULE_CONFIG, None) or {}
+    ctx = PassContext.current()
+    overrides = ctx.get_config(SCHEDULE_CONFIG, None) or {}
     try:
         return CodegenOptions.for_cpu(cpu_target(target), int(width) if width else None,
-                                      families == "1", overrides)
+                                      families == "1", overrides,
+                                      vectorize=not ctx.get_config(DISABLE_VECTORIZE))
     except TypeError as err:
         raise CompilerError(f"PassContext config {SCHEDULE_CONFIG!r}: {err}") from None
 

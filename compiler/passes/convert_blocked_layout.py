@@ -474,8 +474,8 @@ def ConvertBlockedLayout():  # noqa: N802  (a pass factory, CapWords as TVM's)
 
     @function_pass(opt_level=2, name="ConvertBlockedLayout", required=["InferType"])
     def convert_blocked_layout_pass(func: Function, mod, ctx) -> Function:
-        if not blocked_layout_enabled(ctx):
-            return func
+        if not blocked_layout_enabled(ctx) or not codegen_options().vectorize:
+            return func  # off, or a build without vectors (no blocked schedule runs)
         return convert_blocked_layout(func)
 
     return convert_blocked_layout_pass

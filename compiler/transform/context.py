@@ -119,14 +119,12 @@ def _typed_config_value(key: str, value: Any) -> Any:
 
 
 # TVM's keys. Each is read where it acts (FuseOps: passes/fuse_ops.py; the compile engine
-# cache: compiler/backend/kernel_table.py) or refused when set (`unsupported`).
+# cache: compiler/backend/kernel_table.py; tir.disable_vectorize: the build driver's
+# codegen_options_for, into CodegenOptions.vectorize) or refused when set (`unsupported`).
 for _key, _default in (("relay.FuseOps.max_depth", 256), ("relay.FuseOps.link_params", False),
-                       ("relay.backend.disable_compile_engine_cache", False)):
+                       ("relay.backend.disable_compile_engine_cache", False),
+                       ("tir.disable_vectorize", False)):
     register_pass_config(_key, _default)
-register_pass_config("tir.disable_vectorize", False, unsupported=(
-    "relayjit cannot build without vector code yet: its schedules and micro-kernels "
-    "vectorise for the target CPU (a target's -mcpu/-mattr choose which vector "
-    "instructions they may use); leave this key False or unset"))
 
 _NO_TUNER = ("relayjit has no {0}: each operator's implementation and schedule come from "
              "relayjit's built-in schedule heuristics for the target CPU. Tuning records applied "

@@ -3,6 +3,7 @@ message naming what relayjit does instead; never accepted and ignored."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -10,7 +11,11 @@ import pytest
 
 import compiler as tvm
 from compiler import relay
+from codegen import jit
+from codegen.microkernel_objects import microkernels_called
+from compiler.driver.build import build_target, lower_module, optimize
 from compiler.errors import CompilerError
+from compiler.target import Target
 from runtime import cpu, graph_executor
 
 
@@ -52,12 +57,6 @@ def test_a_tuner_setting_is_refused_with_what_relayjit_does_instead(key, tuner):
     assert "autotvm.apply_history_best" in message
 
 
-def test_disable_vectorize_is_refused_until_codegen_can_build_without_vectors():
-    with pytest.raises(CompilerError, match="'tir.disable_vectorize' = True is not supported: "
-                                            "relayjit cannot build without vector code"):
-        tvm.transform.PassContext(config={"tir.disable_vectorize": True})
-
-
 @pytest.mark.parametrize("key", ["relay.backend.use_auto_scheduler",
                                  "relay.backend.use_meta_schedule",
                                  "relay.backend.disable_compile_engine_cache",
@@ -91,3 +90,39 @@ def test_the_vm_compiler_honours_disable_compile_engine_cache_too():
     with tvm.transform.PassContext(config={"relay.backend.disable_compile_engine_cache": True}):
         separate = relay.vm.compile(mod)
     assert len(separate.lib.function_names) == len(shared.lib.function_names) + 1
+
+
+def _conv_net():
+    """conv + relu, max pool, dense, softmax: every kind of vectorised schedule."""
+    rng = np.random.default_rng(1)
+    x = relay.var("x", shape=(1, 16, 14, 14))
+    w = relay.const(rng.standard_normal((32, 16, 3, 3)).astype("float32"))
+    y = relay.nn.relu(relay.nn.conv2d(x, w, padding=(1, 1), channels=32, kernel_size=(3, 3)))
+    y = relay.nn.batch_flatten(relay.nn.max_pool2d(y, pool_size=(2, 2), strides=(2, 2)))
+    wd = relay.const(rng.standard_normal((10, 32 * 7 * 7)).astype("float32") * 0.05)
+    return relay.Function([x], relay.nn.softmax(relay.nn.dense(y, wd)))
+
+
+def _kernels(func, **config):
+    """The PrimFuncs relay.build compiles for func under config."""
+    with tvm.transform.PassContext(opt_level=3, config=config):
+        with build_target(Target("llvm")) as options:
+            main = optimize(tvm.IRModule.from_expr(func))["main"]
+            return lower_module(main, options=options)[1]
+
+
+VECTOR_TYPE = re.compile(r"<\d+ x ")  # an LLVM vector type: <16 x float>
+
+
+def test_disable_vectorize_builds_without_vector_code():
+    func = _conv_net()
+    vectorised = _kernels(func)
+    assert microkernels_called(vectorised) and VECTOR_TYPE.search(jit.get_llvm_ir(vectorised))
+    scalar = _kernels(func, **{"tir.disable_vectorize": True})
+    assert microkernels_called(scalar) == []
+    assert all(f.attrs.get("vectorize") is False for f in scalar)
+    assert not VECTOR_TYPE.search(jit.get_llvm_ir(scalar))  # after LLVM's pipeline
+    x = np.random.default_rng(2).standard_normal((1, 16, 14, 14)).astype("float32")
+    want = _run(_build(func), x=x)
+    got = _run(_build(func, **{"tir.disable_vectorize": True}), x=x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -44,7 +44,7 @@ def lower_primitive_function(func: Function, name: str, options: CodegenOptions)
     body's tensors out."""
     inputs, outputs = lower_to_tensors(func, name, options)
     try:
-        return lower(name, inputs, outputs, options.parallel)
+        return lower(name, inputs, outputs, options.parallel, options.vectorize)
     except CodegenError as err:
         raise LoweringError(f"lowering {name}: {_strip(str(err), name)}") from None
 

@@ -172,7 +172,11 @@ def configure(impl: Implementation, workload: Workload, options: CodegenOptions,
 
 def select(call: CallInfo, options: CodegenOptions) -> Choice | None:
     """The implementation (and its configuration) for a call, or None when the op has no
-    strategy or none of its implementations applies (the op's generic compute rule runs)."""
+    strategy or none of its implementations applies (the op's generic compute rule runs).
+    Every implementation is a vectorised schedule: without vectors (options.vectorize
+    False) none applies."""
+    if not options.vectorize:
+        return None
     fn = get_def(call.op).get_attr(STRATEGY)
     strategy = fn(call, options) if fn is not None else None
     if strategy is None or not strategy.candidates:
