@@ -52,11 +52,15 @@ class GraphExecutorFactoryModule:
         """The params (p0, p1, ...) the graph's inputs are loaded with."""
         return dict(self.params)
 
-    def create(self, dev: Device | str = "cpu") -> GraphExecutor:
-        """A fresh executor with its own storage and the params already loaded."""
+    def create(self, dev: Device | str = "cpu", share_params: bool = False) -> GraphExecutor:
+        """A fresh executor with its own storage and the params already loaded; with
+        share_params, it reads this factory's params in place where it can instead of
+        copying them (they may then not be set again through it)."""
         dev = dev[0] if isinstance(dev, (list, tuple)) and len(dev) == 1 else dev
-        executor = GraphExecutor(self.graph_json, self.lib, to_device(dev))
-        executor.load_params(self.params)
+        shared = {n: v._view() for n, v in self.params.items()} if share_params else None
+        executor = GraphExecutor(self.graph_json, self.lib, to_device(dev), shared)
+        executor.load_params({n: v for n, v in self.params.items()
+                              if n not in executor.shared_names})
         return executor
 
     def __getitem__(self, key: str) -> Callable[[Device], GraphExecutor]:

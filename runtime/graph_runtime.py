@@ -33,7 +33,10 @@ Step = tuple[Callable[[int], int], int, str]
 class GraphExecutor:
     """The runtime module a factory's `lib["default"](dev)` returns; GraphModule wraps it."""
 
-    def __init__(self, graph_json: str, lib: KernelLibrary, device: Device) -> None:
+    def __init__(self, graph_json: str, lib: KernelLibrary, device: Device,
+                 shared_params: Mapping[str, np.ndarray] | None = None) -> None:
+        """shared_params: arrays the graph reads in place instead of copies of them (see
+        _shareable); their inputs count as set and may not be set again."""
         if not isinstance(lib, KernelLibrary):
             raise TypeError(f"lib must be a KernelLibrary, got {type(lib).__name__}")
         if not isinstance(device, Device):
@@ -44,40 +47,22 @@ class GraphExecutor:
         self.plan: GraphPlan = parse_graph(graph_json)
         self.in_place = _in_place_pairs(self.plan, lib)
         _check_storage_plan(self.plan, self.in_place)
-        self.entries: list[np.ndarray] = self._allocate(self.plan)
         self.input_index = {name: i for i, name in enumerate(self.plan.input_names)}
+        shared = _shareable(self.plan, self.input_index, shared_params or {})
+        self.entries: list[np.ndarray] = _allocate(self.plan, shared)
         self.input_set = [False] * len(self.plan.input_names)
         self.input_needed = _inputs_read(self.plan)
-        self.param_names: set[str] = set()
-        self._keepalive: list[Any] = []
+        self.shared_names = frozenset(name for name, _ in shared.values())
+        self.param_names: set[str] = set(self.shared_names)
+        for name in self.shared_names:
+            self.input_set[self.input_index[name]] = True
+        self._keepalive: list[Any] = [array for _, array in shared.values()]
         self.steps: list[Step] = [step for op in self.plan.ops for step in self._steps(op)]
         self._native = native_support()
         n = max(len(self.steps), 1)
         self._fns = (ctypes.c_void_p * n)(*(ctypes.cast(fn, ctypes.c_void_p).value
                                             for fn, _, _ in self.steps))
         self._args = (ctypes.c_void_p * n)(*(arg for _, arg, _ in self.steps))
-
-    @staticmethod
-    def _allocate(plan: GraphPlan) -> list[np.ndarray]:
-        sizes = entry_sizes(plan)
-        pool_bytes: dict[int, int] = {}
-        for sid, offset, size in zip(plan.storage_ids, plan.storage_offsets, sizes):
-            pool_bytes[sid] = max(pool_bytes.get(sid, 0), offset + size)
-        check_memory(sum(pool_bytes.values()),
-                     f"the graph's storage ({len(pool_bytes)} pools for {len(sizes)} tensors)")
-        # one arena for all pools (aligned_bytes backs a large one with huge pages: a conv
-        # reads a line from each of hundreds of channel planes, a 4 KB page apiece)
-        starts, total = {}, 0
-        for sid, n in pool_bytes.items():
-            starts[sid] = total
-            total += -(-n // ALIGNMENT) * ALIGNMENT
-        arena = aligned_bytes(total, huge_pages=True)
-        pools = {sid: arena[at:at + pool_bytes[sid]] for sid, at in starts.items()}
-        return [
-            view_as(pools[sid][offset:], shape, numpy_dtype(dt))
-            for sid, offset, shape, dt in zip(plan.storage_ids, plan.storage_offsets,
-                                              plan.shapes, plan.dtypes)
-        ]
 
     def _steps(self, op: OpNode) -> list[Step]:
         if op.func_name == NOP:
@@ -183,6 +168,9 @@ class GraphExecutor:
     def set_input(self, key: int | str, value: Any) -> None:
         """Copy `value` into input `key`'s storage after checking shape and dtype exactly."""
         index = self.resolve_input(key)
+        if self.plan.input_names[index] in self.shared_names:
+            raise ValueError(f"input {self.plan.input_names[index]!r} is a param this executor "
+                             "shares with others (read in place); it cannot be set")
         dst = self.input_array(index)
         value = check_input_value(self.plan.input_names[index], value, dst.shape, dst.dtype.name)
         np.copyto(dst, value)  # also handles non-contiguous and byte-swapped sources
@@ -251,6 +239,65 @@ class GraphExecutor:
         if not 0 <= index < n:
             raise IndexError(f"output index {index} out of range; graph has {n} outputs")
         return self.entries[self.plan.outputs[index]]
+
+
+def _allocate(plan: GraphPlan, shared: dict[int, tuple[str, np.ndarray]]) -> list[np.ndarray]:
+    """Entry views into one arena, except in the storages `shared` gives (storage id ->
+    (param name, array)), which are those arrays' own bytes."""
+    sizes = entry_sizes(plan)
+    pool_bytes: dict[int, int] = {}
+    for sid, offset, size in zip(plan.storage_ids, plan.storage_offsets, sizes):
+        pool_bytes[sid] = max(pool_bytes.get(sid, 0), offset + size)
+    own = {sid: n for sid, n in pool_bytes.items() if sid not in shared}
+    check_memory(sum(own.values()),
+                 f"the graph's storage ({len(own)} pools for {len(sizes)} tensors)")
+    # one arena for all pools (aligned_bytes backs a large one with huge pages: a conv
+    # reads a line from each of hundreds of channel planes, a 4 KB page apiece)
+    starts, total = {}, 0
+    for sid, n in own.items():
+        starts[sid] = total
+        total += -(-n // ALIGNMENT) * ALIGNMENT
+    arena = aligned_bytes(total, huge_pages=True)
+    pools = {sid: arena[at:at + own[sid]] for sid, at in starts.items()}
+    pools.update((sid, array.reshape(-1).view(np.uint8)) for sid, (_, array) in shared.items())
+    return [
+        view_as(pools[sid][offset:], shape, numpy_dtype(dt))
+        for sid, offset, shape, dt in zip(plan.storage_ids, plan.storage_offsets,
+                                          plan.shapes, plan.dtypes)
+    ]
+
+
+def _shareable(plan: GraphPlan, input_index: dict[str, int],
+               params: Mapping[str, np.ndarray]) -> dict[int, tuple[str, np.ndarray]]:
+    """storage id -> (name, array) for each given param the graph can read in place: a graph
+    input alone in its storage (no other input, no output, nothing any node writes there but
+    reshape-only views of it), at offset 0, whose array is exactly its shape and dtype,
+    C-contiguous and 64-byte aligned. Kernels never write such a storage, so executors of
+    one model at several shapes can read one copy of the weights. Params that do not qualify
+    are left out (the caller copies them)."""
+    # kernel and concatenation outputs, and reshape-only outputs a copy fills
+    written = {e for op in plan.ops for e in op.outputs
+               if op.func_name != NOP or _byte_span(plan, e) != _byte_span(plan, op.inputs[0])}
+    by_sid: dict[int, list[int]] = {}
+    for e, sid in enumerate(plan.storage_ids):
+        by_sid.setdefault(sid, []).append(e)
+    inputs, outputs = set(plan.input_entries), set(plan.outputs)
+    shared = {}
+    for name, array in params.items():
+        if name not in input_index or not isinstance(array, np.ndarray):
+            continue
+        e = plan.input_entries[input_index[name]]
+        sid = plan.storage_ids[e]
+        others = [x for x in by_sid[sid] if x != e]
+        if (plan.storage_offsets[e] != 0 or array.shape != tuple(plan.shapes[e])
+                or array.dtype.name != plan.dtypes[e] or not array.flags.c_contiguous
+                or array.ctypes.data % ALIGNMENT or sid in shared
+                or any(x in inputs for x in others)
+                or any(x in outputs or x in written or _byte_span(plan, x)[2] > array.nbytes
+                       for x in [e, *others])):
+            continue
+        shared[sid] = (name, array)
+    return shared
 
 
 def check_input_value(name: str, value: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
