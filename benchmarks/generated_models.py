@@ -42,9 +42,14 @@ class _GraphBuilder:
 
     def input(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """Declare a float32 graph input; returns its seeded random feed."""
-        from onnx import TensorProto, helper
-        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+        self.declare(name, shape)
         return self.rng.standard_normal(shape).astype(np.float32)
+
+    def declare(self, name: str, shape: tuple, elem_type: int = 1) -> None:
+        """Declare a graph input whose dims may be symbols ("batch"), as exporters write
+        dynamic axes (elem_type: an onnx.TensorProto type, float32 by default)."""
+        from onnx import helper
+        self.inputs.append(helper.make_tensor_value_info(name, elem_type, shape))
 
     def const(self, array, hint: str = "c") -> str:
         from onnx import numpy_helper
@@ -124,25 +129,39 @@ def _gelu_tanh(g: _GraphBuilder, x: str) -> str:
     return g.op("Mul", [half_x, g.op("Add", [t, g.const(np.float32(1.0))])])
 
 
-def _split_heads(g: _GraphBuilder, x: str, seq: int, heads: int, head_dim: int,
+def _leading_dims_then(g: _GraphBuilder, x: str, tail: list[int]) -> str:
+    """Concat(Shape(x)[0], Shape(x)[1], tail): a reshape target over x's dynamic batch and
+    sequence, as torch.onnx.export writes `x.view(x.size(0), x.size(1), ...)`."""
+    shape = g.op("Shape", [x])
+    dims = [g.op("Unsqueeze", [g.op("Gather", [shape, g.const(np.array(i, np.int64))], axis=0),
+                               g.const(np.array([0], np.int64))]) for i in (0, 1)]
+    return g.op("Concat", [*dims, g.const(np.array(tail, np.int64))], axis=0)
+
+
+def _split_heads(g: _GraphBuilder, x: str, seq: int | None, heads: int, head_dim: int,
                  perm: list[int]) -> str:
-    shaped = g.op("Reshape", [x, g.const(np.array([1, seq, heads, head_dim], np.int64))])
-    return g.op("Transpose", [shaped], perm=perm)
+    """[b, s, h*d] -> [b, s, h, d] -> perm; seq None: b and s read from x's shape."""
+    target = (g.const(np.array([1, seq, heads, head_dim], np.int64)) if seq is not None
+              else _leading_dims_then(g, x, [heads, head_dim]))
+    return g.op("Transpose", [g.op("Reshape", [x, target])], perm=perm)
 
 
-def _attention(g: _GraphBuilder, q: str, k: str, v: str, seq: int, hidden: int, heads: int,
-               mask: str | None) -> str:
-    """Scaled dot-product attention over Reshape/Transpose head splits; back to [1, seq, hidden]."""
+def _attention(g: _GraphBuilder, q: str, k: str, v: str, seq: int | None, hidden: int,
+               heads: int, mask: str | None) -> str:
+    """Scaled dot-product attention over Reshape/Transpose head splits; back to [b, seq,
+    hidden] (seq None: batch and sequence dynamic, the reshape targets computed)."""
     head_dim = hidden // heads
-    qh = _split_heads(g, q, seq, heads, head_dim, [0, 2, 1, 3])  # [1, h, s, d]
-    kh = _split_heads(g, k, seq, heads, head_dim, [0, 2, 3, 1])  # [1, h, d, s]
-    vh = _split_heads(g, v, seq, heads, head_dim, [0, 2, 1, 3])  # [1, h, s, d]
+    qh = _split_heads(g, q, seq, heads, head_dim, [0, 2, 1, 3])  # [b, h, s, d]
+    kh = _split_heads(g, k, seq, heads, head_dim, [0, 2, 3, 1])  # [b, h, d, s]
+    vh = _split_heads(g, v, seq, heads, head_dim, [0, 2, 1, 3])  # [b, h, s, d]
     scores = g.op("Div", [g.op("MatMul", [qh, kh]), g.const(np.float32(math.sqrt(head_dim)))])
     if mask is not None:
         scores = g.op("Add", [scores, mask])
     probs = g.op("Softmax", [scores], axis=-1)
     ctx = g.op("Transpose", [g.op("MatMul", [probs, vh])], perm=[0, 2, 1, 3])
-    return g.op("Reshape", [ctx, g.const(np.array([1, seq, hidden], np.int64))])
+    target = (g.const(np.array([1, seq, hidden], np.int64)) if seq is not None
+              else _leading_dims_then(g, q, [hidden]))
+    return g.op("Reshape", [ctx, target])
 
 
 def bert_encoder(seq: int = 128, hidden: int = 768, heads: int = 12, ffn: int = 3072,
@@ -150,14 +169,59 @@ def bert_encoder(seq: int = 128, hidden: int = 768, heads: int = 12, ffn: int = 
     """BERT-base-like post-LN encoder layers: attention + residual + LN, GELU(erf) FFN + LN."""
     g = _GraphBuilder(seed)
     feeds = {"hidden_states": g.input("hidden_states", (1, seq, hidden))}
-    x = "hidden_states"
+    x = _encoder_layers(g, "hidden_states", seq, hidden, heads, ffn, layers, decomposed_ln, None)
+    return g.model("bert_encoder", [(x, (1, seq, hidden))]), feeds
+
+
+def _encoder_layers(g: _GraphBuilder, x: str, seq: int | None, hidden: int, heads: int,
+                    ffn: int, layers: int, decomposed_ln: bool, mask: str | None) -> str:
+    """Post-LN BERT layers (seq None: dynamic batch and sequence, see _attention)."""
     for _ in range(layers):
         q, k, v = (_linear(g, x, hidden, hidden) for _ in range(3))
-        attn = _linear(g, _attention(g, q, k, v, seq, hidden, heads, None), hidden, hidden)
+        attn = _linear(g, _attention(g, q, k, v, seq, hidden, heads, mask), hidden, hidden)
         x = _layer_norm(g, g.op("Add", [attn, x]), hidden, decomposed_ln, 1e-12)
         h = _linear(g, _gelu_erf(g, _linear(g, x, hidden, ffn)), ffn, hidden)
         x = _layer_norm(g, g.op("Add", [h, x]), hidden, decomposed_ln, 1e-12)
-    return g.model("bert_encoder", [(x, (1, seq, hidden))]), feeds
+    return x
+
+
+def bert_encoder_dynamic(hidden: int = 768, heads: int = 12, ffn: int = 3072, layers: int = 2,
+                         vocab: int = 8192, max_positions: int = 512, seed: int = 0):
+    """A BERT-style encoder as torch.onnx.export writes it with dynamic_axes {0: "batch",
+    1: "sequence"} on input_ids and attention_mask: word + position embeddings (the position
+    table sliced to the sequence length read from Shape) and LayerNorm, the additive mask
+    (1 - mask) * -10000 over [batch, 1, 1, sequence], then bert_encoder's layers with every
+    head split and merge reshaped to Concat(Shape(x)[0], Shape(x)[1], ...). Returns the
+    model alone: feed it bert_feeds(batch, sequence)."""
+    from onnx import TensorProto
+    g = _GraphBuilder(seed)
+    g.declare("input_ids", ("batch", "sequence"), TensorProto.INT64)
+    g.declare("attention_mask", ("batch", "sequence"), TensorProto.INT64)
+    words = g.op("Gather", [g.weight((vocab, hidden), hidden, "word_embeddings"), "input_ids"],
+                 axis=0)
+    seq_len = g.op("Gather", [g.op("Shape", ["input_ids"]), g.const(np.array([1], np.int64))],
+                   axis=0)
+    positions = g.op("Slice", [g.weight((max_positions, hidden), hidden, "position_embeddings"),
+                               g.const(np.array([0], np.int64)), seq_len,
+                               g.const(np.array([0], np.int64))])
+    x = _layer_norm(g, g.op("Add", [words, positions]), hidden, False, 1e-12)
+    mask = g.op("Cast", [g.op("Unsqueeze", ["attention_mask",
+                                            g.const(np.array([1, 2], np.int64))])],
+                to=TensorProto.FLOAT)
+    mask = g.op("Mul", [g.op("Sub", [g.const(np.float32(1.0)), mask]),
+                        g.const(np.float32(-10000.0))])
+    x = _encoder_layers(g, x, None, hidden, heads, ffn, layers, False, mask)
+    return g.model("bert_encoder_dynamic", [(x, ("batch", "sequence", hidden))])
+
+
+def bert_feeds(batch: int, sequence: int, vocab: int = 8192, seed: int = 0) -> dict:
+    """input_ids drawn from the vocabulary; attention_mask 1, the last quarter of every row
+    but the first 0 (padding), so the mask matters."""
+    rng = np.random.default_rng(seed)
+    mask = np.ones((batch, sequence), np.int64)
+    mask[1:, sequence - sequence // 4:] = 0
+    return {"input_ids": rng.integers(0, vocab, (batch, sequence), dtype=np.int64),
+            "attention_mask": mask}
 
 
 def gpt2_decoder(seq: int = 128, hidden: int = 768, heads: int = 12, layers: int = 1,
@@ -216,12 +280,17 @@ MOBILENET_BLOCKS = ((1, 16, 1), (6, 24, 2), (6, 24, 1), (6, 32, 2), (6, 32, 1), 
 
 
 def mobilenet_v2(size: int = 224, stem: int = 32, blocks=MOBILENET_BLOCKS, head: int = 1280,
-                 classes: int = 1000, seed: int = 0):
+                 classes: int = 1000, seed: int = 0, batch: int | str = 1):
     """MobileNet-v2-style stack: stride-2 stem, inverted residuals (1x1 expand + BN + Relu6,
     3x3 depthwise + BN + Relu6, 1x1 project + BN, residual Add when shapes allow), 1x1 head,
-    GlobalAveragePool, Flatten, Gemm."""
+    GlobalAveragePool, Flatten, Gemm. A named batch ("batch") is a dynamic axis, as
+    torch.onnx.export's dynamic_axes write it; then feeds is None (image_feeds gives them)."""
     g = _GraphBuilder(seed)
-    feeds = {"input": g.input("input", (1, 3, size, size))}
+    if isinstance(batch, str):
+        g.declare("input", (batch, 3, size, size))
+        feeds = None
+    else:
+        feeds = {"input": g.input("input", (batch, 3, size, size))}
     x = _conv_bn(g, "input", 3, stem, 3, stride=2)
     c = stem
     for t, c_out, stride in blocks:
@@ -234,7 +303,13 @@ def mobilenet_v2(size: int = 224, stem: int = 32, blocks=MOBILENET_BLOCKS, head:
     x = g.op("Flatten", [g.op("GlobalAveragePool", [_conv_bn(g, x, c, head, 1)])], axis=1)
     logits = g.op("Gemm", [x, g.weight((classes, head), head), g.uniform((classes,), -0.1, 0.1)],
                   transB=1)
-    return g.model("mobilenet_v2", [(logits, (1, classes))]), feeds
+    return g.model("mobilenet_v2", [(logits, (batch, classes))]), feeds
+
+
+def image_feeds(batch: int, size: int = 224, seed: int = 0) -> dict:
+    """A seeded random NCHW float32 batch for the image models' "input"."""
+    rng = np.random.default_rng(seed)
+    return {"input": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
 
 
 def _double_conv(g: _GraphBuilder, x: str, c_in: int, c_out: int) -> str:
@@ -317,6 +392,18 @@ GENERATED_MODELS: dict[str, Callable[[], tuple]] = {
     "gen_gru": functools.partial(recurrent, "GRU"),
     "gen_mlp_b1": functools.partial(mlp, batch=1),
     "gen_mlp_b32": functools.partial(mlp, batch=32),
+}
+
+
+# models with dynamic axes (benchmarks/models.py --dynamic): name -> (builder of the model,
+# feeds(**shape), the shapes benchmarked as keyword arguments of feeds)
+DYNAMIC_MODELS: dict[str, tuple[Callable, Callable, list[dict]]] = {
+    "gen_bert_encoder_dynamic": (
+        bert_encoder_dynamic, bert_feeds,
+        [{"batch": b, "sequence": s} for b in (1, 4) for s in (8, 32, 128, 384)]),
+    "gen_mobilenet_v2_dynamic": (
+        functools.partial(lambda **kw: mobilenet_v2(**kw)[0], batch="batch"), image_feeds,
+        [{"batch": b} for b in (1, 4, 16)]),
 }
 
 

@@ -3,40 +3,56 @@
     sess = compiler.load("model.onnx")            # compiles once (kernels via the compile cache)
     probs, = sess.run(None, {"data": x})          # onnxruntime's form: a list, in output order
     probs = sess.run({"data": x})["prob"]         # or a dict by output name
-    sess.get_inputs()[0].shape                    # (1, 3, 224, 224)
+    sess.get_inputs()[0].shape                    # (1, 3, 224, 224), or ('batch', 'sequence')
 
-An ONNX file is imported and built with relay.build (whose kernel objects are cached on disk
-by codegen.cache, so loading the same model again mostly skips LLVM); an exported .rjit
-module is loaded as it is. ONNX outputs keep their graph names; an exported module's
-outputs are named output_0, output_1, ...
+A model with dynamic axes (ONNX dim_param or unknown dims) runs at any valid shape; the
+policy is `dynamic=`:
+
+- "specialize" (the default): the first time a concrete input-shape signature is seen, the
+  model is imported with those shapes and built with relay.build (static kernels, blocked
+  layouts, the graph executor's native run loop: what a static model gets) and the executor
+  is kept in a least-recently-used set of at most `max_specializations` (default 8);
+  relay.build's build cache keeps the module on disk, so a new process meets a known shape
+  warm. Programs the graph executor cannot run (a run-time If, a Loop, data-dependent
+  shapes) are compiled per signature with relay.vm.compile instead.
+- "vm": one relay.vm.compile of the model with its symbolic dims; the VM specialises its
+  kernels per shape itself (relay.vm's compile hook).
+
+A call whose shapes break the model's signature (a fixed dim that differs, a symbol such as
+"batch" given two values, a wrong rank or dtype) is a ValueError naming the input, the
+symbolic shape and the shape given, before anything is compiled (runtime.specialised).
+
+A new shape is compiled before its call returns: nothing serves it symbolically meanwhile.
+On this 2-core machine a compile competes with the run for the same cores, the first call
+at a new shape already fits in the 2 s budget (benchmarks/models.py --dynamic), and a run
+through the VM while compiling would be a slower second copy of every kernel to keep
+correct; "vm" is the choice for workloads where every call has a new shape.
+
+An exported module is loaded as it is: a graph module (static), a VM executable, or a
+dynamic artefact (`relayjit compile` of a dynamic model: the ONNX model with the build
+options, specialised here as above). ONNX outputs keep their graph names; an exported
+static module's outputs are named output_0, output_1, ...
 """
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 import runtime
-from compiler.driver.build import build
 from compiler.errors import CompilerError
-from compiler.frontend.onnx import from_onnx
-from compiler.transform import PassContext
 from runtime.export import MAGIC
-from runtime.graph_executor import GraphModule
+from runtime.factory import GraphExecutorFactoryModule
+from runtime.graph_json import parse_graph
+from runtime.specialised import DEFAULT_MAX_SPECIALIZATIONS, SpecialisedModel, TensorSpec
+from runtime.vm import Executable
+from .specialise import POLICIES, OnnxSpecialiser, onnx_signature
 
 __all__ = ["InferenceSession", "TensorInfo", "load", "is_exported_module", "read_onnx"]
 
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """An input's or output's name, static shape and dtype (onnxruntime's NodeArg)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
+TensorInfo = TensorSpec  # the name this module gave it first
 
 
 def is_exported_module(path: str) -> bool:
@@ -46,36 +62,40 @@ def is_exported_module(path: str) -> bool:
 
 
 class InferenceSession:
-    """A compiled model ready to run; `run` takes and returns numpy arrays by name."""
+    """A model ready to run; `run` takes and returns numpy arrays by name."""
 
     def __init__(self, path: str | os.PathLike, shape: Mapping[str, Sequence[int]] | None = None,
-                 opt_level: int = 3, target: Any = "llvm") -> None:
+                 opt_level: int = 3, target: Any = "llvm", dynamic: str = "specialize",
+                 max_specializations: int = DEFAULT_MAX_SPECIALIZATIONS) -> None:
         path = os.fspath(path)
         if os.path.isdir(path):
             raise CompilerError(f"{path} is a directory; expected an .onnx or .rjit file")
         if not os.path.isfile(path):
             raise FileNotFoundError(f"no such model file: {path}")
+        if dynamic not in POLICIES:
+            raise ValueError(f"dynamic must be one of {list(POLICIES)}, got {dynamic!r}")
         self.path = path
+        self.dynamic = dynamic
         if is_exported_module(path):
-            self.factory = runtime.load_module(path)
-            onnx_outputs = None
+            self.model = _load_exported(path, max_specializations)
         else:
-            self.factory, onnx_outputs = _build_onnx(path, shape, opt_level, target)
-        self._gmod = GraphModule(self.factory["default"](runtime.cpu()))
-        shapes, dtypes = self._gmod.get_input_info()
-        self._inputs = [TensorInfo(n, tuple(shapes[n]), dtypes[n]) for n in shapes]
-        plan = self._gmod.module.plan
-        names = onnx_outputs or [f"output_{i}" for i in range(len(plan.outputs))]
-        self._outputs = [TensorInfo(name, tuple(plan.shapes[e]), plan.dtypes[e])
-                         for name, e in zip(names, plan.outputs)]
+            self.model = _onnx_model(read_onnx(path), shape, opt_level, target, dynamic,
+                                     max_specializations)
 
-    def get_inputs(self) -> list[TensorInfo]:
-        """The inputs to feed (bound params excluded)."""
-        return list(self._inputs)
+    @property
+    def factory(self) -> GraphExecutorFactoryModule | None:
+        """The graph module of a static model (None while a dynamic one has none)."""
+        modules = self.model.modules()
+        return modules[-1] if len(modules) == 1 and \
+            isinstance(modules[-1], GraphExecutorFactoryModule) else None
 
-    def get_outputs(self) -> list[TensorInfo]:
+    def get_inputs(self) -> list[TensorSpec]:
+        """The inputs to feed (bound params excluded); dynamic dims by name, or None."""
+        return list(self.model.inputs)
+
+    def get_outputs(self) -> list[TensorSpec]:
         """The outputs, in order."""
-        return list(self._outputs)
+        return list(self.model.outputs)
 
     def run(self, output_names: Sequence[str] | Mapping[str, Any] | None,
             input_feed: Mapping[str, Any] | None = None) -> list[np.ndarray] | dict:
@@ -83,36 +103,17 @@ class InferenceSession:
         run(feeds) -> {output name: array}."""
         as_dict = input_feed is None and isinstance(output_names, Mapping)
         feeds = output_names if as_dict else input_feed
-        if not isinstance(feeds, Mapping):
-            raise TypeError(f"run: expected the inputs as a dict of name -> array, got "
-                            f"{type(feeds).__name__}")
-        self._feed(feeds)
-        self._gmod.run()
-        names = [o.name for o in self._outputs]
+        names = [o.name for o in self.model.outputs]
         wanted = names if as_dict or output_names is None else list(output_names)
         unknown = [n for n in wanted if n not in names]
         if unknown:
             raise KeyError(f"run: unknown output(s) {unknown}; the model's outputs are {names}")
-        results = {n: self._gmod.get_output(names.index(n)).numpy() for n in wanted}
-        return results if as_dict else [results[n] for n in wanted]
-
-    def _feed(self, feeds: Mapping[str, Any]) -> None:
-        expected = {i.name for i in self._inputs}
-        unknown = sorted(set(feeds) - expected)
-        if unknown:
-            raise KeyError(f"run: unknown input(s) {unknown}; the model's inputs are "
-                           f"{sorted(expected)}")
-        missing = sorted(expected - set(feeds))
-        if missing:
-            raise ValueError(f"run: missing input(s) {missing}; the model's inputs are "
-                             f"{[(i.name, i.shape, i.dtype) for i in self._inputs]}")
-        for name, value in feeds.items():
-            self._gmod.set_input(name, value if isinstance(value, runtime.NDArray)
-                                 else np.asarray(value))
+        results = dict(zip(names, self.model.run(feeds)))
+        return {n: results[n] for n in wanted} if as_dict else [results[n] for n in wanted]
 
     def __repr__(self) -> str:
-        return (f"InferenceSession({self.path!r}, inputs={self._inputs}, "
-                f"outputs={self._outputs})")
+        return (f"InferenceSession({self.path!r}, inputs={self.model.inputs}, "
+                f"outputs={self.model.outputs})")
 
 
 def read_onnx(path: str):
@@ -128,16 +129,61 @@ def read_onnx(path: str):
     return model
 
 
-def _build_onnx(path: str, shape, opt_level: int, target: Any):
-    """(factory, output names) of an ONNX file built now."""
-    model = read_onnx(path)
-    mod, params = from_onnx(model, shape=dict(shape) if shape else None)
-    with PassContext(opt_level=opt_level):
-        factory = build(mod, target=target, params=params)
-    return factory, [o.name for o in model.graph.output]
+def _onnx_model(model, shape, opt_level: int, target: Any, dynamic: str,
+                max_specializations: int) -> SpecialisedModel:
+    """A SpecialisedModel over an ONNX model; a static one is built now (as before dynamic
+    shapes: errors at load), a dynamic one at each new shape."""
+    inputs, outputs = onnx_signature(model, shape)
+    specialiser = OnnxSpecialiser(model, opt_level, target)
+    if dynamic == "vm":
+        exe = specialiser.symbolic(shape)
+        result = SpecialisedModel(inputs, outputs, lambda shapes: exe, max_specializations,
+                                  per_shape=False)
+        result.add((), exe)
+        return result
+    result = SpecialisedModel(inputs, outputs, specialiser, max_specializations)
+    if all(spec.is_static for spec in inputs):
+        signature = tuple(spec.shape for spec in inputs)
+        result.add(signature, specialiser(dict(zip(result.names, signature))))
+        result.outputs = _built_outputs(result.modules()[0], outputs)
+    return result
+
+
+def _built_outputs(module, declared: list[TensorSpec]) -> list[TensorSpec]:
+    """Output specs with the shapes and dtypes a static graph module computes (the ONNX
+    graph's declared outputs may lack them); names from `declared` when it has them all."""
+    if not isinstance(module, GraphExecutorFactoryModule):
+        return declared
+    plan = parse_graph(module.graph_json)
+    names = [o.name for o in declared] if len(declared) == len(plan.outputs) else \
+        [f"output_{i}" for i in range(len(plan.outputs))]
+    return [TensorSpec(n, tuple(plan.shapes[e]), plan.dtypes[e])
+            for n, e in zip(names, plan.outputs)]
+
+
+def _load_exported(path: str, max_specializations: int) -> SpecialisedModel:
+    """A SpecialisedModel over a module written by export_library or `relayjit compile`."""
+    module = runtime.load_module(path)
+    if isinstance(module, GraphExecutorFactoryModule):
+        plan = parse_graph(module.graph_json)
+        inputs = [TensorSpec(n, tuple(plan.shapes[e]), plan.dtypes[e])
+                  for n, e in zip(plan.input_names, plan.input_entries)
+                  if n not in module.params]
+        result = SpecialisedModel(inputs, [], None, max_specializations)
+        result.add(tuple(s.shape for s in inputs), module)
+        result.outputs = _built_outputs(module, [])
+        return result
+    if isinstance(module, Executable):
+        raise CompilerError(f"{path} is a Relay VM executable; run it with "
+                            "runtime.vm.VirtualMachine(runtime.load_module(path), dev)")
+    raise CompilerError(f"{path}: compiler.load cannot run a {type(module).__name__}")
 
 
 def load(path: str | os.PathLike, shape: Mapping[str, Sequence[int]] | None = None,
-         opt_level: int = 3, target: Any = "llvm") -> InferenceSession:
-    """Compile (an .onnx file) or load (an exported .rjit module) once: an InferenceSession."""
-    return InferenceSession(path, shape=shape, opt_level=opt_level, target=target)
+         opt_level: int = 3, target: Any = "llvm", dynamic: str = "specialize",
+         max_specializations: int = DEFAULT_MAX_SPECIALIZATIONS) -> InferenceSession:
+    """Compile (an .onnx file) or load (an exported .rjit module): an InferenceSession. A
+    model with dynamic axes is compiled per input-shape signature as calls meet them (see
+    the module docstring for `dynamic` and `max_specializations`)."""
+    return InferenceSession(path, shape=shape, opt_level=opt_level, target=target,
+                            dynamic=dynamic, max_specializations=max_specializations)

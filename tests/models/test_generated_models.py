@@ -90,6 +90,35 @@ def test_generated_model_matches_onnxruntime(name):
     _check_against_onnxruntime(model, feeds)
 
 
+DYNAMIC_REDUCED = {
+    "gen_bert_encoder_dynamic": (
+        lambda: gm.bert_encoder_dynamic(hidden=64, heads=4, ffn=256, vocab=100, max_positions=64),
+        lambda shape: gm.bert_feeds(**shape, vocab=100),
+        [{"batch": 1, "sequence": 8}, {"batch": 3, "sequence": 5}, {"batch": 1, "sequence": 8}]),
+    "gen_mobilenet_v2_dynamic": (
+        lambda: gm.mobilenet_v2(**SMALL_MOBILENET, batch="batch")[0],
+        lambda shape: gm.image_feeds(**shape, size=32), [{"batch": 1}, {"batch": 3}]),
+}
+
+
+@pytest.mark.parametrize("name", list(DYNAMIC_REDUCED))
+def test_dynamic_model_runs_through_compiler_load_at_each_shape(name, tmp_path):
+    """The dynamic-axes models of benchmarks/models.py --dynamic, reduced: compiler.load takes
+    every shape, each built once, every output as onnxruntime's."""
+    import compiler
+    build, feeds_for, shapes = DYNAMIC_REDUCED[name]
+    assert set(gm.DYNAMIC_MODELS) == set(DYNAMIC_REDUCED)
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(build(), path)
+    sess = compiler.load(path)
+    for shape in shapes:
+        feeds = feeds_for(shape)
+        for out, ref in zip(sess.run(None, feeds), _onnxruntime(onnx.load(path), feeds)):
+            assert out.shape == ref.shape
+            np.testing.assert_allclose(out, ref, rtol=RTOL, atol=ATOL)
+    assert sess.model.builds == len({tuple(s.items()) for s in shapes})
+
+
 def test_every_family_has_a_reduced_variant():
     families = {"bert", "gpt2", "mobilenet", "unet", "lstm", "gru", "mlp"}
     assert {n.removeprefix("gen_").split("_")[0] for n in gm.GENERATED_MODELS} == families
