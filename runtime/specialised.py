@@ -31,6 +31,7 @@ import numpy as np
 from .device import Device, cpu
 from .digest import content_digest
 from .factory import GraphExecutorFactoryModule
+from .memory import ALIGNMENT, aligned_bytes, view_as
 from .ndarray import NDArray
 from .vm.executable import Executable
 from .vm.machine import VirtualMachine
@@ -114,22 +115,39 @@ def _check_dims(spec: TensorSpec, array: np.ndarray, bound: dict[str, tuple[int,
 
 class SharedParams:
     """One array per distinct param content (shape, dtype and bytes) across factories: adopt()
-    points a factory's params at the arrays already held for equal ones. Weak: an array no
+    points a factory's params at the arrays already held for equal ones, and copies the new
+    ones into storage on huge pages, as a graph module's own storage is (weights read in
+    place from 4 KB pages made a BERT encoder at 8 tokens 11% slower). Weak: an array no
     kept executor reads is freed."""
 
     def __init__(self) -> None:
         self._arrays: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def adopt(self, factory: GraphExecutorFactoryModule) -> None:
-        for name, value in factory.params.items():
-            array = value._view()
-            key = content_digest([array.reshape(-1).view(np.uint8)],
-                                 f"{array.dtype.name}{array.shape}".encode())
-            held = self._arrays.get(key)
-            if held is None:
-                self._arrays[key] = array
-            else:
-                factory.params[name] = NDArray(held)
+        keys = {name: _content_key(value._view()) for name, value in factory.params.items()}
+        arrays = {key: self._arrays.get(key) for key in keys.values()}  # held from here on
+        new = {key: factory.params[name]._view() for name, key in keys.items()
+               if arrays[key] is None}
+        arrays.update(self._on_huge_pages(new))
+        for name, key in keys.items():
+            factory.params[name] = NDArray(arrays[key])
+
+    def _on_huge_pages(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Copies of `arrays` in one arena (huge pages from 1 MB), kept under their keys."""
+        slots = [-(-a.nbytes // ALIGNMENT) * ALIGNMENT for a in arrays.values()]
+        arena = aligned_bytes(max(sum(slots), 1), huge_pages=True)
+        copies, at = {}, 0
+        for (key, array), size in zip(arrays.items(), slots):
+            copies[key] = view_as(arena[at:], array.shape, array.dtype)
+            np.copyto(copies[key], array)
+            self._arrays[key] = copies[key]
+            at += size
+        return copies
+
+
+def _content_key(array: np.ndarray) -> str:
+    return content_digest([array.reshape(-1).view(np.uint8)],
+                          f"{array.dtype.name}{array.shape}".encode())
 
 
 class _GraphRunner:
