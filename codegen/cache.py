@@ -43,7 +43,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import NamedTuple
 
-from runtime.target import TargetInfo, current_target
+from runtime.target import TargetInfo
 
 __all__ = ["CODEGEN_VERSION", "cache_dir", "enabled", "disabled", "lookup", "store",
            "disk_cache_stats", "reset_disk_cache_stats", "entry_path", "environment_key",
@@ -140,17 +140,18 @@ def environment_key(target: TargetInfo) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-def _file_key(structural_key: str) -> str:
-    env = environment_key(current_target())
+def _file_key(structural_key: str, target: TargetInfo) -> str:
+    env = environment_key(target)
     return hashlib.sha256(f"{structural_key}\0{env}".encode()).hexdigest()
 
 
-def entry_path(structural_key: str) -> str | None:
-    """Where the entry for a kernel set's structural key lives (None when disabled)."""
+def entry_path(structural_key: str, target: TargetInfo) -> str | None:
+    """Where the entry for a kernel set's structural key, built for `target`, lives (None
+    when disabled)."""
     root = cache_dir()
     if root is None:
         return None
-    key = _file_key(structural_key)
+    key = _file_key(structural_key, target)
     return os.path.join(root, key[:2], key + _SUFFIX)
 
 
@@ -227,11 +228,12 @@ def _decode(data: bytes) -> Entry | None:
     return Entry(tuple(names), objects, bitcodes)
 
 
-def lookup(structural_key: str) -> Entry | None:
-    """The stored entry for this kernel set, or None (missing, unreadable or corrupted)."""
+def lookup(structural_key: str, target: TargetInfo) -> Entry | None:
+    """The stored entry for this kernel set built for `target`, or None (missing, unreadable
+    or corrupted)."""
     if not enabled():
         return None
-    path = entry_path(structural_key)
+    path = entry_path(structural_key, target)
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -253,12 +255,13 @@ def lookup(structural_key: str) -> Entry | None:
     return entry
 
 
-def store(structural_key: str, entry: Entry) -> bool:
-    """Write the entry atomically; False (and nothing left behind) on any I/O problem."""
+def store(structural_key: str, entry: Entry, target: TargetInfo) -> bool:
+    """Write the entry (built for `target`) atomically; False (and nothing left behind) on
+    any I/O problem."""
     global _writes_since_prune
     if not enabled():
         return False
-    path = entry_path(structural_key)
+    path = entry_path(structural_key, target)
     directory = os.path.dirname(path)
     tmp = None
     try:

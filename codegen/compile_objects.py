@@ -13,6 +13,7 @@ from typing import NamedTuple
 import llvmlite.binding as llvm
 
 from runtime.library import signature_table_ir
+from runtime.target import TargetInfo
 
 from .compile_jobs import (auto_compile_jobs, collect, fork_jobs, measure_busy_cores,
                            requested_compile_jobs, split_work)
@@ -21,6 +22,7 @@ from .kernel_families import Family
 from .microkernel_objects import (MICROKERNEL_CALL, Microkernel, check_calls,
                                   find_microkernels, keep_microkernels)
 from .optimise import Unit, compile_units, lead, optimised_kernels
+from .options import CodegenOptions
 from .tir.stmt import PrimFunc
 from .tir.structural import kernel_text
 
@@ -38,15 +40,15 @@ class Share(NamedTuple):
                 for f in (u.members if isinstance(u, Family) else (u,))]
 
 
-def _compile_share(share: Share, table: list[PrimFunc] | None, opt_level: int
-                   ) -> tuple[bytes, bytes, dict[str, Microkernel]]:
+def _compile_share(share: Share, table: list[PrimFunc] | None, opt_level: int,
+                   cpu: TargetInfo) -> tuple[bytes, bytes, dict[str, Microkernel]]:
     """One object file: the share's kernels optimised (their calls checked against the
     micro-kernels they call) and the signature table of the kernels `table` when given:
     (object code, the optimised bitcode it was emitted from, the micro-kernels compiled here,
     found in no cache)."""
-    mod, tm = optimised_kernels(share.units, opt_level)
+    mod, tm = optimised_kernels(share.units, opt_level, cpu)
     compiled: dict[str, Microkernel] = {}
-    check_calls(mod, find_microkernels(share.microkernels, tm, compiled))
+    check_calls(mod, find_microkernels(share.microkernels, cpu, compiled))
     if table is not None:
         with timed("link"):
             mod.link_in(_signature_table(table, tm))
@@ -57,11 +59,12 @@ def _compile_share(share: Share, table: list[PrimFunc] | None, opt_level: int
     return obj, bitcode, compiled
 
 
-def compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
-                    ) -> list[tuple[bytes, bytes]]:
-    """The kernels compiled to object files, [(object code, bitcode)], the first with the
-    signature table: one object, or one per compile job (jobs None: $RELAYJIT_COMPILE_JOBS,
-    else auto_compile_jobs, asked only when the set has kernels enough to split).
+def compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None,
+                    options: CodegenOptions) -> list[tuple[bytes, bytes]]:
+    """The kernels compiled for options.cpu to object files, [(object code, bitcode)], the
+    first with the signature table: one object, or one per compile job (jobs None:
+    $RELAYJIT_COMPILE_JOBS, else auto_compile_jobs, asked only when the set has kernels
+    enough to split).
 
     The parent does the first share itself; each forked child sends back its object, bitcode
     and the micro-kernels it compiled (after the seconds it spent, for
@@ -82,16 +85,17 @@ def compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
     else:
         jobs = 1
     with timed("digest"):
-        units = compile_units(funcs)
+        units = compile_units(funcs, options.kernel_families)
         parts = shares(units, jobs)
     families = [u for u in units if isinstance(u, Family)]
     note(families=len(families), family_members=sum(len(f.members) for f in families))
     if stats is not None:
         stats.jobs = max(stats.jobs, len(parts))
     with timed("jobs_wait"):
-        children = fork_jobs(_compile_forked, [(share, opt_level) for share in parts[1:]])
+        children = fork_jobs(_compile_forked, [(share, opt_level, options.cpu)
+                                               for share in parts[1:]])
     try:
-        obj, bitcode, compiled = _compile_share(parts[0], funcs, opt_level)
+        obj, bitcode, compiled = _compile_share(parts[0], funcs, opt_level, options.cpu)
     finally:
         with timed("jobs_wait"):
             replies = [collect(child) for child in children]
@@ -104,20 +108,20 @@ def compile_objects(funcs: list[PrimFunc], opt_level: int, jobs: int | None
                                                             blobs[i + 3].decode()))
                             for i in range(2, len(blobs), 4))
         else:  # the child failed: redo its share here
-            share, _ = child.share
-            obj, bitcode, more = _compile_share(share, None, opt_level)
+            share = child.share[0]
+            obj, bitcode, more = _compile_share(share, None, opt_level, options.cpu)
             objects.append((obj, bitcode))
             compiled.update(more)
-    keep_microkernels(compiled)
+    keep_microkernels(compiled, options.cpu)
     return objects
 
 
-def _compile_forked(work: tuple[Share, int]) -> tuple[float, list[bytes]]:
+def _compile_forked(work: tuple[Share, int, TargetInfo]) -> tuple[float, list[bytes]]:
     """A forked job's share: (seconds spent, [object, bitcode, then each micro-kernel it
     compiled as name, object, bitcode, signature])."""
-    share, opt_level = work
+    share, opt_level, cpu = work
     with record_compile_stats() as spent:
-        obj, bitcode, compiled = _compile_share(share, None, opt_level)
+        obj, bitcode, compiled = _compile_share(share, None, opt_level, cpu)
     blobs = [obj, bitcode]
     for name, kernel in compiled.items():
         blobs += [name.encode(), kernel.object, kernel.bitcode, kernel.signature.encode()]

@@ -23,9 +23,10 @@ import threading
 from collections import OrderedDict
 
 import llvmlite.binding as llvm
+import numpy as np
 
 from runtime.library import KernelLibrary
-from runtime.target import current_target
+from runtime.target import TargetInfo
 
 from . import cache as disk_cache
 from . import microkernel_objects
@@ -34,11 +35,12 @@ from .compile_jobs import note_compile_request, requested_compile_jobs
 from .compile_objects import compile_objects
 from .compile_stats import note, timed
 from .errors import CodegenError
-from .kernel_families import families_enabled
+from .lower import lower
 from .microkernel_objects import (Microkernel, find_microkernels, keep_microkernels,
                                   link_microkernels, microkernels_called)
 from .optimise import (compile_units, emit_units, optimised_kernels, pipeline_for,
                        target_machine_for)
+from .options import CodegenOptions
 from .tir.stmt import PrimFunc
 from .tir.structural import structural_digest
 
@@ -49,36 +51,39 @@ _STATS = {"hits": 0, "renamed": 0, "disk": 0, "misses": 0}
 _lock = threading.Lock()
 
 
-def structural_key(funcs: list[PrimFunc], opt_level: int) -> str:
-    """Digest of the generated code: kernels' structure, shapes, dtypes, attrs, the LLVM
-    pipelines and the target CPU; not names."""
-    cpu = current_target()
+def structural_key(funcs: list[PrimFunc], options: CodegenOptions, opt_level: int) -> str:
+    """Digest of the generated code: kernels' structure, shapes, dtypes, attrs (what the
+    options' vector width and schedule configurations made of them), the LLVM pipelines, the
+    target CPU and kernel families; not names."""
+    cpu = options.cpu
     pipelines = ",".join(sorted({str(tuple(pipeline_for(f, opt_level))) for f in funcs}))
     return structural_digest(funcs, f"opt{opt_level}\0{pipelines}\0{cpu.triple}\0{cpu.cpu}"
-                                    f"\0{cpu.features}\0families{int(families_enabled())}")
+                                    f"\0{cpu.features}\0families{int(options.kernel_families)}")
 
 
-def _optimised_module(funcs: list[PrimFunc], opt_level: int) -> tuple[llvm.ModuleRef,
-                                                                       llvm.TargetMachine]:
+def _optimised_module(funcs: list[PrimFunc], options: CodegenOptions, opt_level: int
+                      ) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
     """The kernels optimised at opt_level in one module, with the micro-kernels they call
     linked in (what get_llvm_ir and get_assembly show)."""
     with timed("digest"):
         names = microkernels_called(funcs)
-        units = compile_units(funcs)
-    mod, tm = optimised_kernels(units, opt_level)
-    keep_microkernels(link_microkernels(mod, tm, names))
+        units = compile_units(funcs, options.kernel_families)
+    mod, tm = optimised_kernels(units, opt_level, options.cpu)
+    keep_microkernels(link_microkernels(mod, options.cpu, names), options.cpu)
     return mod, tm
 
 
-def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3,
-                      jobs: int | None = None) -> tuple[bytes, ...]:
-    """Object files holding all kernels, the first with their signature table (cached by
-    structural key): one per compile job, then one per micro-kernel they call.
+def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3, jobs: int | None = None, *,
+                      options: CodegenOptions) -> tuple[bytes, ...]:
+    """Object files holding all kernels, compiled for options.cpu, the first with their
+    signature table (cached by structural key): one per compile job, then one per
+    micro-kernel they call.
 
     jobs: processes to compile in on a miss (default: $RELAYJIT_COMPILE_JOBS, else auto).
     """
+    cpu = options.cpu
     with timed("digest"):
-        key = structural_key(funcs, opt_level)
+        key = structural_key(funcs, options, opt_level)
     names = tuple(f.name for f in funcs)
     note(kernel_sets=1, kernels=len(funcs))
     with _lock:
@@ -90,38 +95,38 @@ def compile_primfuncs(funcs: list[PrimFunc], opt_level: int = 3,
     if objects is not None:
         note(memory_hits=1)
         return objects
-    objects = _renamed_objects(known, names, opt_level) if known is not None else None
+    objects = _renamed_objects(known, names, opt_level, cpu) if known is not None else None
     if objects is not None:
         _count("renamed")
         note(renamed_hits=1)
     else:
-        objects = _from_disk(key, names, opt_level)
+        objects = _from_disk(key, names, opt_level, cpu)
     if objects is None:
         _count("misses")
         note(misses=1, kernels_compiled=len(funcs),
              hand_scheduled_compiled=sum(pipeline_for(f, opt_level).speed_level < opt_level
                                          for f in funcs))
-        compiled = compile_objects(funcs, opt_level, jobs)
+        compiled = compile_objects(funcs, opt_level, jobs, options)
         objects = tuple(obj for obj, _ in compiled)
         bitcodes = tuple(bitcode for _, bitcode in compiled)
         with timed("cache_write"):
             with _lock:
                 remember(_MODULES, key, (names, bitcodes))
-            disk_cache.store(key, disk_cache.Entry(names, objects, bitcodes))
+            disk_cache.store(key, disk_cache.Entry(names, objects, bitcodes), cpu)
     compiled: dict[str, Microkernel] = {}
-    kernels = find_microkernels(microkernels_called(funcs), target_machine_for(opt_level),
-                                compiled)
-    keep_microkernels(compiled)
+    kernels = find_microkernels(microkernels_called(funcs), cpu, compiled)
+    keep_microkernels(compiled, cpu)
     objects += tuple(kernel.object for kernel in kernels.values())
     with _lock:
         remember(_CACHE, (key, names), objects)
     return objects
 
 
-def _from_disk(key: str, names: tuple[str, ...], opt_level: int) -> tuple[bytes, ...] | None:
+def _from_disk(key: str, names: tuple[str, ...], opt_level: int, cpu: TargetInfo
+               ) -> tuple[bytes, ...] | None:
     """Object files for this kernel set from the persistent cache (None on a miss)."""
     with timed("cache_lookup"):
-        entry = disk_cache.lookup(key)
+        entry = disk_cache.lookup(key, cpu)
     if entry is None or not entry.objects or len(entry.bitcodes) != len(entry.objects) \
             or len(entry.names) != len(names):
         return None
@@ -129,7 +134,7 @@ def _from_disk(key: str, names: tuple[str, ...], opt_level: int) -> tuple[bytes,
         objects = entry.objects
     else:
         try:
-            objects = _renamed_objects((entry.names, entry.bitcodes), names, opt_level)
+            objects = _renamed_objects((entry.names, entry.bitcodes), names, opt_level, cpu)
         except (RuntimeError, ValueError, NameError):  # unreadable bitcode: recompile
             objects = None
         if objects is None:
@@ -147,7 +152,8 @@ def _count(what: str, n: int = 1) -> None:
 
 
 def _renamed_objects(known: tuple[tuple[str, ...], tuple[bytes, ...]],
-                     names: tuple[str, ...], opt_level: int) -> tuple[bytes, ...] | None:
+                     names: tuple[str, ...], opt_level: int, cpu: TargetInfo
+                     ) -> tuple[bytes, ...] | None:
     """Object files of cached optimised modules with their kernels renamed, position for
     position (None if a name clashes or a kernel is missing)."""
     old_names, bitcodes = known
@@ -165,7 +171,7 @@ def _renamed_objects(known: tuple[tuple[str, ...], tuple[bytes, ...]],
                 if fn.name != names[k]:  # LLVM renamed on a clash with another global
                     return None
             renamed += len(fns)
-            objects.append(target_machine_for(opt_level).emit_object(mod))
+            objects.append(target_machine_for(cpu, opt_level).emit_object(mod))
     return tuple(objects) if renamed == len(names) else None
 
 
@@ -178,27 +184,31 @@ def cache_stats() -> dict[str, int]:
     return {**counts, "microkernels": microkernel_objects.compiled_count()}
 
 
-def build_library(funcs: list[PrimFunc], opt_level: int = 3) -> KernelLibrary:
-    """Compile and load the kernels: a runtime.KernelLibrary with one function per PrimFunc."""
+def build_library(funcs: list[PrimFunc], opt_level: int = 3, *,
+                  options: CodegenOptions) -> KernelLibrary:
+    """Compile the kernels for options.cpu and load them: a runtime.KernelLibrary with one
+    function per PrimFunc."""
     requested_compile_jobs()  # checked on every build, so a bad value fails cached builds too
     note_compile_request()  # opens the window auto_compile_jobs measures busy cores over
-    objects = compile_primfuncs(funcs, opt_level)
+    objects = compile_primfuncs(funcs, opt_level, options=options)
     with timed("load"):
-        return KernelLibrary(objects, [f.name for f in funcs], target=current_target())
+        return KernelLibrary(objects, [f.name for f in funcs], target=options.cpu)
 
 
-def get_llvm_ir(funcs: list[PrimFunc], optimized: bool = True, opt_level: int = 3) -> str:
+def get_llvm_ir(funcs: list[PrimFunc], optimized: bool = True, opt_level: int = 3, *,
+                options: CodegenOptions) -> str:
     """LLVM IR text of the kernels, after the O-level pipeline when optimized (then with the
     micro-kernels they call linked in; unoptimised, those are only declared)."""
     if not optimized:
-        return str(emit_units(compile_units(funcs)))
-    mod, _ = _optimised_module(funcs, opt_level)
+        return str(emit_units(compile_units(funcs, options.kernel_families)))
+    mod, _ = _optimised_module(funcs, options, opt_level)
     return str(mod)
 
 
-def get_assembly(funcs: list[PrimFunc], opt_level: int = 3) -> str:
-    """Host assembly of the kernels (from a module no execution engine owns)."""
-    mod, tm = _optimised_module(funcs, opt_level)
+def get_assembly(funcs: list[PrimFunc], opt_level: int = 3, *,
+                 options: CodegenOptions) -> str:
+    """Assembly of the kernels for options.cpu (from a module no execution engine owns)."""
+    mod, tm = _optimised_module(funcs, options, opt_level)
     return tm.emit_assembly(mod)
 
 
@@ -210,17 +220,16 @@ def clear_cache() -> None:
     microkernel_objects.clear_cache()
 
 
-def build_te(inputs: list, outputs: list, name: str = "kernel", opt_level: int = 3):
+def build_te(inputs: list, outputs: list, name: str = "kernel", opt_level: int = 3,
+             options: CodegenOptions | None = None):
     """Lower + compile tensor expressions; returns f(*numpy inputs) -> list of numpy outputs.
 
-    The small JIT fixture for tests and for checking compute rules against numpy.
+    The small JIT fixture for tests and for checking compute rules against numpy; it builds
+    for `options` (default: the host's CodegenOptions).
     """
-    import numpy as np
-
-    from .lower import lower
-
-    func = lower(name, inputs, outputs)
-    lib = build_library([func], opt_level)
+    options = options if options is not None else CodegenOptions.host()
+    func = lower(name, inputs, outputs, options.parallel, options.vectorize)
+    lib = build_library([func], opt_level, options=options)
     kernel = lib[name]
     n_in = len(inputs)
 

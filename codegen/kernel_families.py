@@ -28,7 +28,6 @@ value from a file ever reaches t.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -46,20 +45,9 @@ from .tir.stmt import (
     Stmt, Store,
 )
 
-__all__ = ["Family", "find_families", "emit_family", "families_enabled", "FAMILIES_ENV",
-           "MIN_MEMBERS"]
+__all__ = ["Family", "find_families", "emit_family", "MIN_MEMBERS"]
 
 MIN_MEMBERS = 2  # a family of one saves nothing
-FAMILIES_ENV = "RELAYJIT_KERNEL_FAMILIES"
-
-
-def families_enabled() -> bool:
-    """Whether kernels that differ only in an extent compile as families (on unless
-    $RELAYJIT_KERNEL_FAMILIES is 0: for A/B measurements)."""
-    value = os.environ.get(FAMILIES_ENV, "1").strip()
-    if value not in ("0", "1"):
-        raise ValueError(f"environment variable {FAMILIES_ENV} must be 0 or 1, got {value!r}")
-    return value == "1"
 
 
 @dataclass(frozen=True, eq=False)

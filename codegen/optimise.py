@@ -12,28 +12,29 @@ from typing import NamedTuple
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from runtime.target import current_target, target_machine
+from runtime.target import TargetInfo, target_machine
 
 from .compile_stats import timed
 from .errors import CodegenError
-from .kernel_families import Family, emit_family, families_enabled, find_families
+from .kernel_families import Family, emit_family, find_families
 from .llvm.emit import emit_module
 from .microkernel_objects import MICROKERNEL_CALL
 from .tir.stmt import PrimFunc
 from .tir.structural import kernel_text
 
 
-def target_machine_for(opt_level: int) -> llvm.TargetMachine:
-    """For the CPU being built for (runtime.target.building_for; the host by default)."""
-    return target_machine(current_target(), opt=opt_level)
+def target_machine_for(cpu: TargetInfo, opt_level: int) -> llvm.TargetMachine:
+    """The (cached) target machine for `cpu` at opt_level."""
+    return target_machine(cpu, opt=opt_level)
 
 
 Unit = PrimFunc | Family  # what one compile unit is: a kernel, or a family of them
 
 
-def compile_units(funcs: list[PrimFunc]) -> list[Unit]:
-    """The kernels as compile units: families where they form (families_enabled)."""
-    return find_families(funcs) if families_enabled() else list(funcs)
+def compile_units(funcs: list[PrimFunc], families: bool) -> list[Unit]:
+    """The kernels as compile units: families where they form, when families are on
+    (CodegenOptions.kernel_families)."""
+    return find_families(funcs) if families else list(funcs)
 
 
 def lead(unit: Unit) -> PrimFunc:
@@ -78,11 +79,11 @@ def pipeline_for(func: PrimFunc, opt_level: int) -> Pipeline:
     return Pipeline(opt_level)
 
 
-def optimised_kernels(units: list[Unit], opt_level: int) -> tuple[llvm.ModuleRef,
-                                                                   llvm.TargetMachine]:
-    """The kernels alone optimised at opt_level (the micro-kernels they call only declared):
-    one module per pipeline (pipeline_for), linked into one."""
-    tm = target_machine_for(opt_level)
+def optimised_kernels(units: list[Unit], opt_level: int, cpu: TargetInfo
+                      ) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
+    """The kernels alone optimised at opt_level for `cpu` (the micro-kernels they call only
+    declared): one module per pipeline (pipeline_for), linked into one."""
+    tm = target_machine_for(cpu, opt_level)
     groups: dict[Pipeline, list[Unit]] = {}
     for unit in units:
         groups.setdefault(pipeline_for(lead(unit), opt_level), []).append(unit)

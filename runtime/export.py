@@ -39,7 +39,7 @@ import llvmlite.binding as llvm
 
 from .library import KernelLibrary
 from .params import save_param_dict
-from .target import TargetInfo, best_host_baseline, current_target, host_info, missing_features
+from .target import TargetInfo, best_host_baseline, host_info, missing_features
 
 MAGIC = b"RELAYJIT"
 VERSION = 2
@@ -84,7 +84,7 @@ def write_sections(path: str | os.PathLike, first: bytes, params_blob: bytes,
     meta = {
         "function_names": list(lib.function_names) if lib is not None else [],
         "libmod_name": libmod_name,
-        **(lib.target if lib is not None else current_target())._asdict(),
+        **(lib.target if lib is not None else host_info())._asdict(),
         "llvm_version": ".".join(map(str, llvm.llvm_version_info)),
         "relayjit_version": _relayjit_version(),
         **(extra_meta or {}),

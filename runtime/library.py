@@ -19,7 +19,7 @@ from .errors import KernelError
 from .native import native_support
 from .ndarray import NDArray
 from .objfile import check_object_set, unresolved_symbols
-from .target import TargetInfo, current_target, host_target_machine, new_target_machine
+from .target import TargetInfo, host_info, host_target_machine, new_target_machine
 
 __all__ = [
     "KernelLibrary", "Kernel", "KERNEL_FUNCTYPE", "SIGNATURE_SYMBOL", "Signature",
@@ -195,7 +195,11 @@ class KernelLibrary:
             raise ValueError(f"duplicate function names in {names}")
         self._objects = tuple(bytes(o) for o in objects)
         self._names = tuple(names)
-        self.target = target or current_target()  # what the code was compiled for
+        if target is not None and not isinstance(target, TargetInfo):
+            raise TypeError(f"target must be the runtime.target.TargetInfo the code was "
+                            f"compiled for, got {type(target).__name__}")
+        # what the code was compiled for (hand-made libraries: the host)
+        self.target = target if target is not None else host_info()
         self._engine = self._load_engine(self._objects)
         # from the object code's own table (compiled libraries have one); None only for
         # hand-made libraries, whose buffers cannot be checked

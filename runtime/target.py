@@ -2,16 +2,15 @@
 the compile cache, exports and the loader agree.
 
 A build targets the host (every feature it has) or a named baseline such as x86-64-v3
-(`resolve_cpu_target`); `building_for(target)` makes it the one codegen reads for the rest of
-the block (vector widths, the LLVM target machine, cache keys). The loader checks a module's
-recorded features against the host's before any of its code runs (`missing_features`).
+(`resolve_cpu_target`); the build driver passes it to codegen explicitly (in its
+CodegenOptions: vector widths, the LLVM target machine, cache keys). The loader checks a
+module's recorded features against the host's before any of its code runs
+(`missing_features`).
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
-from contextvars import ContextVar
 from typing import Iterable, NamedTuple
 
 import llvmlite.binding as llvm
@@ -108,24 +107,6 @@ def resolve_cpu_target(cpu: str = "", mattr: Iterable[str] = (), triple: str = "
             raise ValueError(f"-mattr entry {attr!r}: expected +feature or -feature")
         features[attr[1:]] = attr[0]
     return info._replace(features=",".join(sign + name for name, sign in sorted(features.items())))
-
-
-_BUILDING_FOR: ContextVar[TargetInfo | None] = ContextVar("relayjit_target", default=None)
-
-
-def current_target() -> TargetInfo:
-    """The CPU the code being built now is for: the innermost building_for, else the host."""
-    return _BUILDING_FOR.get() or host_info()
-
-
-@contextlib.contextmanager
-def building_for(target: TargetInfo):
-    """Within this block (this thread/context) codegen builds for `target`."""
-    token = _BUILDING_FOR.set(target)
-    try:
-        yield target
-    finally:
-        _BUILDING_FOR.reset(token)
 
 
 def _create_target_machine(target: TargetInfo, opt: int) -> llvm.TargetMachine:

@@ -39,9 +39,9 @@ def kernel_sets(model) -> list[list]:
     captured: list[list] = []
     original = jit.build_library
 
-    def capture(funcs, opt_level=3):
+    def capture(funcs, opt_level=3, **kwargs):
         captured.append(list(funcs))
-        return original(funcs, opt_level)
+        return original(funcs, opt_level, **kwargs)
 
     jit.build_library = capture
     try:

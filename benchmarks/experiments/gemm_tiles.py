@@ -61,7 +61,7 @@ def build(m: int, k: int, n: int, two_vectors: bool, tag: str):
     y = te.compute((m, n), lambda i, j: d[i, j] + bias[j], name="bias_add")
     name = f"gemm_tiles_{tag}"
     with cache.disabled():
-        lib = jit.build_library([lower(name, [x, wp, bias], [y])])
+        lib = jit.build_library([lower(name, [x, wp, bias], [y])], options=options)
     return lib[name], (nt, kp, nr)
 
 

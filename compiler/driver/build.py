@@ -39,8 +39,7 @@ from codegen import cache as disk_cache
 from codegen import jit
 from codegen.compile_stats import record_compile_stats
 from codegen.options import VECTOR_WIDTHS, CodegenOptions
-from compiler.backend.graph_codegen import (CONCAT, NOP, GraphCodegen, function_calls,
-                                            is_byte_concat)
+from compiler.backend.graph_codegen import CONCAT, NOP, GraphCodegen, function_calls
 from compiler.backend.kernel_table import KernelTable, kernel_name_for
 from compiler.driver import build_cache
 from compiler.driver.build_timing import PipelineInstrument, TimingRecorder
@@ -63,7 +62,6 @@ from compiler.target import Target, cpu_target, resolve as resolve_target
 from compiler.transform import PassContext, Sequential, register_pass_config
 from compiler.transform.pass_infra import InferType
 from runtime.factory import GraphExecutorFactoryModule
-from runtime.target import building_for
 
 __all__ = ["build", "optimize", "lower_module", "kernel_name_for", "build_progress",
            "codegen_options_for", "build_target", "current_options", "cpu_target"]
@@ -154,7 +152,7 @@ def build_target(target: Target, options: CodegenOptions | None = None):
     """Enter `target` carrying the build's CodegenOptions (codegen_options_for, unless given),
     as relay.build does around its passes and lowering; yields the options."""
     options = codegen_options_for(target) if options is None else options
-    with target.with_codegen_options(options), building_for(options.cpu):
+    with target.with_codegen_options(options):
         yield options
 
 
@@ -322,7 +320,7 @@ def _lower_and_compile(main: Function, mod_name: str, timing: TimingRecorder,
                          + (f" ({', '.join(no_kernel)})" if no_kernel else ""))
     _report(f"compiling {len(prim_funcs)} kernels with LLVM")
     with record_compile_stats() as compiled:
-        lib = jit.build_library(prim_funcs)
+        lib = jit.build_library(prim_funcs, options=options)
     timing.add_compile_stats(compiled)
     return names, lib, compiled
 

@@ -52,15 +52,16 @@ def compile(mod: IRModule | Function, target: Any = None,  # noqa: A001 (TVM's n
     if params:
         mod["main"] = bind_params_by_name(mod["main"], params)
     no_disk = bool(PassContext.current().get_config(DISABLE_DISK_CACHE, False))
-    with build_target(target) as options, disk_cache.disabled(no_disk):
+    with build_target(target) as options, disk_cache.disabled(no_disk):  # FoldConstant's too
         mod = optimize(mod)
         mod = InferType()(ToANormalForm()(mod))
         kernels = KernelResolver(options, mod_name)
         compiler = ModuleCompiler(mod, kernels)
         functions = compiler.compile()
-        lib = jit.build_library(kernels.prim_funcs) if kernels.prim_funcs else None
+        lib = jit.build_library(kernels.prim_funcs, options=options) \
+            if kernels.prim_funcs else None
     exe = Executable(functions, compiler.constants, kernels.entries, lib)
     exe.target = target
     if kernels.dynamic:
-        exe.compile_hook = Specialiser(kernels.dynamic, options, target)
+        exe.compile_hook = Specialiser(kernels.dynamic, options)
     return exe

@@ -140,7 +140,7 @@ def _compile(func: Function) -> tuple:
     # caches' keys (structure, names) equal across processes and across equal kernels.
     name = KERNEL_NAME
     prim = lower_primitive_function(func, name, options)
-    lib = jit.build_library([prim], _opt_level(prim))
+    lib = jit.build_library([prim], _opt_level(prim), options=options)
     with _cache_lock:
         _cache.setdefault(key, []).append((func, lib, name))
         while len(_cache) > _CACHE_SIZE:

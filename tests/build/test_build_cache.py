@@ -4,11 +4,14 @@ from __future__ import annotations
 import glob
 import mmap
 import os
+from dataclasses import fields, replace
 
 import numpy as np
 import pytest
 
-from codegen.options import CodegenOptions
+from codegen import jit
+from codegen.options import CodegenOptions, freeze_schedule_config
+from codegen.parallel import ParallelPolicy
 from compiler import relay
 from compiler.driver import build as build_module, build_cache
 from compiler.ir.module import IRModule
@@ -138,6 +141,65 @@ def test_every_setting_that_changes_code_changes_the_key(cache_dir, monkeypatch)
     keys["families"] = _key()
     monkeypatch.delenv("RELAYJIT_KERNEL_FAMILIES")
     assert _key() == keys["default"]  # and the key is stable
+    assert len(set(keys.values())) == len(keys), keys
+
+
+def _kernels_program() -> IRModule:
+    """Two 3x3 convs (blocked: NCHWc), a one-row dense (GEMV) and a 16-row one (GEMM)."""
+    rng = np.random.default_rng(3)
+
+    def const(*shape):
+        return relay.const(rng.standard_normal(shape).astype("float32"))
+    x = data = relay.var("x", shape=(1, 64, 14, 14), dtype="float32")
+    rows = relay.var("rows", shape=(16, 64), dtype="float32")
+    for _ in range(2):
+        x = relay.nn.relu(relay.nn.conv2d(x, const(64, 64, 3, 3), padding=(1, 1), channels=64,
+                                          kernel_size=(3, 3)))
+    gemv = relay.nn.dense(relay.reshape(x, (1, -1)), const(96, 64 * 14 * 14))
+    gemm = relay.nn.dense(rows, const(48, 64))
+    return IRModule.from_expr(relay.Function([data, rows], relay.Tuple([gemv, gemm])))
+
+
+def _kernel_key(options: CodegenOptions, opt_level: int = 3, **ctx) -> str:
+    """The kernel-cache key (codegen.jit.structural_key) of the program's kernels, lowered as
+    relay.build does under `options` and PassContext arguments."""
+    with PassContext(opt_level=3, **ctx), \
+            build_module.build_target(Target("llvm"), options):
+        _, funcs = build_module.lower_module(build_module.optimize(_kernels_program())["main"],
+                                             "default", options)
+    return jit.structural_key(funcs, options, opt_level)
+
+
+def test_every_setting_that_changes_code_changes_the_kernel_key():
+    """The kernel cache keys the kernels' TIR (what the vector width, the schedule
+    configurations, the parallel policy and the blocked layout made of them) with the
+    target CPU, kernel families and the LLVM pipelines: toggling each gives another key,
+    and every CodegenOptions field is toggled here."""
+    base = build_module.codegen_options_for(Target("llvm"))
+    other_width = 8 if base.vector_width == 16 else 16
+    variants = {
+        "cpu": replace(base, cpu=resolve_cpu_target("x86-64-v2")
+                       if base.cpu.triple.startswith("x86_64") else base.cpu._replace(
+                           features=base.cpu.features + ",-neon")),
+        "vector_width": replace(base, vector_width=other_width),
+        "kernel_families": replace(base, kernel_families=False),
+        "parallel": replace(base, parallel=ParallelPolicy(min_work=1 << 30)),
+        "vectorize": replace(base, vectorize=False),
+    }
+    for name, overrides in [("nchwc", {"conv2d_nchwc.direct": {"prefetch_weights": False}}),
+                            ("gemm", {"dense.gemm": {"k_block": 32}}),
+                            ("gemv", {"dense.gemv": {"panels": 1}})]:
+        variants[f"schedule_config/{name}"] = replace(
+            base, schedule_config=freeze_schedule_config(overrides))
+    assert {f.name for f in fields(CodegenOptions)} == {n.split("/")[0] for n in variants}
+    keys = {"default": _kernel_key(base)}
+    keys.update({name: _kernel_key(options) for name, options in variants.items()})
+    keys["opt2"] = _kernel_key(base, opt_level=2)
+    nchw = {"config": {"relayjit.blocked_layout": False}}  # the convs NCHW: the direct family
+    keys["nchw"] = _kernel_key(base, **nchw)
+    keys["nchw/direct"] = _kernel_key(replace(base, schedule_config=freeze_schedule_config(
+        {"conv2d_nchw.direct": {"prefetch_weights": False}})), **nchw)
+    assert _kernel_key(base) == keys["default"]  # and the key is stable
     assert len(set(keys.values())) == len(keys), keys
 
 

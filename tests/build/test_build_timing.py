@@ -14,6 +14,8 @@ from compiler.driver.build import build_progress
 from compiler.driver.build_timing import COMPILE_STAGE_NAMES
 from compiler.transform import PassContext, PassTimingInstrument
 
+from tests.schedule_helpers import host
+
 PIPELINE = ["InferType", "SimplifyInference", "FoldScaleAxis", "AlterOpLayout",
             "PackConstantWeights", "ConvertBlockedLayout", "FoldConstant", "EliminateCommonSubexpr",
             "FoldTransposeIntoBatchMatmul", "FuseLayerNorm", "FuseConvMaxPool",
@@ -149,7 +151,7 @@ def test_forked_compile_jobs_report_their_time(monkeypatch, cold):
         b = te.compute((8, 8), lambda i, j, k=k: a[i, j] + float(k), name="b")
         funcs.append(lower(f"timed_{k}", [a], [b]))
     with record_compile_stats() as stats:
-        lib = jit.build_library(funcs)
+        lib = jit.build_library(funcs, options=host())
     assert len(lib.function_names) == len(funcs)
     assert (stats.jobs, stats.misses, stats.kernels_compiled) == (2, 1, len(funcs))
     assert stats.jobs_seconds > 0 and stats.optimise > 0 and stats.machine_code > 0
@@ -170,7 +172,7 @@ def test_auto_compile_jobs_note_the_busy_cores_they_saw(monkeypatch, cold):
                                                  name="b")])
              for k in range(2 * compile_objects.PARALLEL_MIN_KERNELS)]
     with record_compile_stats() as stats:
-        jit.build_library(funcs)
+        jit.build_library(funcs, options=host())
     assert stats.busy_cores == 1.2 and stats.jobs == max(1, available_cores() - 1)
     recorder = TimingRecorder()
     recorder.add_compile_stats(stats)

@@ -15,6 +15,9 @@ from codegen import cache, jit
 from codegen.compile_objects import PARALLEL_MIN_KERNELS
 from codegen.compile_stats import record_compile_stats
 
+from runtime.target import host_info
+from tests.schedule_helpers import host
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Builds a small conv net (with a constant subgraph for FoldConstant) in a fresh process and
@@ -155,21 +158,21 @@ def test_in_process_roundtrip_and_renamed_kernels(cache_dir):
 
 
 def test_key_covers_environment_and_codegen_version(cache_dir):
-    key = jit.structural_key([], 3)
-    path = cache.entry_path(key)
+    key = jit.structural_key([], host(), 3)
+    path = cache.entry_path(key, host_info())
     assert path.startswith(str(cache_dir))
-    assert cache.entry_path(jit.structural_key([], 2)) != path  # opt level
+    assert cache.entry_path(jit.structural_key([], host(), 2), host_info()) != path  # opt
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(cache, "CODEGEN_VERSION", "test-other-version")
         cache._codegen_digest.cache_clear()
         cache.environment_key.cache_clear()
         try:
-            assert cache.entry_path(key) != path
+            assert cache.entry_path(key, host_info()) != path
         finally:
             mp.undo()
             cache._codegen_digest.cache_clear()
             cache.environment_key.cache_clear()
-    assert cache.entry_path(key) == path
+    assert cache.entry_path(key, host_info()) == path
 
 
 def test_decode_rejects_damaged_entries():
@@ -208,12 +211,13 @@ def test_decode_rejects_headers_that_lie(header, payload):
 
 def test_prune_removes_least_recently_used(cache_dir):
     for k in range(4):
-        assert cache.store(f"key{k}", cache.Entry(("k",), (b"o" * 1000,), ()))
-        path = cache.entry_path(f"key{k}")
+        assert cache.store(f"key{k}", cache.Entry(("k",), (b"o" * 1000,), ()), host_info())
+        path = cache.entry_path(f"key{k}", host_info())
         os.utime(path, (1000 + k, 1000 + k))
     assert cache.prune(max_bytes=2500) == 2
-    assert cache.lookup("key0") is None and cache.lookup("key1") is None
-    assert cache.lookup("key3").objects == (b"o" * 1000,)
+    assert cache.lookup("key0", host_info()) is None
+    assert cache.lookup("key1", host_info()) is None
+    assert cache.lookup("key3", host_info()).objects == (b"o" * 1000,)
 
 
 def test_test_session_does_not_use_the_home_cache():
@@ -237,7 +241,7 @@ def test_parallel_compile_jobs_give_the_same_results(tmp_path, monkeypatch):
     for jobs in ("1", "2"):
         monkeypatch.setenv("RELAYJIT_COMPILE_JOBS", jobs)
         jit.clear_cache()
-        lib = jit.build_library(funcs)
+        lib = jit.build_library(funcs, options=host())
         assert len(lib.objects) == int(jobs)  # one object per job
         outs = []
         for f in funcs:
@@ -274,17 +278,17 @@ def test_several_objects_round_trip_through_the_disk_cache_and_renaming(cache_di
     monkeypatch.setenv("RELAYJIT_COMPILE_JOBS", "2")
     funcs = kernels("first")
     with record_compile_stats() as cold:
-        lib = jit.build_library(funcs)
+        lib = jit.build_library(funcs, options=host())
     assert cold.misses == 1 and cold.jobs == 2 and len(lib.objects) == 2
     expected = outputs(lib, funcs)
     jit.clear_cache()  # as in a new process
     with record_compile_stats() as warm:
-        again = jit.build_library(funcs)
+        again = jit.build_library(funcs, options=host())
     assert warm.disk_hits == 1 and warm.misses == 0 and again.objects == lib.objects
     jit.clear_cache()
     other = kernels("second")  # same structure, other names
     with record_compile_stats() as renamed:
-        lib2 = jit.build_library(other)
+        lib2 = jit.build_library(other, options=host())
     assert renamed.disk_hits == 1 and renamed.misses == 0 and len(lib2.objects) == 2
     assert lib2.objects != lib.objects  # the functions' names are in the object code
     for got, want in zip(outputs(lib2, other), expected):

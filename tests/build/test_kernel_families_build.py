@@ -9,8 +9,8 @@ import pytest
 import runtime
 from codegen import jit
 from codegen.compile_stats import record_compile_stats
-from codegen.kernel_families import FAMILIES_ENV
 from compiler import relay
+from compiler.driver.build import FAMILIES_ENV
 from compiler.transform import PassContext
 from runtime import graph_executor
 

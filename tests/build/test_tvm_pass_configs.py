@@ -104,11 +104,11 @@ def _conv_net():
 
 
 def _kernels(func, **config):
-    """The PrimFuncs relay.build compiles for func under config."""
+    """The PrimFuncs relay.build compiles for func under config, and its CodegenOptions."""
     with tvm.transform.PassContext(opt_level=3, config=config):
         with build_target(Target("llvm")) as options:
             main = optimize(tvm.IRModule.from_expr(func))["main"]
-            return lower_module(main, options=options)[1]
+            return lower_module(main, options=options)[1], options
 
 
 VECTOR_TYPE = re.compile(r"<\d+ x ")  # an LLVM vector type: <16 x float>
@@ -116,12 +116,14 @@ VECTOR_TYPE = re.compile(r"<\d+ x ")  # an LLVM vector type: <16 x float>
 
 def test_disable_vectorize_builds_without_vector_code():
     func = _conv_net()
-    vectorised = _kernels(func)
-    assert microkernels_called(vectorised) and VECTOR_TYPE.search(jit.get_llvm_ir(vectorised))
-    scalar = _kernels(func, **{"tir.disable_vectorize": True})
+    vectorised, options = _kernels(func)
+    assert microkernels_called(vectorised) and VECTOR_TYPE.search(
+        jit.get_llvm_ir(vectorised, options=options))
+    scalar, options = _kernels(func, **{"tir.disable_vectorize": True})
     assert microkernels_called(scalar) == []
     assert all(f.attrs.get("vectorize") is False for f in scalar)
-    assert not VECTOR_TYPE.search(jit.get_llvm_ir(scalar))  # after LLVM's pipeline
+    # none after LLVM's pipeline either
+    assert not VECTOR_TYPE.search(jit.get_llvm_ir(scalar, options=options))
     x = np.random.default_rng(2).standard_normal((1, 16, 14, 14)).astype("float32")
     want = _run(_build(func), x=x)
     got = _run(_build(func, **{"tir.disable_vectorize": True}), x=x)

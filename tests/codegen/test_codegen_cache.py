@@ -6,6 +6,8 @@ import numpy as np
 from codegen import jit, te, tir
 from codegen.lower import lower
 
+from tests.schedule_helpers import host
+
 
 def _exp_kernel(name: str, n: int = 16, c: float = 1.0):
     A = te.placeholder((n,), "float32", "a")
@@ -14,22 +16,22 @@ def _exp_kernel(name: str, n: int = 16, c: float = 1.0):
 
 
 def test_key_ignores_names_but_not_structure():
-    key = jit.structural_key([_exp_kernel("k1")], 3)
-    assert key == jit.structural_key([_exp_kernel("other_name")], 3)
-    assert key != jit.structural_key([_exp_kernel("k1", n=17)], 3)
-    assert key != jit.structural_key([_exp_kernel("k1", c=2.0)], 3)
-    assert key != jit.structural_key([_exp_kernel("k1")], 2)
+    key = jit.structural_key([_exp_kernel("k1")], host(), 3)
+    assert key == jit.structural_key([_exp_kernel("other_name")], host(), 3)
+    assert key != jit.structural_key([_exp_kernel("k1", n=17)], host(), 3)
+    assert key != jit.structural_key([_exp_kernel("k1", c=2.0)], host(), 3)
+    assert key != jit.structural_key([_exp_kernel("k1")], host(), 2)
 
 
 def test_key_distinguishes_signed_zero_and_variables():
     A = te.placeholder((4,), "float32", "a")
     pos = lower("z", [A], [te.compute((4,), lambda i: A[i] + tir.const(0.0, "float32"))])
     neg = lower("z", [A], [te.compute((4,), lambda i: A[i] + tir.const(-0.0, "float32"))])
-    assert jit.structural_key([pos], 3) != jit.structural_key([neg], 3)
+    assert jit.structural_key([pos], host(), 3) != jit.structural_key([neg], host(), 3)
     B = te.placeholder((4, 4), "float32", "b")
     t1 = lower("t", [B], [te.compute((4, 4), lambda i, j: B[i, j])])
     t2 = lower("t", [B], [te.compute((4, 4), lambda i, j: B[j, i])])
-    assert jit.structural_key([t1], 3) != jit.structural_key([t2], 3)
+    assert jit.structural_key([t1], host(), 3) != jit.structural_key([t2], host(), 3)
 
 
 def test_shared_and_repeated_subtrees_give_one_key():
@@ -44,15 +46,15 @@ def test_shared_and_repeated_subtrees_give_one_key():
 
     f1 = lower("s", [A], [te.compute((4,), shared)])
     f2 = lower("s", [A], [te.compute((4,), repeated)])
-    assert jit.structural_key([f1], 3) == jit.structural_key([f2], 3)
+    assert jit.structural_key([f1], host(), 3) == jit.structural_key([f2], host(), 3)
 
 
 def test_renamed_kernel_reuses_optimised_module():
     jit.clear_cache()
     before = jit.cache_stats()
-    lib1 = jit.build_library([_exp_kernel("first_copy")])
-    lib2 = jit.build_library([_exp_kernel("second_copy")])
-    lib3 = jit.build_library([_exp_kernel("second_copy")])
+    lib1 = jit.build_library([_exp_kernel("first_copy")], options=host())
+    lib2 = jit.build_library([_exp_kernel("second_copy")], options=host())
+    lib3 = jit.build_library([_exp_kernel("second_copy")], options=host())
     stats = jit.cache_stats()
     assert stats["misses"] - before["misses"] == 1
     assert stats["renamed"] - before["renamed"] == 1
@@ -68,8 +70,8 @@ def test_renamed_kernel_reuses_optimised_module():
 def test_swapped_names_in_a_two_kernel_module():
     jit.clear_cache()
     f_a, f_b = _exp_kernel("ka", c=1.0), _exp_kernel("kb", c=5.0)
-    jit.build_library([f_a, f_b])
-    lib = jit.build_library([_exp_kernel("kb", c=1.0), _exp_kernel("ka", c=5.0)])
+    jit.build_library([f_a, f_b], options=host())
+    lib = jit.build_library([_exp_kernel("kb", c=1.0), _exp_kernel("ka", c=5.0)], options=host())
     a, out = np.zeros(16, np.float32), np.empty(16, np.float32)
     lib["kb"](a, out)
     np.testing.assert_array_equal(out, 2.0)

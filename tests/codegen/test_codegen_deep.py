@@ -10,6 +10,7 @@ from codegen import jit, te, tir
 from codegen.jit import build_te
 from codegen.lower import lower
 from tests.scaling import assert_scales_linearly
+from tests.schedule_helpers import host
 
 DEPTH = 5000
 STAGES = 1100  # > the recursion limit; te inlining substitutes each stage: quadratic time
@@ -83,7 +84,7 @@ def test_relay_chain_needs_no_materialize_cut(monkeypatch):
     InferTypeLocal(func)
     prim = lower_function.lower_primitive_function(func, "deep_relay", CodegenOptions.host())
     assert "allocate" not in str(prim)  # one inlined loop nest
-    lib = jit.build_library([prim])
+    lib = jit.build_library([prim], options=host())
     a, out = np.array([1.5, -2.0, 0.0, -0.0], np.float32), np.empty(4, np.float32)
     lib["deep_relay"](a, out)
     last_is_negative = (STAGES - 1) % 2 == 1
@@ -106,16 +107,16 @@ def _squares(levels: int) -> tuple[te.Tensor, te.Tensor]:
 def test_shared_dag_key_and_text_are_linear():
     A, C = _squares(64)  # printed as a tree this would be ~2**64 characters
     func = lower("squares", [A], [C])
-    key = jit.structural_key([func], 3)
+    key = jit.structural_key([func], host(), 3)
     text = str(func)
 
     def key_and_text(depth):
         a, c = _squares(depth)
         f = lower("squares", [a], [c])
-        return lambda: (jit.structural_key([f], 3), str(f))
+        return lambda: (jit.structural_key([f], host(), 3), str(f))
     assert_scales_linearly(key_and_text, 12, 24)  # a tree walk grows 4096x here
     assert len(text) < 10_000 and "let %0 = " in text
-    assert key == jit.structural_key([lower("squares", [A], [C])], 3)
+    assert key == jit.structural_key([lower("squares", [A], [C])], host(), 3)
     run = build_te([A], [C], name="squares_run")
     a = np.array([0, 1, -1, 3], np.int32)
     want = a.copy()

@@ -10,6 +10,7 @@ from codegen.jit import build_library, clear_cache, compile_primfuncs
 from codegen.lower import lower
 from codegen.simplify import simplify
 from tests.scaling import assert_scales_linearly
+from tests.schedule_helpers import host
 
 
 def test_operators_promote_python_constants_and_keep_identity_eq() -> None:
@@ -111,8 +112,8 @@ def test_compile_cache_returns_identical_object_code() -> None:
     A = te.placeholder((8,), "float32", "A")
     f = lower("cached", [A], [te.compute((8,), lambda i: A[i] + 1.0, name="o")])
     clear_cache()
-    first = compile_primfuncs([f])
-    second = compile_primfuncs([f])
+    first = compile_primfuncs([f], options=host())
+    second = compile_primfuncs([f], options=host())
     assert first is second
 
 
@@ -120,7 +121,7 @@ def test_duplicate_kernel_names_rejected() -> None:
     A = te.placeholder((8,), "float32", "A")
     f = lower("same", [A], [te.compute((8,), lambda i: A[i] + 1.0, name="o")])
     with pytest.raises(CodegenError, match="named 'same'"):
-        compile_primfuncs([f, f])
+        compile_primfuncs([f, f], options=host())
 
 
 def test_fifty_small_kernels_compile_in_one_module() -> None:
@@ -132,7 +133,7 @@ def test_fifty_small_kernels_compile_in_one_module() -> None:
             0, "float32")), name="C")
         funcs.append(lower(f"kernel_{n}", [A, B], [C]))
     clear_cache()
-    lib = build_library(funcs)
+    lib = build_library(funcs, options=host())
     a = np.ones((16, 40), "float32")
     b = np.full(40, -2.0, "float32")
     out = np.empty((16, 40), "float32")

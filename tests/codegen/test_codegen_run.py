@@ -8,6 +8,8 @@ from codegen import te, tir
 from codegen.jit import build_te, get_assembly, get_llvm_ir
 from codegen.lower import lower
 
+from tests.schedule_helpers import host
+
 RNG = np.random.default_rng(42)
 
 
@@ -29,9 +31,9 @@ def test_elementwise_chain_is_one_vectorised_loop_nest() -> None:
     a, b = _f32(32, 64), _f32(32, 64)
     e = np.maximum((a + b) * 2, 0)
     np.testing.assert_allclose(run(a, b)[0], 1 / (1 + np.exp(-(np.exp(e) - 1))), rtol=1e-6)
-    ir_text = get_llvm_ir([run.primfunc])
+    ir_text = get_llvm_ir([run.primfunc], options=host())
     assert "<8 x float>" in ir_text or "<16 x float>" in ir_text
-    asm = get_assembly([run.primfunc])
+    asm = get_assembly([run.primfunc], options=host())
     assert "ymm" in asm or "zmm" in asm
 
 
@@ -258,7 +260,7 @@ def test_large_scratch_does_not_overflow_the_stack() -> None:
     a = RNG.standard_normal(n).astype("float32")
     run = build_te([A], [U], "bigscratch")
     np.testing.assert_array_equal(run(a)[0], ((a + 1) * 2)[::-1])
-    assert "scratch" in get_llvm_ir([run.primfunc], optimized=False)
+    assert "scratch" in get_llvm_ir([run.primfunc], optimized=False, options=host())
 
 
 def test_scalar_and_empty_tensors() -> None:
@@ -286,7 +288,7 @@ def test_two_kernels_in_one_library() -> None:
     A = te.placeholder((8,), "float32", "A")
     f1 = lower("k_one", [A], [te.compute((8,), lambda i: A[i] + 1.0, name="o")])
     f2 = lower("k_two", [A], [te.compute((8,), lambda i: A[i] * A[i], name="o")])
-    lib = build_library([f1, f2])
+    lib = build_library([f1, f2], options=host())
     a, o1, o2 = _f32(8), np.empty(8, "float32"), np.empty(8, "float32")
     lib["k_one"](a, o1)
     lib["k_two"](a, o2)

@@ -139,7 +139,7 @@ def test_row_tile_prefetching_kernel_keeps_its_accumulators_in_registers(width) 
     from codegen.jit import get_assembly
 
     inputs, conv = _winograd((1, 64, 14, 14), 64, 4)
-    asm = get_assembly([lower("wino_asm", inputs, [conv])])
+    asm = get_assembly([lower("wino_asm", inputs, [conv])], options=host())
     start = asm.index("_rows_pf:")
     name = asm[asm.rindex("relayjit.ukr.", 0, start):start]
     mr = int(name.split("_")[1].split("x")[0])

@@ -75,7 +75,8 @@ def test_wide_kernels_do_not_spill() -> None:
     v, wp = te.placeholder((1, 64), name="v"), te.placeholder((2, 64, 48), name="wp")
     asm = get_assembly([lower("dense_wide_asm", [x, w], [dense(x, w, options=host(16))]),
                         lower("gemv_wide_asm", [v, wp],
-                              [dense_gemv(v, wp, 96, options=host(16))])])
+                              [dense_gemv(v, wp, 96, options=host(16))])],
+                       options=host(16))
     for name in (gemm_kernel_name(8, 48, 16), gemm_kernel_name(8, 48, 16, a_rows=True),
                  gemv_kernel_name(48, 16, panels=2)):
         body = asm[asm.index(f"relayjit.ukr.{name}:"):]

@@ -13,10 +13,10 @@ from codegen.llvm import microkernels
 from codegen.llvm.types import PTR
 from codegen.lower import lower
 from codegen.microkernel_objects import microkernels_called
-from codegen.schedules import conv2d_nchw
+from codegen.schedules import conv2d_nchw, dense_gemv
 from runtime.library import KernelLibrary
 
-from tests.schedule_helpers import host
+from tests.schedule_helpers import dense_pack, host
 
 RNG = np.random.default_rng(5)
 
@@ -58,10 +58,10 @@ def test_kernel_modules_only_declare_micro_kernels():
     func = _conv("conv_decl", 8)
     names = microkernels_called([func])
     assert names and all(n.startswith("relayjit.ukr.conv_") for n in names)
-    text = jit.get_llvm_ir([func], optimized=False)
+    text = jit.get_llvm_ir([func], optimized=False, options=host())
     assert f'declare void @"{names[0]}"' in text
     assert f'define void @"{names[0]}"' not in text
-    linked = jit.get_llvm_ir([func])  # optimised: the definition is linked in, internal
+    linked = jit.get_llvm_ir([func], options=host())  # optimised: the definition is linked in, internal
     assert f'define internal void @"{names[0]}"' in linked or \
         f"define internal void @{names[0]}" in linked
 
@@ -70,16 +70,48 @@ def test_micro_kernels_are_reused_across_kernel_sets_and_processes(cache_dir):
     plain, with_relu = _conv("conv_plain", 8), _conv("conv_relu", 8, relu=True)
     assert microkernels_called([plain]) == microkernels_called([with_relu])
     with record_compile_stats() as first:
-        lib = jit.build_library([plain])
+        lib = jit.build_library([plain], options=host())
     assert first.microkernels_compiled == len(microkernels_called([plain]))
     out, want = _run(lib, plain, 8)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
     jit.clear_cache()  # as a new process: only the disk cache remains
     with record_compile_stats() as second:
-        lib = jit.build_library([with_relu])
+        lib = jit.build_library([with_relu], options=host())
     assert second.misses == 1 and second.microkernels_compiled == 0
     out, want = _run(lib, with_relu, 8)
     np.testing.assert_allclose(out, np.maximum(want, 0), rtol=1e-4, atol=1e-4)
+
+
+def _gemv(name: str, n: int = 96, k: int = 64):
+    """One row times a packed weight: the schedule calls a GEMV micro-kernel."""
+    nt, kp, nr = dense_pack(1, n, k)
+    x, wp = te.placeholder((1, k), name="x"), te.placeholder((nt, kp, nr), name="wp")
+    return lower(name, [x, wp], [dense_gemv(x, wp, n, options=host())])
+
+
+@pytest.mark.parametrize("first", [0, 3])
+def test_micro_kernel_code_does_not_depend_on_the_build_that_compiled_it_first(cache_dir,
+                                                                             first):
+    """A micro-kernel's object code is a function of its name and the target CPU: compiled
+    first by an O0 kernel set (as FoldConstant's) or an O3 one, into an empty cache, the
+    micro-kernels a later O3 build loads are byte for byte those of a build that compiled
+    them itself (issue 25: gemv_32_2 kept the O0 build's code, and an LSTM built after a
+    GRU ran at half speed)."""
+    funcs = [_gemv("gemv_order"), _conv("conv_order", 8)]
+    names = microkernels_called(funcs)
+    assert any(n.startswith("relayjit.ukr.gemv_") for n in names)
+    with record_compile_stats() as stats:
+        jit.compile_primfuncs(funcs, first, jobs=1, options=host())
+    assert stats.microkernels_compiled == len(names)
+    jit.clear_cache()  # as a new process: the micro-kernels come from the disk cache
+    with record_compile_stats() as stats:
+        later = jit.compile_primfuncs(funcs, 3, jobs=1, options=host())[-len(names):]
+    assert stats.microkernels_compiled == 0
+    jit.clear_cache()
+    with cache.disabled(), record_compile_stats() as stats:
+        alone = jit.compile_primfuncs(funcs, 3, jobs=1, options=host())[-len(names):]
+    assert stats.microkernels_compiled == len(names)
+    assert later == alone
 
 
 SIZES = (4, 8, 12, 16)  # each size calls its own micro-kernel
@@ -98,7 +130,7 @@ def test_parallel_jobs_compile_each_micro_kernel_once():
     assert not called[0] & called[1]  # no micro-kernel is compiled (or emitted) twice
     jit.clear_cache()
     with cache.disabled(), record_compile_stats() as stats:
-        objects = jit.compile_primfuncs(funcs, 3, jobs=2)
+        objects = jit.compile_primfuncs(funcs, 3, jobs=2, options=host())
     assert stats.jobs == 2 and len(objects) == 2 + len(distinct)  # then the micro-kernels
     assert stats.microkernels_compiled == len(distinct)
     lib = KernelLibrary(objects, [f.name for f in funcs])
@@ -120,5 +152,5 @@ def test_a_definition_that_does_not_match_the_calls_is_refused(monkeypatch):
 
     monkeypatch.setattr(microkernels, "define", define_with_other_signature)
     with cache.disabled(), pytest.raises(CodegenError, match="micro-kernel .* is called as"):
-        jit.compile_primfuncs([func], 3, jobs=1)
+        jit.compile_primfuncs([func], 3, jobs=1, options=host())
     jit.clear_cache()

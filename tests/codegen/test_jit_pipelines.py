@@ -12,6 +12,8 @@ from codegen.lower import lower
 from runtime.library import KernelLibrary
 from tests.codegen.test_jit_microkernels import _conv, _run
 
+from tests.schedule_helpers import host
+
 
 def _add_relu(name: str, n: int = 1000):
     """A plain elementwise kernel (LLVM vectorises it; no micro-kernel)."""
@@ -43,7 +45,7 @@ def test_a_mixed_kernel_set_is_one_object_and_computes(fresh):
     conv's micro-kernel, an object of its own)."""
     conv, add = _conv("conv_mix", 8, relu=False), _add_relu("add_mix")
     with record_compile_stats() as stats:
-        objects = jit.compile_primfuncs([conv, add], opt_level=3, jobs=1)
+        objects = jit.compile_primfuncs([conv, add], opt_level=3, jobs=1, options=host())
     assert len(objects) == 1 + len(microkernels_called([conv]))
     assert stats.kernels_compiled == 2 and stats.hand_scheduled_compiled == 1
     lib = KernelLibrary(objects, [conv.name, add.name])
@@ -53,22 +55,23 @@ def test_a_mixed_kernel_set_is_one_object_and_computes(fresh):
     y = np.empty(1000, "float32")
     lib[add.name](a, b, y)
     np.testing.assert_array_equal(y, np.maximum(a + b, 0))
-    ir_text = jit.get_llvm_ir([conv, add])
+    ir_text = jit.get_llvm_ir([conv, add], options=host())
     assert "<16 x float>" in ir_text or "<8 x float>" in ir_text  # the vectorisers ran
 
 
 def test_the_pipeline_is_part_of_the_cache_key(fresh, monkeypatch):
     """Objects compiled under one pipeline are never handed out for another."""
     conv, add = _conv("conv_key", 8), _add_relu("add_key")
-    key, add_only = jit.structural_key([conv, add], 3), jit.structural_key([add], 3)
+    key = jit.structural_key([conv, add], host(), 3)
+    add_only = jit.structural_key([add], host(), 3)
     monkeypatch.setattr(optimise, "HAND_SCHEDULED_SPEED_LEVEL", 3)
     assert pipeline_for(conv, 3) == Pipeline(3)
-    assert jit.structural_key([conv, add], 3) != key
-    assert jit.structural_key([add], 3) == add_only  # no hand-scheduled kernel in it
+    assert jit.structural_key([conv, add], host(), 3) != key
+    assert jit.structural_key([add], host(), 3) == add_only  # no hand-scheduled kernel in it
 
 
 def test_an_empty_kernel_set_still_compiles(fresh):
     """A graph of reshapes and constants has no kernels: one empty module, one object."""
-    objects = jit.compile_primfuncs([], opt_level=3, jobs=1)
+    objects = jit.compile_primfuncs([], opt_level=3, jobs=1, options=host())
     assert len(objects) == 1
     assert KernelLibrary(objects, []).function_names == ()

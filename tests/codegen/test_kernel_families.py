@@ -1,13 +1,15 @@
 """Kernel families: kernels that differ only in an extent compile to one shared body."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import runtime
 from codegen import cache, jit, te, tir
 from codegen.compile_stats import record_compile_stats
-from codegen.kernel_families import FAMILIES_ENV, Family, find_families
+from codegen.kernel_families import Family, find_families
 from codegen.lower import lower
 from codegen.microkernel_objects import microkernels_called
 from codegen.optimise import compile_units
@@ -58,7 +60,6 @@ def _pack(w: np.ndarray) -> np.ndarray:
 @pytest.fixture(autouse=True)
 def fresh_caches(tmp_path, monkeypatch):
     monkeypatch.setenv("RELAYJIT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv(FAMILIES_ENV, raising=False)
     jit.clear_cache()
     yield
     jit.clear_cache()
@@ -70,12 +71,12 @@ def test_kernels_differing_in_channels_share_one_body_and_each_runs_correctly():
     units = find_families(funcs)
     assert len(units) == 1 and isinstance(units[0], Family)
     assert units[0].members == tuple(funcs) and units[0].extents == channels
-    text = jit.get_llvm_ir(funcs)
+    text = jit.get_llvm_ir(funcs, options=host())
     bodies = [line for line in text.splitlines()
               if line.startswith("define") and "_family.body(" in line]
     assert len(bodies) == 1 and "noinline" in text  # one shared body, called by every member
     with record_compile_stats() as stats:
-        lib = jit.build_library(funcs)
+        lib = jit.build_library(funcs, options=host())
     assert (stats.families, stats.family_members) == (1, 3)
     for c, f in zip(channels, funcs):
         x, scale, shift = _bn_relu_inputs(c)
@@ -91,7 +92,7 @@ def test_conv_family_calls_the_micro_kernel_with_each_members_channels():
     units = find_families(funcs)
     assert [type(u) for u in units] == [Family] and units[0].extents == channels
     assert microkernels_called(funcs) == microkernels_called(funcs[:1])
-    lib = jit.build_library(funcs)
+    lib = jit.build_library(funcs, options=host())
     for c, f in zip(channels, funcs):
         x = RNG.standard_normal((1, c, 14, 14)).astype("float32")
         w = RNG.standard_normal((64, c, 1, 1)).astype("float32")
@@ -103,7 +104,7 @@ def test_conv_family_calls_the_micro_kernel_with_each_members_channels():
 
 def test_a_member_given_another_members_shape_is_refused_by_the_runtime():
     funcs = [_bn_relu("bn_relu_a", 16), _bn_relu("bn_relu_b", 24)]
-    lib = jit.build_library(funcs)
+    lib = jit.build_library(funcs, options=host())
     nodes = [K.null("x"), K.null("scale"), K.null("shift"),
              K.op("bn", "bn_relu_a", [[0, 0, 0], [1, 0, 0], [2, 0, 0]])]
     right = [[1, 16, 6, 6], [16, 1, 1], [16, 1, 1], [1, 16, 6, 6]]
@@ -133,32 +134,29 @@ def test_only_affine_variation_forms_a_family():
     assert find_families([funcs[0], doubled]) == [funcs[0], doubled]
 
 
-def test_families_can_be_turned_off_and_the_cache_keys_differ(monkeypatch):
+def test_families_can_be_turned_off_and_the_cache_keys_differ():
     funcs = [_bn_relu("on_a", 16), _bn_relu("on_b", 24)]
-    key_on = jit.structural_key(funcs, 3)
-    monkeypatch.setenv(FAMILIES_ENV, "0")
-    assert compile_units(funcs) == funcs
-    assert jit.structural_key(funcs, 3) != key_on
+    key_on = jit.structural_key(funcs, host(), 3)
+    off = dataclasses.replace(host(), kernel_families=False)
+    assert compile_units(funcs, False) == funcs
+    assert jit.structural_key(funcs, off, 3) != key_on
     with record_compile_stats() as stats:
-        lib = jit.build_library(funcs)
-    assert stats.families == 0 and "_family" not in jit.get_llvm_ir(funcs)
+        lib = jit.build_library(funcs, options=off)
+    assert stats.families == 0 and "_family" not in jit.get_llvm_ir(funcs, options=off)
     x, scale, shift = _bn_relu_inputs(24)
     out = np.empty_like(x)
     lib["on_b"](x, scale, shift, out)
     np.testing.assert_allclose(out, np.maximum(x * scale + shift, 0), rtol=1e-6)
-    monkeypatch.setenv(FAMILIES_ENV, "yes")
-    with pytest.raises(ValueError, match=FAMILIES_ENV):
-        compile_units(funcs)
 
 
 def test_a_cached_family_loads_under_other_kernel_names():
     first = [_bn_relu("first_a", 16), _bn_relu("first_b", 24)]
-    jit.build_library(first)
+    jit.build_library(first, options=host())
     jit.clear_cache()  # as a new process: only the disk cache remains
     cache.reset_disk_cache_stats()
     second = [_bn_relu("second_a", 16), _bn_relu("second_b", 24)]
     with record_compile_stats() as stats:
-        lib = jit.build_library(second)
+        lib = jit.build_library(second, options=host())
     assert stats.disk_hits == 1 and stats.misses == 0
     x, scale, shift = _bn_relu_inputs(24)
     out = np.empty_like(x)
@@ -187,7 +185,7 @@ def test_a_guarded_load_of_a_varying_buffer_keeps_the_kernels_apart():
     together = [_guarded(f"together_{c}", c, False) for c in (16, 24)]
     units = find_families(together)
     assert len(units) == 1 and isinstance(units[0], Family)
-    lib = jit.build_library(together)
+    lib = jit.build_library(together, options=host())
     for c, f in zip((16, 24), together):
         x = RNG.standard_normal((c, 8)).astype("float32")
         g = RNG.standard_normal(8).astype("float32")
@@ -227,7 +225,7 @@ def test_varying_reduction_extents_and_output_strides(make, reference):
     funcs = [make(f"{make.__name__[1:]}_{c}", c) for c in channels]
     units = find_families(funcs)
     assert len(units) == 1 and isinstance(units[0], Family)
-    lib = jit.build_library(funcs)
+    lib = jit.build_library(funcs, options=host())
     for c, f in zip(channels, funcs):
         x = RNG.standard_normal((c, 24)).astype("float32")
         out = np.empty(f.params[-1].shape, "float32")

@@ -46,7 +46,7 @@ def test_parallel_loop_extents_around_the_thread_count(extent):
         For(j, m, Store(scratch, (j,), Load(a, (i, j), "float32") * 3.0), "vectorized"),
         For(j, m, Store(b, (i, j), Load(scratch, (j,), "float32") + 1.0))))
     func = PrimFunc("par_extent", (a, b), For(i, extent, body, "parallel"))
-    lib = build_library([func])
+    lib = build_library([func], options=host())
     x = RNG.standard_normal((extent, m)).astype("f4")
 
     def run():
@@ -63,7 +63,7 @@ def test_nested_parallel_loops_run_every_iteration():
     a = Buffer("A", (6, 50), "float32")
     i, j = Var("i", "int64"), Var("j", "int64")
     inner = For(j, 50, Store(a, (i, j), cast(i * 100 + j, "float32")), "parallel")
-    lib = build_library([PrimFunc("nested", (a,), For(i, 6, inner, "parallel"))])
+    lib = build_library([PrimFunc("nested", (a,), For(i, 6, inner, "parallel"))], options=host())
     expected = (np.arange(6)[:, None] * 100 + np.arange(50)).astype("f4")
     for t in THREADS:
         threadpool.set_num_threads(t)
@@ -80,7 +80,7 @@ def test_fused_parallel_binds_every_index():
     flat = (vs[0] * 1 + vs[1]) * 5 + vs[2]
     stmt = fused_parallel(vs, list(shape), Store(out, tuple(vs), flat), "f")
     assert isinstance(stmt, For) and stmt.kind == "parallel" and stmt.extent == 15
-    lib = build_library([PrimFunc("fused", (out,), stmt)])
+    lib = build_library([PrimFunc("fused", (out,), stmt)], options=host())
     for t in THREADS:
         threadpool.set_num_threads(t)
         o = np.full(shape, -1, dtype=np.int64)

@@ -95,7 +95,7 @@ def test_conv_micro_kernel_is_vector_fma() -> None:
     x, w = te.placeholder((1, 8, 8, 8), name="x"), te.placeholder((16, 8, 3, 3), name="w")
     func = lower("conv_fma", [x, w], [conv2d_nchw(x, w, (1, 1), (1, 1, 1, 1),
                                                   options=host(8))])
-    text = get_llvm_ir([func])
+    text = get_llvm_ir([func], options=host())
     assert "@llvm.fma.v8f32(<8 x float>" in text
 
 
@@ -108,12 +108,12 @@ def test_conv_kernels_prefer_the_micro_kernel_vector_width(width) -> None:
                       name="relu")
     func = lower("conv_width", [x, w], [relu])  # the epilogue keeps the conv's attrs
     assert func.attrs == {"prefer_vector_width": 32 * width}
-    text = get_llvm_ir([func], optimized=False)
+    text = get_llvm_ir([func], optimized=False, options=host())
     defines = [line for line in text.splitlines() if line.startswith("define")]
     assert defines and all(f'"prefer-vector-width"="{32 * width}"' in d for d in defines)
     y = te.placeholder((64,), name="y")
     plain = lower("exp", [y], [te.compute((64,), lambda i: tir.ops.exp(y[i]), name="e")])
-    assert plain.attrs == {} and "prefer-vector-width" not in get_llvm_ir([plain])
+    assert plain.attrs == {} and "prefer-vector-width" not in get_llvm_ir([plain], options=host())
 
 
 def _pack(w: np.ndarray, groups: int) -> np.ndarray:

@@ -104,9 +104,9 @@ def test_matmul(ta: bool, tb: bool) -> None:
 def test_micro_kernel_is_vector_fma() -> None:
     x, w = te.placeholder((64, 64), name="x"), te.placeholder((64, 64), name="w")
     func = lower("dense_fma", [x, w], [dense(x, w, options=host(8))])
-    ir_text = get_llvm_ir([func])
+    ir_text = get_llvm_ir([func], options=host())
     assert "@llvm.fma.v8f32(<8 x float>" in ir_text
-    asm = get_assembly([func])
+    asm = get_assembly([func], options=host())
     body = asm[asm.index("relayjit.ukr.gemm_6x16:"):]
     body = body[:body.index(".Lfunc_end")]
     assert body.count("vfmadd231ps\t%ymm") >= 12 * 4, "k loop is not unrolled <8 x float> FMA"

@@ -105,7 +105,8 @@ def test_micro_kernels_prefetch_next_panel_without_spilling(m: int, n: int, widt
     from codegen.lower import lower
 
     x, w = te.placeholder((m, 64), name="x"), te.placeholder((n, 64), name="w")
-    asm = get_assembly([lower("dense_prefetch", [x, w], [dense(x, w, options=host())])])
+    asm = get_assembly([lower("dense_prefetch", [x, w], [dense(x, w, options=host())])],
+                       options=host())
     mr, nr = gemm_config(m, n, 64, width).tile()
     for suffix, stack_args in (("", 1), ("_rows", 2)):
         body = asm[asm.index(f"relayjit.ukr.{gemm_kernel_name(mr, nr, width)}{suffix}:"):]

@@ -36,7 +36,7 @@ def compile_function(params: list, body, key=None):
     InferTypeLocal(func)
     name = f"kernel_{next(_ids)}"
     prim = lower_primitive_function(func, name, options)
-    lib = build_library([prim])
+    lib = build_library([prim], options=options)
     kernel = lib[name]
     out_types = _flat_types(func.body.checked_type)
 

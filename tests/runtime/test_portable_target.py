@@ -19,9 +19,11 @@ from compiler.ir.module import IRModule
 from compiler.target import Target
 from compiler.transform import PassContext
 from runtime import export, graph_executor
-from runtime.target import building_for, host_info, resolve_cpu_target
+from runtime.target import host_info, resolve_cpu_target
 
 from .test_untrusted_module import _sections, _write
+
+from tests.schedule_helpers import host
 
 pytestmark = pytest.mark.skipif(not host_info().triple.startswith("x86_64"),
                                 reason="the named baselines are x86-64 levels")
@@ -50,7 +52,7 @@ def _assembly(target: str) -> str:
     """Assembly of the model's kernels, lowered and compiled as relay.build does for target."""
     with PassContext(opt_level=3), build_module.build_target(Target(target)):
         _, funcs = build_module.lower_module(build_module.optimize(_model())["main"])
-        return jit.get_assembly(funcs)
+        return jit.get_assembly(funcs, options=host())
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +89,12 @@ def test_schedules_take_vector_width_from_the_target(monkeypatch):
 
 def test_compile_cache_keys_are_per_target(monkeypatch, tmp_path):
     monkeypatch.setenv("RELAYJIT_CACHE_DIR", str(tmp_path))
-    host_key = jit.structural_key([], 3)
-    host_entry = cache.entry_path(host_key)
-    with building_for(resolve_cpu_target("x86-64-v3")):
-        assert jit.structural_key([], 3) != host_key  # the in-memory caches
-        v3_entry = cache.entry_path(host_key)  # the disk cache
-    with building_for(resolve_cpu_target("x86-64-v3", ["+avx512f"])):
-        avx512_entry = cache.entry_path(host_key)
-    assert len({host_entry, v3_entry, avx512_entry}) == 3
+    v3, v3_avx512 = resolve_cpu_target("x86-64-v3"), resolve_cpu_target("x86-64-v3",
+                                                                        ["+avx512f"])
+    host_key = jit.structural_key([], CodegenOptions.host(), 3)
+    assert jit.structural_key([], CodegenOptions.for_cpu(v3), 3) != host_key  # in memory
+    entries = {cache.entry_path(host_key, cpu) for cpu in (host_info(), v3, v3_avx512)}
+    assert len(entries) == 3  # the disk cache
 
 
 def test_baseline_assembly_has_no_avx512():

@@ -18,6 +18,8 @@ from compiler.ir.module import IRModule
 from compiler.transform import PassContext
 from runtime import KernelError, graph_executor, threadpool
 
+from tests.schedule_helpers import host
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RNG = np.random.default_rng(3)
 
@@ -237,7 +239,7 @@ def test_failing_kernel_in_a_parallel_loop_names_the_graph_node():
     fill = For(j, 2, Store(huge, (j,), Load(a, (i,), "float32")), "parallel")
     body = Allocate(huge, seq(fill, Store(b, (i,), Load(huge, (imm(0),), "float32") + 1.0)))
     func = PrimFunc("greedy", (a, b), For(i, 4, body, "parallel"))
-    lib = build_library([func])
+    lib = build_library([func], options=host())
     nodes = [K.null("x"), K.op("hungry_node", "greedy", [[0, 0, 0]])]
     threadpool.set_num_threads(2)
     m = graph_executor.create(K.graph(nodes, [[1, 0]], [[4], [4]], [0, 1]), lib, runtime.cpu())

@@ -22,7 +22,6 @@ from compiler.transform.pass_infra import InferType
 from codegen import jit
 from codegen.options import CodegenOptions
 from runtime.library import Kernel
-from runtime.target import building_for
 
 from .emitter import tensor_types
 
@@ -30,17 +29,16 @@ from .emitter import tensor_types
 class Specialiser:
     """The hook relay.vm.compile attaches to an executable with specialised kernel entries."""
 
-    def __init__(self, functions: dict[int, Function], options: CodegenOptions, target) -> None:
+    def __init__(self, functions: dict[int, Function], options: CodegenOptions) -> None:
         self.functions = functions  # kernel entry index -> its primitive function
         self.options = options  # what relay.vm.compile built for
-        self.target = target
 
     def __call__(self, exe, index: int, args: tuple) -> Kernel:
         entry = exe.kernels[index]
         func = self.functions[index]
         concrete = specialise(func, args[:entry.num_inputs], args[entry.num_inputs:])
-        with self.target, building_for(self.options.cpu):
-            lib = jit.build_library([lower_kernel(concrete, entry.name, self.options)])
+        lib = jit.build_library([lower_kernel(concrete, entry.name, self.options)],
+                                options=self.options)
         return lib.get_function(entry.name)
 
 

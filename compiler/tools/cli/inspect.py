@@ -92,7 +92,7 @@ def command(args) -> int:
     with build_target(Target(args.target), options):  # the kernels as relay.build makes them
         kernel_names, prim_funcs = (lower_module(mod["main"], options=options)
                                     if args.dump or args.graph else (None, None))
-        dump = _dump(prim_funcs, args.dump) if args.dump else None
+        dump = _dump(prim_funcs, args.dump, options) if args.dump else None
     if args.graph:
         info["graph"] = args.graph
         _write_graph(args, mod, kernel_names, model)
@@ -128,13 +128,13 @@ def _write_graph(args, mod, kernel_names, model) -> None:
         f.write(svg)
 
 
-def _dump(prim_funcs, kind: str) -> str:
+def _dump(prim_funcs, kind: str, options) -> str:
     """The kernels as loop-nest IR, optimised LLVM IR or host assembly (TVM's get_source)."""
     if kind == "tir":
         return "\n\n".join(primfunc_str(f) for f in prim_funcs)
     if kind == "llvm":
-        return jit.get_llvm_ir(prim_funcs)
-    return jit.get_assembly(prim_funcs)
+        return jit.get_llvm_ir(prim_funcs, options=options)
+    return jit.get_assembly(prim_funcs, options=options)
 
 
 class _PrintIR(PassInstrument):
