@@ -88,10 +88,13 @@ def compile_microkernel(name: str, cpu: TargetInfo) -> Microkernel:
     """
     tm = target_machine(cpu, opt=MICROKERNEL_OPT_LEVEL)
     with timed("emit_ir"):
+        try:
+            kernel = microkernels.by_symbol(name)
+        except KeyError:
+            raise CodegenError(f"unknown micro-kernel {name}: no descriptor names it") \
+                from None
         module = ir.Module(name=name)
-        fn = microkernels.define(module, name)
-        if fn is None:
-            raise CodegenError(f"unknown micro-kernel {name}")
+        fn = microkernels.define(module, kernel)
         fn.linkage = ""  # external: the kernel objects' calls resolve to it when loaded
         module.triple = tm.triple
         module.data_layout = str(tm.target_data)

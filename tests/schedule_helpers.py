@@ -3,6 +3,9 @@ width the `width` fixture runs, by default $RELAYJIT_VECTOR_WIDTH as relay.build
 the packed weight geometry of the default configuration."""
 from __future__ import annotations
 
+import re
+
+from codegen.llvm.microkernels import Microkernel, by_symbol
 from codegen.options import CodegenOptions
 from codegen.schedules import conv2d_pack_geometry, dense_pack_geometry
 from codegen.schedules.conv2d_config import channel_block
@@ -13,6 +16,14 @@ from compiler.driver.build import current_options
 def host(width: int | None = None) -> CodegenOptions:
     """The host's options at `width`, else as relay.build would resolve them now."""
     return current_options() if width is None else CodegenOptions.host(vector_width=width)
+
+
+def microkernels_in(text: str, kind: type = Microkernel) -> list:
+    """The descriptors of the micro-kernels a kernel's text calls (of one kind), in the order
+    of their symbols."""
+    found = {by_symbol(name) for name in re.findall(r"relayjit\.ukr\.[\w.]+", text)}
+    return sorted((k for k in found if type(k) is kind or kind is Microkernel),
+                  key=lambda k: k.symbol)
 
 
 def conv_pack(k: int, cg: int, r: int, s: int, groups: int = 1,

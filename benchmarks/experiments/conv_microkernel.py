@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from benchmarks.fma_peak import fma_peak_gflops  # noqa: E402
 from codegen import te  # noqa: E402
 from codegen.jit import build_te  # noqa: E402
+from codegen.llvm.microkernels import Conv  # noqa: E402
 from codegen.schedules.common import addr, imm, ukr_call, var  # noqa: E402
 from codegen.tir.stmt import For  # noqa: E402
 from compiler.driver.build import current_options  # noqa: E402
@@ -38,7 +39,7 @@ def tile_gflops(channels: int, pixels: int, plane: int, rounds: int = 15) -> flo
     def fcompute(ins, outs):
         wb, xb = ins
         i = var("call")
-        kernel = f"conv_{kb}_{pixels}_1_1_{plane}_{plane}_1_1_1_0"
+        kernel = Conv(kb, kb // 2, pixels, 1, 1, plane, plane, 1, 1, channel_major=True)
         return For(i, CALLS, ukr_call(kernel, addr(wb, 0, 0), addr(outs[0], 0, 0), 0, channels,
                                       addr(wb, 0, 0), *(addr(xb, imm(0), imm(j))
                                                         for j in range(pixels))))

@@ -90,7 +90,7 @@ def microkernel_texts(names: list[str]) -> list[str]:
     texts = []
     for name in names:
         module = ir.Module(name=name)
-        microkernels.define(module, name)
+        microkernels.define(module, microkernels.by_symbol(name))
         texts.append(str(module))
     return texts
 

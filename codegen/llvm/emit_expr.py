@@ -26,6 +26,7 @@ from runtime.library import STATUS_INDEX_OUT_OF_RANGE
 
 from ..tir.ops import CHECKED_INDEX
 from . import float8, mathlib
+from .microkernels import PREFIX as MICROKERNEL_PREFIX, emit_call as emit_microkernel_call
 from .textir import TextBuilder
 from .types import (F16, F32, F64, I1, I16, I32, I64, get_function, intrinsic, llvm_suffix, mem_type,
                     reg_type)
@@ -465,10 +466,8 @@ class ExprEmitter:
 
     # ------------------------------------------------------------------ math
     def _call(self, e: Call) -> ir.Value:
-        if e.name.startswith("relayjit.ukr."):  # schedule micro-kernels (llvm/microkernels.py)
-            from .microkernels import emit_call
-
-            return emit_call(self, e)
+        if e.name.startswith(MICROKERNEL_PREFIX):  # schedule micro-kernels (llvm/microkernels)
+            return emit_microkernel_call(self, e)
         if e.name == CHECKED_INDEX:
             return self._checked_index(e)
         args = [self.expr(a) for a in e.args]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..llvm.microkernels.descriptors import PTR, Microkernel
 from ..tir.expr import Call, Expr, IntImm, Load, Var
 from ..tir.ops import cast, const
 from ..tir.stmt import Buffer, Evaluate, For, Stmt, seq
@@ -38,12 +39,20 @@ def addr(buf: Buffer, *indices) -> Load:
                 buf.dtype)
 
 
-def ukr_call(name: str, *args) -> Stmt:
-    """Evaluate a relayjit.ukr.* micro-kernel call (see codegen/llvm/microkernels.py)."""
+def ukr_call(kernel: Microkernel, *args) -> Stmt:
+    """Evaluate a call of the micro-kernel `kernel` describes (codegen.llvm.microkernels):
+    its declared pointer arguments are addresses (addr), the others integer values."""
+    if len(args) != len(kernel.args):
+        raise ValueError(f"micro-kernel {kernel.symbol} takes {len(kernel.args)} arguments, "
+                         f"got {len(args)}")
     out = []
-    for a in args:
-        out.append(imm(a) if isinstance(a, int) else a)
-    return Evaluate(Call("relayjit.ukr." + name, tuple(out), "int32"))
+    for k, (a, declared) in enumerate(zip(args, kernel.args)):
+        a = imm(a) if isinstance(a, int) else a
+        if (type(a) is Load) != (declared == PTR):
+            raise ValueError(f"micro-kernel {kernel.symbol}: argument {k} is declared "
+                             f"{declared}, got {a!r}")
+        out.append(a)
+    return Evaluate(Call(kernel.symbol, tuple(out), "int32"))
 
 
 def zero() -> Expr:

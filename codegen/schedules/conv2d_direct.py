@@ -6,7 +6,7 @@ pixel_block_tiles, min_tasks, pixel_major, subsample_strided, prefetch_weights).
 """
 from __future__ import annotations
 
-from ..llvm.microkernels import conv_kernel_name
+from ..llvm.microkernels.descriptors import Conv
 from ..options import CodegenOptions
 from ..parallel import ParallelPolicy, fused_parallel
 from ..tir.expr import Load, Var
@@ -185,13 +185,12 @@ def direct_stmt(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: st
             xptrs = [addr(src, ohs[j] * g["ow"] + ows[j], gg * cg + c0) if pixel_major else
                      addr(src, *(() if xp is not None else (ni,)), gg * cg + c0,
                           ohs[j] * g["sh"], ows[j] * g["sw"]) for j in range(1 if row_tile else P)]
-            geo = f"{P}_{r}_{s}_{rowstep}_{chanstep}_{g['dh']}_{g['dw']}"
-            row = f"_{g['sw']}" if row_tile else ""
             args = (addr(wpk, gg, kb2, c0, 0, 0, 0), addr(acc, slot, 0, 0), accflag, csize,
                     w_next(c0, csize, tl), *xptrs)
-            kern = conv_kernel_name(KB, tvw)
-            final, partial = (ukr_call(f"{kern}_{geo}_{cm}_{prefetch_lines(csize)}{row}", *args)
-                              for cm in (1, 0))
+            final, partial = (ukr_call(Conv(KB, tvw, P, r, s, rowstep, chanstep, g["dh"],
+                                            g["dw"], cm, prefetch_lines(csize),
+                                            g["sw"] if row_tile else 0), *args)
+                              for cm in (True, False))
             call = final if last is True else partial if last is False else \
                 IfThenElse(last, final, partial)
             return seq(call, store_out(slot, t)) if single else call

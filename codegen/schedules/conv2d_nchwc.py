@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import te
-from ..llvm.microkernels import conv_blocked_kernel_name
+from ..llvm.microkernels.descriptors import ConvBlocked
 from ..options import CodegenOptions
 from ..parallel import ParallelPolicy, fused_parallel
 from ..tir.expr import Load
@@ -226,9 +226,8 @@ def _direct_blocked(xb: Buffer, wpk: Buffer, out: Buffer, g: dict, epilogue, nam
             lead = () if xp is not None else (ni,)
             xptrs = [addr(src, *lead, floordiv(c0, blk), ohs[j] * g["sh"], ows[j] * g["sw"], 0)
                      for j in range(1 if row_tile else P)]
-            kern = conv_blocked_kernel_name(
-                KB, tvw, P, r, s, rowstep, blockstep, g["dh"], g["dw"] * blk, blk,
-                prefetch_lines(csize), g["sw"] * blk if row_tile else 0)
+            kern = ConvBlocked(KB, tvw, P, r, s, rowstep, blockstep, g["dh"], g["dw"] * blk, blk,
+                               prefetch_lines(csize), g["sw"] * blk if row_tile else 0)
             call = ukr_call(kern, addr(wpk, 0, kb2, c0, 0, 0, 0), addr(acc, slot, 0, 0),
                             accflag, csize, w_next(c0, csize, tl), *xptrs)
             return seq(call, store_out(slot, t)) if single else call

@@ -5,6 +5,7 @@ rows_stack output rows (Conv2dConfig), stored straight into NCHW rows (no transp
 """
 from __future__ import annotations
 
+from ..llvm.microkernels.descriptors import ConvRows
 from ..options import CodegenOptions
 from ..parallel import fused_parallel
 from ..tir.expr import Load
@@ -65,13 +66,12 @@ def rows_stmt(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
     tile = Buffer(f"{name}_tile", (kcn, stack * span), F32)
     kc, oi = var(f"{name}_kc"), var(f"{name}_oh")
     k0 = kc * kcn
-    geo = f"{kcn}_{nv}_{vw}_{c}_{r}_{s}_1_{kb}_{sh}_{sw}_{dh}_{dw}_{hq}_{wq}" + \
-        ("_1" if stack > 1 else "")
+    kernel = ConvRows(kcn, nv, vw, c, r, s, 1, kb, sh, sw, dh, dw, hq, wq, stack > 1)
 
     def tile_of(ch, width: int, tag: str) -> Stmt:
         """The tile at column ch * span: the micro-kernel, then its first `width` columns
         (of each of its rows) stored through the epilogue."""
-        call = ukr_call(f"convrows_{geo}",
+        call = ukr_call(kernel,
                         addr(wb, 0, floordiv(k0, kb), 0, 0, 0, floormod(k0, kb)),
                         addr(tile, 0, 0), addr(xph, 0, 0, 0, oi * stack, ch * span))
         stores = []
@@ -116,8 +116,8 @@ def pointwise_rows_stmt(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, 
         return floordiv(p, g["ow"]), floormod(p, g["ow"])
 
     def tile_at(x_ptr, plane: int, width: int, tag: str) -> Stmt:
-        geo = f"{kcn}_{nv}_{vw}_{c}_1_1_1_{kb}_1_1_1_1_1_{plane}"
-        return seq(ukr_call(f"convrows_{geo}", w_ptr, addr(tile, 0, 0), x_ptr),
+        kernel = ConvRows(kcn, nv, vw, c, 1, 1, 1, kb, 1, 1, 1, 1, 1, plane)
+        return seq(ukr_call(kernel, w_ptr, addr(tile, 0, 0), x_ptr),
                    store_tile(tile, out, lambda v, j: (ni, k0 + v, *pixel(ch * span + j)),
                                k0, k, width, epilogue, f"{name}_{tag}"))
 

@@ -27,7 +27,7 @@ through the k loop (unrolled 4x inside the micro-kernel).
 from __future__ import annotations
 
 from .. import te
-from ..llvm.microkernels import gemm_kernel_name, gemv_kernel_name
+from ..llvm.microkernels.descriptors import Gemm, GemmRows, Gemv
 from ..options import CodegenOptions
 from ..parallel import fused_parallel
 from ..tir.expr import Expr, Load
@@ -124,9 +124,9 @@ def gemv_stmt(m: int, n: int, k: int, xb: Buffer, lead: list, wp: Buffer, out: B
         st = IfThenElse(lt(nn, n), st)
     args = (k, addr(xb, *_unflatten(ii, lead), 0), addr(wp, jg * group, 0, 0), addr(tile, 0),
             kp * nr)
-    call = ukr_call(gemv_kernel_name(nr, vw, group), *args)
+    call = ukr_call(Gemv(nr, vw, group), *args)
     if last != group:
-        call = IfThenElse(lt(jg, groups - 1), call, ukr_call(gemv_kernel_name(nr, vw, last),
+        call = IfThenElse(lt(jg, groups - 1), call, ukr_call(Gemv(nr, vw, last),
                                                               *args))
     # groups of N panels in parallel (each streams its own slice of the weight), rows inside
     per_group = Allocate(tile, loop(ii, m, seq(call, For(vv, cols, st, "vectorized"
@@ -407,7 +407,7 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     n0 = jt2 * NR
     accumulate = cast(gt(pc, 0), I64) if nb > 1 else imm(0)
     last = eq(pc, nb - 1) if nb > 1 else None
-    kern = gemm_kernel_name(MR, NR, vw)
+    kern = Gemm(MR, NR, vw)
     a_ptr = addr(ap, it2, 0, 0)
     b_ptr = addr(bp, jt2, pc * kc, 0)
     # the micro-kernel prefetches the next N panel's block into L2 as it reads this one
@@ -421,7 +421,7 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     else:  # A in place: the K block's real depth (B's zero padding rows are skipped)
         row_addr, lda = a_rows
         depth = imm(kc) if kp == k else select(lt(pc, nb - 1), imm(kc), imm(k - (nb - 1) * kc))
-        kern_rows = gemm_kernel_name(MR, NR, vw, a_rows=True, a_next=bool(prefetch_a))
+        kern_rows = GemmRows(MR, NR, vw, prefetch_rows=bool(prefetch_a))
         a_next = (next_row_tile(row_addr, bidx, batch, m0, pc * kc, m, MR, nb, prefetch_a),) \
             if prefetch_a else ()
         full = ukr_call(kern_rows, depth, row_addr(bidx, m0, pc * kc), lda, b_ptr, c_ptr, ldc,

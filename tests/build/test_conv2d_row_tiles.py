@@ -7,18 +7,17 @@ blocks, input channels in several blocks with a tail, groups, batch 2, asymmetri
 and which convs take row tiles, at which size, at both vector widths."""
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
 from codegen import te
 from codegen.jit import build_te
+from codegen.llvm.microkernels import Conv
 from codegen.schedules import Conv2dConfig, conv2d_nchw_packed
 from codegen.schedules.conv2d_config import channel_block, row_tile_pixels
 from tests.build.test_conv2d_schedules import check_conv2d_bias_relu
 
-from tests.schedule_helpers import conv_pack, host
+from tests.schedule_helpers import conv_pack, host, microkernels_in
 
 RNG = np.random.default_rng(23)
 
@@ -37,16 +36,14 @@ CASES = [
 ]
 
 
-def _conv_kernels(xs, ws, strides, padding, dilation, groups, config=None) -> list[list[int]]:
-    """The conv micro-kernels' numeric name fields (conv_<KB>[x<VW>]_<P>_..._<PF>[_<SW>]),
-    KB first."""
+def _conv_kernels(xs, ws, strides, padding, dilation, groups, config=None) -> list[Conv]:
+    """The conv micro-kernels the conv calls."""
     x = te.placeholder(xs, name="x")
     wp = te.placeholder(conv_pack(*ws, groups), name="wp")
     y = conv2d_nchw_packed(x, wp, strides, padding, dilation, groups, channels=ws[0],
                            options=host(), config=config)
     text = str(build_te([x, wp], [y], "conv_row_tiles").primfunc)
-    names = set(re.findall(r"relayjit\.ukr\.conv_(\d+)(?:x\d+)?_([0-9_]+[0-9])", text))
-    return [[int(kb)] + [int(f) for f in rest.split("_")] for kb, rest in sorted(names)]
+    return microkernels_in(text, Conv)
 
 
 @pytest.mark.parametrize("xs,ws,strides,padding,dilation,groups,pixels", CASES)
@@ -58,10 +55,10 @@ def test_row_tiles_end_to_end(xs, ws, strides, padding, dilation, groups, pixels
 def test_row_tile_kernels(xs, ws, strides, padding, dilation, groups, pixels, width):
     kernels = _conv_kernels(xs, ws, strides, padding, dilation, groups)
     assert kernels
-    if width == 16:  # the row stride follows the prefetch field; the first pixel only
-        assert all(len(k) == 11 and k[1] == pixels and k[-1] == strides[1] for k in kernels)
+    if width == 16:  # row tiles of `pixels`, the input's column stride apart
+        assert all(k.p == pixels and k.row_stride == strides[1] for k in kernels)
     else:  # 16 registers: two vectors a pixel for 8 pixels do not fit beside the weights
-        assert all(len(k) == 10 for k in kernels)
+        assert all(k.row_stride == 0 for k in kernels)
 
 
 @pytest.mark.parametrize("ow,s,sw,pixels", [
@@ -75,4 +72,4 @@ def test_row_tile_pixels(ow, s, sw, pixels, width):
 
 def test_row_tiles_switch(width):
     kernels = _conv_kernels(*CASES[0][:6], config=Conv2dConfig(row_tile=False))
-    assert kernels and all(len(k) == 10 for k in kernels)
+    assert kernels and all(k.row_stride == 0 for k in kernels)

@@ -6,17 +6,16 @@ stride, dilation, a 7x7 window (a loop over its rows), batch 2, asymmetric paddi
 convs stack, at both vector widths."""
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
 from codegen import te
 from codegen.jit import build_te
+from codegen.llvm.microkernels import ConvRows
 from codegen.schedules import Conv2dConfig, conv2d_nchw_packed
 from tests.build.test_conv2d_schedules import check_conv2d_bias_relu
 
-from tests.schedule_helpers import conv_pack, host
+from tests.schedule_helpers import conv_pack, host, microkernels_in
 
 RNG = np.random.default_rng(31)
 
@@ -30,15 +29,14 @@ CASES = [
 ]
 
 
-def _rows_kernels(xs, ws, strides, padding, dilation, config=None) -> list[list[int]]:
-    """Numeric fields of the convrows micro-kernels the conv calls."""
+def _rows_kernels(xs, ws, strides, padding, dilation, config=None) -> list[ConvRows]:
+    """The convrows micro-kernels the conv calls."""
     x = te.placeholder(xs, name="x")
     wp = te.placeholder(conv_pack(*ws), name="wp")
     y = conv2d_nchw_packed(x, wp, strides, padding, dilation, channels=ws[0], options=host(),
                            config=config)
     text = str(build_te([x, wp], [y], "conv_rows_stacked").primfunc)
-    names = set(re.findall(r"relayjit\.ukr\.convrows_([0-9_]+[0-9])", text))
-    return [[int(f) for f in n.split("_")] for n in sorted(names)]
+    return microkernels_in(text, ConvRows)
 
 
 @pytest.mark.parametrize("xs,ws,strides,padding,dilation", CASES)
@@ -51,9 +49,9 @@ def test_which_rows_tiles_stack(xs, ws, strides, padding, dilation, width):
     kernels = _rows_kernels(xs, ws, strides, padding, dilation)
     assert kernels
     if width == 16:  # 8 channels x 3 rows, flagged stacked
-        assert all(k[:2] == [8, 3] and len(k) == 15 and k[-1] == 1 for k in kernels)
+        assert all((k.kc, k.nv) == (8, 3) and k.stacked for k in kernels)
     else:  # 8 channels a tile already: no stacking
-        assert all(len(k) == 14 for k in kernels)
+        assert not any(k.stacked for k in kernels)
 
 
 @pytest.mark.parametrize("xs,ws,strides,padding", [
@@ -62,9 +60,9 @@ def test_which_rows_tiles_stack(xs, ws, strides, padding, dilation, width):
 ])
 def test_short_or_narrow_rows_tiles_do_not_stack(xs, ws, strides, padding, width):
     kernels = _rows_kernels(xs, ws, strides, padding, (1, 1))
-    assert kernels and all(len(k) == 14 for k in kernels)
+    assert kernels and not any(k.stacked for k in kernels)
 
 
 def test_rows_stack_switch(width):
     kernels = _rows_kernels(*CASES[0], config=Conv2dConfig(rows_stack=1))
-    assert kernels and all(len(k) == 14 for k in kernels)
+    assert kernels and not any(k.stacked for k in kernels)

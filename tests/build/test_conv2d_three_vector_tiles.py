@@ -13,11 +13,12 @@ import pytest
 
 from codegen import te
 from codegen.jit import build_te
+from codegen.llvm.microkernels import Conv
 from codegen.schedules import Conv2dConfig, conv2d_nchw_packed
 from codegen.schedules.conv2d_config import channel_block
 from tests.build.test_conv2d_schedules import check_conv2d_bias_relu
 
-from tests.schedule_helpers import conv_pack, host
+from tests.schedule_helpers import conv_pack, host, microkernels_in
 
 RNG = np.random.default_rng(37)
 
@@ -40,9 +41,10 @@ def _kernel_text(xs, ws, strides, padding, groups, config=None) -> str:
     return str(build_te([x, wp], [y], "conv_three_vectors").primfunc)
 
 
-def _conv_kernel_names(xs, ws, strides, padding, groups, config=None) -> set[str]:
-    return set(re.findall(r"relayjit\.ukr\.(conv_[0-9x]+)_",
-                          _kernel_text(xs, ws, strides, padding, groups, config)))
+def _conv_tiles(xs, ws, strides, padding, groups, config=None) -> set[tuple[int, int]]:
+    """(channels, vector width) of the conv micro-kernels' tiles."""
+    return {(k.kb, k.vw) for k in microkernels_in(
+        _kernel_text(xs, ws, strides, padding, groups, config), Conv)}
 
 
 @pytest.mark.parametrize("pixel_major", [None, True], ids=["default", "pixel_major"])
@@ -57,8 +59,8 @@ def test_three_vector_tiles_end_to_end(xs, ws, strides, padding, groups, pixel_m
 
 @pytest.mark.parametrize("xs,ws,strides,padding,groups", CASES)
 def test_which_kernel(xs, ws, strides, padding, groups, width):
-    names = _conv_kernel_names(xs, ws, strides, padding, groups)
-    assert names == ({"conv_48x16"} if width == 16 else {"conv_16"})
+    tiles = _conv_tiles(xs, ws, strides, padding, groups)
+    assert tiles == ({(48, 16)} if width == 16 else {(16, 8)})
 
 
 @pytest.mark.parametrize("kg,wide", [(40, 48), (48, 48), (144, 48), (232, 48), (240, 48),

@@ -15,6 +15,7 @@ import pytest
 
 from codegen import te
 from codegen.jit import build_te
+from codegen.llvm.microkernels import by_symbol
 from codegen.lower import lower
 from codegen.schedules import winograd
 from codegen.schedules.gemm import dense
@@ -67,7 +68,7 @@ def _check_row_tiles(calls: list, ahead: int) -> None:
     read = {args[1][1] for _, args in calls}
     one_block = all(args[0] == args[1][0].shape[3] for _, args in calls)
     for i, (name, (depth, (abuf, a), lda, *_rest, (nbuf, a_next))) in enumerate(calls):
-        mr = int(name.split("_")[1].split("x")[0])
+        mr = by_symbol(name).mr
         total = math.prod(abuf.shape)
         assert nbuf is abuf, "a_next points into another buffer than A"
         assert 0 <= a_next and a_next + (mr - 1) * lda + depth <= total, \
@@ -142,7 +143,7 @@ def test_row_tile_prefetching_kernel_keeps_its_accumulators_in_registers(width) 
     asm = get_assembly([lower("wino_asm", inputs, [conv])], options=host())
     start = asm.index("_rows_pf:")
     name = asm[asm.rindex("relayjit.ukr.", 0, start):start]
-    mr = int(name.split("_")[1].split("x")[0])
+    mr = by_symbol(name).mr
     body = asm[start:]
     body = body[:body.index(".Lfunc_end")]
     assert body.count("prefetcht1") == 4 * 2 * width * 4 // 64 + mr

@@ -12,12 +12,12 @@ import pytest
 
 from codegen import te
 from codegen.jit import build_te, get_assembly
-from codegen.llvm.microkernels import gemm_kernel_name, gemv_kernel_name
+from codegen.llvm.microkernels import Gemm, GemmRows, Gemv
 from codegen.lower import lower
 from codegen.schedules import dense, dense_gemv, matmul
 from codegen.schedules.gemm_config import dense_pack_geometry, tile_columns
 
-from tests.schedule_helpers import dense_pack, gemm_config, host
+from tests.schedule_helpers import dense_pack, gemm_config, host, microkernels_in
 
 RNG = np.random.default_rng(23)
 
@@ -46,7 +46,7 @@ def test_dense_wide_tile_residual_epilogue(m: int, n: int, k: int, width: int) -
     y = te.compute((m, n), lambda i, j: d[i, j] + bias[j] + res[i, j], name="epi")
     run = build_te([x, w, bias, res], [y], "dense_wide")
     mr, nr = gemm_config(m, n, k, width).tile()
-    assert gemm_kernel_name(mr, nr, width) in str(run.primfunc)
+    assert Gemm(mr, nr, width).symbol in str(run.primfunc)
     a, b, c, r = _f32(m, k), _f32(n, k), _f32(n), _f32(m, n)
     want = a.astype("f8") @ b.T.astype("f8") + c + r
     np.testing.assert_allclose(run(a, b, c, r)[0], want, rtol=1e-4, atol=2e-4)
@@ -77,9 +77,8 @@ def test_wide_kernels_do_not_spill() -> None:
                         lower("gemv_wide_asm", [v, wp],
                               [dense_gemv(v, wp, 96, options=host(16))])],
                        options=host(16))
-    for name in (gemm_kernel_name(8, 48, 16), gemm_kernel_name(8, 48, 16, a_rows=True),
-                 gemv_kernel_name(48, 16, panels=2)):
-        body = asm[asm.index(f"relayjit.ukr.{name}:"):]
+    for name in (Gemm(8, 48, 16).symbol, GemmRows(8, 48, 16).symbol, Gemv(48, 16, 2).symbol):
+        body = asm[asm.index(f"{name}:"):]
         body = body[:body.index(".Lfunc_end")]
         assert "zmm" in body
         stack = [ln.strip() for ln in body.splitlines() if "%rsp" in ln]
@@ -110,7 +109,7 @@ def test_gemv_panels_a_call_by_width(n: int, width: int) -> None:
     nt, kp, nr = dense_pack(1, n, k)
     x, wp = te.placeholder((1, k), name="x"), te.placeholder((nt, kp, nr), name="wp")
     text = str(lower("gemv_calls", [x, wp], [dense_gemv(x, wp, n, options=host())]).body)
-    called = set(re.findall(r"relayjit\.ukr\.(gemv_\w+)", text))
-    pairs = {gemv_kernel_name(nr, width, 2)} if width == 16 and nt > 1 else set()
-    single = {gemv_kernel_name(nr, width)} if width == 8 or nt % 2 else set()
+    called = set(microkernels_in(text, Gemv))
+    pairs = {Gemv(nr, width, 2)} if width == 16 and nt > 1 else set()
+    single = {Gemv(nr, width)} if width == 8 or nt % 2 else set()
     assert called == pairs | single, called

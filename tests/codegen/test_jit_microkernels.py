@@ -145,8 +145,8 @@ def test_a_definition_that_does_not_match_the_calls_is_refused(monkeypatch):
     func = _conv("conv_mismatch", 8)
     jit.clear_cache()
 
-    def define_with_other_signature(module, name):
-        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name)
+    def define_with_other_signature(module, kernel):
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), kernel.symbol)
         ir.IRBuilder(fn.append_basic_block()).ret_void()
         return fn
 

@@ -12,7 +12,7 @@ import runtime
 from codegen import te, tir
 from codegen.jit import build_te
 from codegen.schedules import dense, dense_pack_geometry
-from codegen.llvm.microkernels import gemm_kernel_name
+from codegen.llvm.microkernels import Gemm, GemmRows
 from codegen.schedules.gemm_config import (
     A_BLOCK_BYTES, K_BLOCK, M_BLOCK_ROWS, block_rows, k_blocks, rows_per_tile,
 )
@@ -108,8 +108,8 @@ def test_micro_kernels_prefetch_next_panel_without_spilling(m: int, n: int, widt
     asm = get_assembly([lower("dense_prefetch", [x, w], [dense(x, w, options=host())])],
                        options=host())
     mr, nr = gemm_config(m, n, 64, width).tile()
-    for suffix, stack_args in (("", 1), ("_rows", 2)):
-        body = asm[asm.index(f"relayjit.ukr.{gemm_kernel_name(mr, nr, width)}{suffix}:"):]
+    for kernel, stack_args in ((Gemm(mr, nr, width), 1), (GemmRows(mr, nr, width), 2)):
+        body = asm[asm.index(f"{kernel.symbol}:"):]
         body = body[:body.index(".Lfunc_end")]
         assert body.count("prefetcht1") == 4 * nr * 4 // 64  # 4 unrolled k steps
         stack = [ln.strip() for ln in body.splitlines() if "%rsp" in ln]
