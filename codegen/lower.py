@@ -175,9 +175,11 @@ class _Lowering:
         """Fold an elementwise consumer into an extern that accepts `epilogue=` (schedules).
 
         A compute stage without reductions whose only materialized read is the extern e, at
-        exactly its own axis (same shape and dtype), with e read by nothing else and not an
-        output, is emitted as e's fcompute writing the consumer's buffer with the consumer's
-        body as epilogue(value, indices); e's own stage and scratch buffer disappear.
+        exactly its own axis (same shape), with e read by nothing else and not an output, is
+        emitted as e's fcompute writing the consumer's buffer with the consumer's body as
+        epilogue(value, indices); e's own stage and scratch buffer disappear. The consumer's
+        dtype may differ from e's where e's fcompute says its epilogue may cast
+        (mark_epilogue's casts: it then never keeps its own values in the output buffer).
         """
         self.fused: dict[int, Tensor] = {}
         readers: dict[int, int] = {}
@@ -200,7 +202,9 @@ class _Lowering:
                 continue
             e = loads[0].buffer.producer
             if (e.kind != "extern" or not getattr(e.extern_fn, "supports_epilogue", False)
-                    or e.buffer in outs or e.shape != t.shape or e.dtype != t.dtype
+                    or e.buffer in outs or e.shape != t.shape
+                    or (e.dtype != t.dtype and not getattr(e.extern_fn, "epilogue_casts",
+                                                           False))
                     or readers.get(id(e), 0) != len(loads)
                     or any(n.buffer is not e.buffer or len(n.indices) != len(t.axis)
                            or any(i is not a for i, a in zip(n.indices, t.axis))

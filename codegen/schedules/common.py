@@ -59,14 +59,20 @@ def zero() -> Expr:
     return const(0.0, F32)
 
 
-def mark_epilogue(fn, in_place: bool = False):
+def mark_epilogue(fn, in_place: bool = False, casts: bool | None = None):
     """Mark an extern fcompute as accepting `epilogue=` (codegen.lower fuses consumers).
 
     in_place: the statement it returns writes each output element once, through the
     epilogue, and never reads the output; an epilogue input read at the output's own index
-    may then share the output's storage (codegen.lower records which)."""
+    may then share the output's storage (codegen.lower records which).
+    casts (default: in_place): the epilogue may change the dtype, the output buffer then of
+    the consumer's dtype (a cast to float16, a comparison, later an int8 requantisation):
+    the statement computes in its own dtype elsewhere (registers, scratch tiles) and stores
+    each output element once, through the epilogue, when its output's dtype is not its own
+    (an in_place statement always does)."""
     fn.supports_epilogue = True
     fn.epilogue_in_place = in_place
+    fn.epilogue_casts = in_place if casts is None else casts
     return fn
 
 

@@ -54,13 +54,16 @@ def dense_packed(x: te.Tensor, wp: te.Tensor, units: int, name: str = "T_dense",
 
     def fcompute(ins, outs, epilogue=None):
         xb, wb = ins
+        # an epilogue of another dtype: every tile through the scratch tile (one K block)
         return gemm_stmt(
             m, n, k, (), lambda b, i, j: Load(xb, (*_unflatten(i, lead), j), F32),
             None, outs[0], "mk", "nk", epilogue, name, options, config,
             out_index=lambda b, i, j: (*_unflatten(i, lead), j), b_packed=wb,
-            a_rows=(lambda b, i, j: addr(xb, *_unflatten(i, lead), j), k))
+            a_rows=(lambda b, i, j: addr(xb, *_unflatten(i, lead), j), k),
+            in_place=outs[0].dtype != F32)
 
-    return te.extern((*lead, n), [x, wp], mark_epilogue(fcompute), name=name,
+    return te.extern((*lead, n), [x, wp],
+                     mark_epilogue(fcompute, casts=in_place_applicable(k, config)), name=name,
                      kernel_attrs=_vector_attrs(config.vector_width))
 
 
@@ -80,7 +83,8 @@ def dense_gemv(x: te.Tensor, wp: te.Tensor, units: int, name: str = "T_dense", *
         return gemv_stmt(m, n, k, xb, lead, wb, outs[0], epilogue, name, out_index, options,
                          config)
 
-    return te.extern((*lead, n), [x, wp], mark_epilogue(fcompute), name=name,
+    # each output element stored once, from the tile through the epilogue: it may cast
+    return te.extern((*lead, n), [x, wp], mark_epilogue(fcompute, casts=True), name=name,
                      kernel_attrs=_vector_attrs(config.vector_width))
 
 
