@@ -49,7 +49,8 @@ from compiler.ir.module import IRModule
 from compiler.ir.type_infer import infer_module
 from compiler.passes.alter_op_layout import AlterOpLayout, PackConstantWeights
 from compiler.passes.bind_params import bind_params_by_name
-from compiler.passes.convert_blocked_layout import BLOCKED_LAYOUT, ConvertBlockedLayout
+from compiler.passes.convert_blocked_layout import (BLOCKED_LAYOUT, BLOCKED_LAYOUT_GUARD,
+                                                    ConvertBlockedLayout)
 from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
 from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fold_scale_axis import FoldScaleAxis
@@ -101,6 +102,9 @@ register_pass_config(DISABLE_DISK_CACHE, False)
 # PassContext(config={"relayjit.blocked_layout": False}): activations stay NCHW between packed
 # convs (passes/convert_blocked_layout.py carries them in NCHW<x>c)
 register_pass_config(BLOCKED_LAYOUT, True)
+# PassContext(config={"relayjit.blocked_layout_guard": {"max_transform_elements_per_flop":
+# 1.0}}): fields of ConvertBlockedLayout's BlockedLayoutGuard, given instead of its defaults
+register_pass_config(BLOCKED_LAYOUT_GUARD, None)
 # PassContext(config={"relayjit.schedule_config": {"conv2d_nchw.direct": {"pixel_major":
 # False}}}): fields of the named implementations' configurations, given instead of their
 # default (compiler.op.strategy; tests and A/B measurements)

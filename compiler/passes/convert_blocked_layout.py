@@ -41,24 +41,28 @@ tuple keeps its operands blocked when the concatenate is its only reader (reader
 post-order walk first). Ops come from the registry's OpPattern, not from a list. Functions with
 Let, If or nested functions are left as they are (the pass runs on relay.build's data-flow
 graphs). A function whose blocked form would transform more activation elements between its
-ops than MAX_TRANSFORM_ELEMENTS_PER_FLOP per FLOP of its blocked convs is left as it is (all or
+ops than max_transform_elements_per_flop per FLOP of its blocked convs is left as it is (all or
 nothing: the transforms would cost more than the blocked convs save).
 Where a blocked region starts is decided per conv: one reading an NCHW input starts it unless
-that would pad its channels past MAX_PADDED_INPUT_CHANNELS_RATIO (an RGB stem) or it narrows
-(K < C) at a plane larger than MAX_REGION_START_PLANE: there the next conv starts it, with the
+that would pad its channels past max_padded_input_channels_ratio (an RGB stem) or it narrows
+(K < C) at a plane larger than max_region_start_plane: there the next conv starts it, with the
 narrower tensor transformed in (MobileNet-v2: NCHW through its 32->16 at 112x112, blocked from
 the 16->96 expand on).
 
-On by default (PassContext config "relayjit.blocked_layout": False turns it off). One thread, CPU time, same process (benchmarks/blocked_layout_models.py), blocked / NCHW:
+The thresholds are a BlockedLayoutGuard, today's measured values its defaults; PassContext config
+"relayjit.blocked_layout_guard" {field: value} overrides them (tests, A/B measurements, later
+tuning). On by default (PassContext config "relayjit.blocked_layout": False turns it off). One thread, CPU time, same process (benchmarks/blocked_layout_models.py), blocked / NCHW:
 ResNet-50 0.91-0.94, DenseNet-121 0.89, SqueezeNet 0.94-0.96, Inception-v2 0.96-0.97,
 Inception-v1 0.99-1.01, VGG-19 0.99-1.01; models it leaves NCHW unchanged.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, fields
 
 import numpy as np
 
+from compiler.errors import CompilerError
 from compiler.ir.expr import Call, Constant, Function, If, Let, Op, RelayExpr, Tuple
 from compiler.ir.traversal import children, post_order, rewrite_post_order, with_children
 from compiler.ir.types import TensorType
@@ -75,29 +79,54 @@ from compiler.op.transform_slice import strided_slice
 from compiler.target import codegen_options
 from compiler.transform import PassContext, function_pass, register_pass
 
-__all__ = ["ConvertBlockedLayout", "convert_blocked_layout", "BLOCKED_LAYOUT"]
+__all__ = ["ConvertBlockedLayout", "convert_blocked_layout", "BLOCKED_LAYOUT",
+           "BLOCKED_LAYOUT_GUARD", "BlockedLayoutGuard", "blocked_layout_guard"]
 
 BLOCKED_LAYOUT = "relayjit.blocked_layout"
+BLOCKED_LAYOUT_GUARD = "relayjit.blocked_layout_guard"
 
 F32 = "float32"
-# The function is left in NCHW when the activations its blocked form would transform (between
-# ops, from its inputs and for its results) have more than this many elements per FLOP of
-# its blocked convs: a transform costs ~0.5 ns an element, a blocked conv saves ~5% of its
-# time at ~130 GFLOP/s, so transforms pay below ~1/1300; measured, MobileNet-v2 blocked from its
-# 16@112 tensor on (1/1149) ran 0.98x, blocked after its stem (1/607) 1.02x, whence 1/1000.
-# ResNet-50 (1/39552), DenseNet-121 (1/13533), SqueezeNet (1/3387), Inception-v1 (around its
-# LRNs, 1/2490) pass; UNet (1/855) does not.
-MAX_TRANSFORM_ELEMENTS_PER_FLOP = 1 / 1000
-# A conv whose input is NCHW (not blocked yet) goes blocked only when padding its channels to
-# whole blocks multiplies them by at most this (24 -> 32 does; an RGB stem's 3 -> 16 does not,
-# its FLOPs would be 5x; it stays NCHW and its output is transformed).
-MAX_PADDED_INPUT_CHANNELS_RATIO = 1.5
-# A narrowing conv (K < C) whose input is NCHW (it would start a blocked region) stays NCHW when
-# its output plane has more pixels than this, so the region starts at the next conv and the
-# transform in moves the narrower tensor: MobileNet-v2's 32->16 at 112x112 loses blocked (0.128
-# -> 0.196 ms) and its 32@112 input's transform costs 0.118 ms; from the 16->96 expand on, the
-# blocked depthwise convs win (96 @112/2 0.351 -> 0.220 ms).
-MAX_REGION_START_PLANE = 56 * 56
+
+
+@dataclass(frozen=True)
+class BlockedLayoutGuard:
+    """When carrying a function blocked pays (the pass's guard), by default as measured."""
+
+    # The function is left in NCHW when the activations its blocked form would transform
+    # (between ops, from its inputs and for its results) have more than this many elements per
+    # FLOP of its blocked convs: a transform costs ~0.5 ns an element, a blocked conv saves ~5%
+    # of its time at ~130 GFLOP/s, so transforms pay below ~1/1300; measured, MobileNet-v2
+    # blocked from its 16@112 tensor on (1/1149) ran 0.98x, blocked after its stem (1/607)
+    # 1.02x, whence 1/1000. ResNet-50 (1/39552), DenseNet-121 (1/13533), SqueezeNet (1/3387),
+    # Inception-v1 (around its LRNs, 1/2490) pass; UNet (1/855) does not.
+    max_transform_elements_per_flop: float = 1 / 1000
+    # A conv whose input is NCHW (not blocked yet) goes blocked only when padding its channels
+    # to whole blocks multiplies them by at most this (24 -> 32 does; an RGB stem's 3 -> 16 does
+    # not, its FLOPs would be 5x; it stays NCHW and its output is transformed).
+    max_padded_input_channels_ratio: float = 1.5
+    # A narrowing conv (K < C) whose input is NCHW (it would start a blocked region) stays NCHW
+    # when its output plane has more pixels than this, so the region starts at the next conv
+    # and the transform in moves the narrower tensor: MobileNet-v2's 32->16 at 112x112 loses
+    # blocked (0.128 -> 0.196 ms) and its 32@112 input's transform costs 0.118 ms; from the
+    # 16->96 expand on, the blocked depthwise convs win (96 @112/2 0.351 -> 0.220 ms).
+    max_region_start_plane: int = 56 * 56
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise CompilerError(f"PassContext config {BLOCKED_LAYOUT_GUARD!r}: {f.name} "
+                                    f"must be a number >= 0, got {value!r}")
+
+
+def blocked_layout_guard(ctx: PassContext) -> BlockedLayoutGuard:
+    """The guard under ctx: the defaults with its "relayjit.blocked_layout_guard" fields."""
+    given = ctx.get_config(BLOCKED_LAYOUT_GUARD, None) or {}
+    names = {f.name for f in fields(BlockedLayoutGuard)}
+    if not isinstance(given, dict) or set(given) - names:
+        raise CompilerError(f"PassContext config {BLOCKED_LAYOUT_GUARD!r} takes a dict of "
+                            f"{sorted(names)}, got {given!r}")
+    return BlockedLayoutGuard(**given)
 # attributes that make a broadcast op depend on the layout of its operands
 _LAYOUT_ATTRS = ("axis", "shape")
 # reductions over H, W that are global pools (blocked: one vector load per block and pixel,
@@ -253,10 +282,13 @@ class _Converter:
             self.flops += flops([a.checked_type for a in old.args], old.attrs, old.checked_type)
 
 
-def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
+def convert_blocked_layout(func: Function, x: int | None = None,
+                           guard: BlockedLayoutGuard | None = None) -> Function:
     """func with its packed convs over whole channel blocks in NCHW<x>c (x: the current
-    target's vector width by default) and the layout carried through what can take it."""
+    target's vector width by default) and the layout carried through what can take it, where
+    `guard` (default: BlockedLayoutGuard()) says it pays."""
     x = codegen_options().vector_width if x is None else x
+    guard = BlockedLayoutGuard() if guard is None else guard
     nodes = post_order(func.body)
     if any(type(n) in (Let, If, Function) for n in nodes):
         return func
@@ -270,16 +302,16 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
         """A packed conv: channels not in whole blocks are zero-padded, the input's by zero
         weights for its padding channels (what they hold is multiplied by 0), the output's by
         the packed weight's zero rows past K (its padding channels are 0 before the epilogue).
-        An NCHW input is padded only up to MAX_PADDED_INPUT_CHANNELS_RATIO (a stem's 3
+        An NCHW input is padded only up to max_padded_input_channels_ratio (a stem's 3
         channels as 16 would be 5x the FLOPs: it stays NCHW and its output is transformed)."""
         a = old.attrs
         data_t, w_t = old.args[0].checked_type, old.args[1].checked_type
         c, k = _any_channels(data_t), _any_channels(old.checked_type)
         if c is None or k is None or a.out_dtype not in ("", F32) \
                 or (new.args[0] not in cv.blocked
-                    and (_padded(c, x) > MAX_PADDED_INPUT_CHANNELS_RATIO * c
-                         or (math.prod(old.checked_type.shape[2:]) > MAX_REGION_START_PLANE
-                             and k < c))) \
+                    and (_padded(c, x) > guard.max_padded_input_channels_ratio * c
+                         or (math.prod(old.checked_type.shape[2:])
+                             > guard.max_region_start_plane and k < c))) \
                 or not blocked_conv_supported(_padded(c, x), _padded(k, x), a.groups,
                                               w_t.shape[-1], x) \
                 or _padded(k, x) > w_t.shape[1] * w_t.shape[-1]:
@@ -458,7 +490,7 @@ def convert_blocked_layout(func: Function, x: int | None = None) -> Function:
 
     body = cv.nchw(rewrite_post_order(func.body, rewrite))
     if body is func.body or cv.transform_elements() \
-            > MAX_TRANSFORM_ELEMENTS_PER_FLOP * cv.flops:
+            > guard.max_transform_elements_per_flop * cv.flops:
         return func
     return Function(func.params, body, func.ret_type, func.type_params, func.attrs, func.span)
 
@@ -476,6 +508,6 @@ def ConvertBlockedLayout():  # noqa: N802  (a pass factory, CapWords as TVM's)
     def convert_blocked_layout_pass(func: Function, mod, ctx) -> Function:
         if not blocked_layout_enabled(ctx) or not codegen_options().vectorize:
             return func  # off, or a build without vectors (no blocked schedule runs)
-        return convert_blocked_layout(func)
+        return convert_blocked_layout(func, guard=blocked_layout_guard(ctx))
 
     return convert_blocked_layout_pass

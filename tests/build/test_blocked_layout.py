@@ -21,12 +21,12 @@ from codegen.tir.ops import max as tir_max
 from compiler import relay
 from compiler.driver.build import DISABLE_DISK_CACHE as NO_DISK
 from compiler.driver.build import optimize
+from compiler.errors import CompilerError
 from compiler.op.interpreter import evaluate
 from compiler.ir.expr import Call, Op
 from compiler.ir.traversal import post_order
 from compiler.op.nn_packed import _conv_pack_ref
-from compiler.passes import convert_blocked_layout
-from compiler.passes.convert_blocked_layout import BLOCKED_LAYOUT
+from compiler.passes.convert_blocked_layout import BLOCKED_LAYOUT, BLOCKED_LAYOUT_GUARD
 from compiler.transform import PassContext
 from runtime import graph_executor
 
@@ -186,8 +186,19 @@ def resnet_style(x: int, batch: int = 2, size: int = 24):
     return relay.Function([data], y), (batch, 2 * x, size, size)
 
 
-def _optimized(func, blocked: bool, opt_level: int = 3):
-    with PassContext(opt_level=opt_level, config={BLOCKED_LAYOUT: blocked}):
+# the guard against transforms that would not pay lifted: small test graphs go blocked
+LIFTED = {"max_transform_elements_per_flop": 1.0}
+
+
+def _config(blocked: bool | dict) -> dict:
+    """The blocked layout on or off, or on under these BlockedLayoutGuard fields."""
+    if isinstance(blocked, dict):
+        return {BLOCKED_LAYOUT: True, BLOCKED_LAYOUT_GUARD: blocked}
+    return {BLOCKED_LAYOUT: blocked}
+
+
+def _optimized(func, blocked: bool | dict, opt_level: int = 3):
+    with PassContext(opt_level=opt_level, config=_config(blocked)):
         return optimize(tvm.IRModule.from_expr(func))["main"]
 
 
@@ -197,8 +208,8 @@ def _ops(func) -> list:
             if type(node) is Call and isinstance(node.op, Op)]
 
 
-def _run(func, data, blocked: bool, opt_level: int = 3):
-    with PassContext(opt_level=opt_level, config={BLOCKED_LAYOUT: blocked, NO_DISK: True}):
+def _run(func, data, blocked: bool | dict, opt_level: int = 3):
+    with PassContext(opt_level=opt_level, config={**_config(blocked), NO_DISK: True}):
         lib = relay.build(func, target="llvm")
     gmod = graph_executor.GraphModule(lib["default"](runtime.cpu()))
     gmod.run(x=data)
@@ -246,28 +257,26 @@ def test_pass_is_on_by_default_and_can_be_turned_off(config, blocked):
 
 
 @pytest.mark.parametrize("channels,converted", [(None, True), (12, False)])
-def test_channels_not_in_whole_blocks_stay_nchw(width, monkeypatch, channels, converted):
+def test_channels_not_in_whole_blocks_stay_nchw(width, channels, converted):
     """Two small convs over whole blocks convert (the cost guard lifted: they would not pay
     for their edge transforms); with 12 channels (padded blocks) the default guard keeps the
     function NCHW, neighbours included: no transform is made for nothing."""
-    if converted:
-        monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
+    guard = LIFTED if converted else True
     x = width
     rng = np.random.default_rng(3)
     c = channels or 2 * x
     data = relay.var("x", shape=(1, c, 7, 7))
     y = _conv(rng, _conv(rng, data, c, 3 * x, 3, stride=2), 3 * x, x + 3 if channels else x, 1)
-    ops = _ops(_optimized(relay.Function([data], y), True))
+    ops = _ops(_optimized(relay.Function([data], y), guard))
     assert ops.count("nn.contrib_conv2d_NCHWc") == (2 if converted else 0)
     assert ops.count("layout_transform") == (2 if converted else 0)
 
 
 @pytest.mark.parametrize("size,transforms", [(5, 3), (3, 1)])
-def test_readers_in_nchw_share_one_transform_back(width, monkeypatch, size, transforms):
+def test_readers_in_nchw_share_one_transform_back(width, size, transforms):
     """A conv read by a blocked conv and by a flatten, and that conv by a tile: each blocked
     value goes back to NCHW once, shared; as a reshape where it is one pixel (size 3: 1x1).
     The guard against transforms inside the graph is off (2 of them for 3 small convs)."""
-    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
     x = width
     rng = np.random.default_rng(4)
     data = relay.var("x", shape=(2, x, size, size))
@@ -277,10 +286,10 @@ def test_readers_in_nchw_share_one_transform_back(width, monkeypatch, size, tran
     out = relay.add(relay.nn.batch_flatten(a), relay.nn.batch_flatten(relay.tile(b, (1, 2, 1,
                                                                                       1))))
     func = relay.Function([data], out)
-    ops = _ops(_optimized(func, True))
+    ops = _ops(_optimized(func, LIFTED))
     assert ops.count("layout_transform") == transforms  # the input (and a, b back to NCHW)
     sample = RNG.standard_normal((2, x, size, size)).astype("float32")
-    got, _ = _run(func, sample, True)
+    got, _ = _run(func, sample, LIFTED)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
 
 
@@ -291,22 +300,21 @@ def test_readers_in_nchw_share_one_transform_back(width, monkeypatch, size, tran
     ("max", (2, 3), False, 1, "nn.global_max_pool2d"),
     ("sum", (2, 3), False, 1, "sum"), ("sum", (1,), True, 2, "sum"),
     ("mean", (3,), False, 2, "mean")])
-def test_reductions_over_h_and_w_stay_blocked(width, monkeypatch, reduce, axis, keepdims,
+def test_reductions_over_h_and_w_stay_blocked(width, reduce, axis, keepdims,
                                               transforms, op):
     """A reduction over exactly H and W reduces the blocks (mean / max as the blocked global
     pools, whose schedule loads whole blocks); over channels or one spatial axis it needs
     NCHW."""
-    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
     rng = np.random.default_rng(6)
     data = relay.var("x", shape=(2, width, 5, 4))
     y = _conv(rng, _conv(rng, data, width, 2 * width, 3), 2 * width, 2 * width, 1)
     func = relay.Function([data], getattr(relay, reduce)(y, axis=axis, keepdims=keepdims))
-    ops = _ops(_optimized(func, True))
+    ops = _ops(_optimized(func, LIFTED))
     assert ops.count("layout_transform") == transforms and op in ops
     if op != reduce:
         assert reduce not in ops
     sample = RNG.standard_normal((2, width, 5, 4)).astype("float32")
-    got, _ = _run(func, sample, True)
+    got, _ = _run(func, sample, LIFTED)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
 
 
@@ -325,26 +333,24 @@ def inverted_residuals(x: int, groups: int | None = None):
     return relay.Function([data], y)
 
 
-def test_depthwise_convs_stay_blocked(width, monkeypatch):
-    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
+def test_depthwise_convs_stay_blocked(width):
     func = inverted_residuals(width)
-    ops = _ops(_optimized(func, True))
+    ops = _ops(_optimized(func, LIFTED))
     assert ops.count("nn.contrib_depthwise_conv2d_NCHWc") == 3
     assert ops.count("nn.contrib_conv2d_NCHWc") == 6
     assert ops.count("layout_transform") == 2
     sample = RNG.standard_normal((1, 2 * width, 8, 8)).astype("float32")
-    got, _ = _run(func, sample, True)
+    got, _ = _run(func, sample, LIFTED)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("limit,blocked", [(None, False), (10.0, True)])
-def test_functions_with_many_inner_transforms_stay_nchw(width, monkeypatch, limit, blocked):
+def test_functions_with_many_inner_transforms_stay_nchw(width, limit, blocked):
     """Each grouped (not depthwise) conv would need a transform pair: with more transformed
-    elements than MAX_TRANSFORM_ELEMENTS_PER_FLOP per FLOP of the blocked convs the pass leaves
+    elements than max_transform_elements_per_flop per FLOP of the blocked convs the pass leaves
     the function as it is."""
-    if limit is not None:
-        monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", limit)
-    ops = _ops(_optimized(inverted_residuals(width, groups=2), True))
+    guard = {"max_transform_elements_per_flop": limit} if limit is not None else True
+    ops = _ops(_optimized(inverted_residuals(width, groups=2), guard))
     assert ops.count("nn.contrib_conv2d_NCHWc") == (6 if blocked else 0)
     assert ops.count("layout_transform") == (8 if blocked else 0)
 
@@ -378,29 +384,27 @@ def channels_not_in_blocks(x: int, epilogue=None):
 @pytest.mark.parametrize("epilogue", [
     None, relay.sigmoid, lambda p: relay.add(p, relay.const(np.float32(3.0))),
     lambda p: relay.clip(p, 0.0, 6.0)], ids=["none", "sigmoid", "add_3", "relu6"])
-def test_channels_padded_to_whole_blocks(width, monkeypatch, epilogue):
+def test_channels_padded_to_whole_blocks(width, epilogue):
     """C = 1.5 x stays blocked with its channels zero-padded to whole blocks: only the input
     (padded there) and the result are transformed, and padding channels an epilogue maps to
     non-zero (sigmoid 0.5, + 3) are read by the next conv with zero weights."""
-    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
     func = channels_not_in_blocks(width, epilogue)
-    ops = _ops(_optimized(func, True))
+    ops = _ops(_optimized(func, LIFTED))
     assert ops.count("layout_transform") == 2
     assert ops.count("nn.contrib_conv2d_NCHWc") == 4
     assert ops.count("nn.contrib_depthwise_conv2d_NCHWc") == 1
     sample = RNG.standard_normal((1, 3 * width // 2, 8, 8)).astype("float32")
-    got, _ = _run(func, sample, True)
+    got, _ = _run(func, sample, LIFTED)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("tail", ["softmax", "flatten_dense", "sum_over_c", "log", "divide",
                                   "mean_dense", "max_pool"])
-def test_padded_channels_unpadded_before_reading_across_them(width, monkeypatch, tail):
+def test_padded_channels_unpadded_before_reading_across_them(width, tail):
     """A C = 1.5 x tensor whose padding holds 0.5 (a sigmoid) is transformed back, and the
     padding dropped, before an op reads across channels (softmax over C, flatten + dense, a sum
     over C) and before an op whose padding would not be finite (log, 1 / x of the zeros: a
     conv would read them, and -inf * 0 is NaN); a global average / max pool stays blocked."""
-    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
     rng = np.random.default_rng(3)
     c = 3 * width // 2
     data = relay.var("x", shape=(1, width, 6, 6))
@@ -422,44 +426,42 @@ def test_padded_channels_unpadded_before_reading_across_them(width, monkeypatch,
         "max_pool": lambda: relay.nn.max_pool2d(y, pool_size=(3, 3), padding=(1, 1)),
     }
     func = relay.Function([data], tails[tail]())
-    ops = _ops(_optimized(func, True))
+    ops = _ops(_optimized(func, LIFTED))
     assert "strided_slice" in ops  # the padding channels dropped
     if tail in ("mean_dense", "max_pool"):
         assert ("nn.global_avg_pool2d" if tail == "mean_dense" else "nn.max_pool2d") in ops
     sample = RNG.standard_normal((1, width, 6, 6)).astype("float32")
-    got, _ = _run(func, sample, True)
+    got, _ = _run(func, sample, LIFTED)
     assert np.all(np.isfinite(got))
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
 
 
-def test_rgb_stem_is_not_padded_to_a_block(width, monkeypatch):
+def test_rgb_stem_is_not_padded_to_a_block(width):
     """A 3-channel graph input is not padded to a block (x / 3 times the stem's FLOPs): the stem
     stays NCHW and its output is transformed; the next conv is blocked."""
-    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
     rng = np.random.default_rng(4)
     data = relay.var("x", shape=(1, 3, 10, 10))
     func = relay.Function([data], _conv(rng, _conv(rng, data, 3, width, 3), width, width, 1))
-    ops = _ops(_optimized(func, True))
+    ops = _ops(_optimized(func, LIFTED))
     assert ops.count("nn.contrib_conv2d_packed") == 1 and "nn.pad" not in ops
     assert ops.count("nn.contrib_conv2d_NCHWc") == 1
     sample = RNG.standard_normal((1, 3, 10, 10)).astype("float32")
-    got, _ = _run(func, sample, True)
+    got, _ = _run(func, sample, LIFTED)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
 
 
-def test_conv_reading_an_nchw_concat_of_part_blocks(width, monkeypatch):
+def test_conv_reading_an_nchw_concat_of_part_blocks(width):
     """A concat whose fields are not whole blocks stays NCHW (its blocked field transformed
     back); the conv reading its 1.5 x channels pads them on the way in (as UNet's skips)."""
-    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
     rng = np.random.default_rng(5)
     data = relay.var("x", shape=(1, width // 2, 6, 6))
     y = _conv(rng, data, width // 2, width, 3)
     cat = relay.concatenate([y, data], axis=1)
     func = relay.Function([data], _conv(rng, cat, 3 * width // 2, width, 1))
-    ops = _ops(_optimized(func, True))
+    ops = _ops(_optimized(func, LIFTED))
     assert "concatenate" in ops and "nn.pad" in ops
     sample = RNG.standard_normal((1, width // 2, 6, 6)).astype("float32")
-    got, _ = _run(func, sample, True)
+    got, _ = _run(func, sample, LIFTED)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
 
 
@@ -481,17 +483,17 @@ def narrowing_then_inverted_residuals(x: int, size: int = 16):
 
 
 @pytest.mark.parametrize("start_plane,narrow_blocked", [(None, True), (8 * 8, False)])
-def test_blocked_region_starts_where_the_network_narrows(width, monkeypatch, start_plane,
+def test_blocked_region_starts_where_the_network_narrows(width, start_plane,
                                                          narrow_blocked):
     """A narrowing conv (K < C) over an NCHW input at a plane larger than
-    MAX_REGION_START_PLANE stays NCHW: the blocked region starts at the expand after it, whose
+    max_region_start_plane stays NCHW: the blocked region starts at the expand after it, whose
     input (x channels, not the graph's 2x) is the one tensor transformed in."""
-    monkeypatch.setattr(convert_blocked_layout, "MAX_TRANSFORM_ELEMENTS_PER_FLOP", 1.0)
+    guard = dict(LIFTED)
     if start_plane is not None:  # 16x16 counts as a large plane
-        monkeypatch.setattr(convert_blocked_layout, "MAX_REGION_START_PLANE", start_plane)
+        guard["max_region_start_plane"] = start_plane
     x = width
     func, shape = narrowing_then_inverted_residuals(x)
-    after = _optimized(func, True)
+    after = _optimized(func, guard)
     ops = _ops(after)
     transforms = [n for n in post_order(after.body) if type(n) is Call
                   and isinstance(n.op, Op) and n.op.name == "layout_transform"]
@@ -502,7 +504,7 @@ def test_blocked_region_starts_where_the_network_narrows(width, monkeypatch, sta
     assert ops.count("nn.contrib_conv2d_packed") == (0 if narrow_blocked else 1)
     assert ops.count("nn.contrib_depthwise_conv2d_NCHWc") == 2
     sample = RNG.standard_normal(shape).astype("float32")
-    got, _ = _run(func, sample, True)
+    got, _ = _run(func, sample, guard)
     np.testing.assert_allclose(got, evaluate(func, [sample]), rtol=1e-4, atol=1e-4)
 
 
@@ -515,3 +517,11 @@ def test_a_lone_conv_pays_for_its_edge_transforms(width):
     func = relay.Function([data], _conv(rng, data, 256, 64, 1))
     ops = _ops(_optimized(func, True))
     assert "nn.contrib_conv2d_NCHWc" not in ops and "layout_transform" not in ops
+
+
+def test_guard_fields_are_checked():
+    func, _ = resnet_style(CodegenOptions.host().vector_width, batch=1, size=8)
+    with pytest.raises(CompilerError, match="takes a dict of"):
+        _optimized(func, {"max_transform_elements": 1.0})
+    with pytest.raises(CompilerError, match="must be a number >= 0"):
+        _optimized(func, {"max_region_start_plane": -1})

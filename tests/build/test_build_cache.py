@@ -127,6 +127,8 @@ def test_every_setting_that_changes_code_changes_the_key(cache_dir, monkeypatch)
                             ("rows", {"softmax.rows": {"row_group": 2}})]:
         keys[name] = _key(**config(**{"relayjit.schedule_config": overrides}))
     keys["blocked"] = _key(**config(**{"relayjit.blocked_layout": False}))
+    keys["guard"] = _key(**config(**{"relayjit.blocked_layout_guard": {
+        "max_transform_elements_per_flop": 1.0}}))
     keys["no_vectors"] = _key(**config(**{"tir.disable_vectorize": True}))
     keys["opt2"] = _key(opt_level=2)
     keys["disabled"] = _key(disabled_pass=["AlterOpLayout"])

@@ -31,7 +31,22 @@ Layouts decided once
     FTVMAlterOpLayout) and pack what the chosen configuration reads; the rewritten op's strategy
     selects the same implementation for the same workload at lowering, with the layout as a
     fact, so the pass and the schedule agree by construction. ConvertBlockedLayout asks
-    `blocked_conv_supported` and takes x from the options' vector width.
+    `blocked_conv_supported` and takes x from the options' vector width (where the blocked
+    layout pays is its own BlockedLayoutGuard, PassContext config
+    "relayjit.blocked_layout_guard").
+
+What a schedule is given
+    The build's CodegenOptions (target CPU and features, vector width, kernel families,
+    parallel policy, vectorize, the schedule_config overrides) and its resolved configuration,
+    as arguments: no module flag and no environment read below the build driver
+    (compiler.driver.build.codegen_options_for reads $RELAYJIT_VECTOR_WIDTH and
+    $RELAYJIT_KERNEL_FAMILIES once). CodegenOptions.key() is part of the build-cache key; the
+    kernel cache keys the TIR the options made with the CPU and kernel families. The
+    micro-kernels a schedule calls are typed descriptors (codegen.llvm.microkernels), whose
+    code is a function of the descriptor and the CPU alone. A schedule storing each output
+    element once through its epilogue says so (mark_epilogue's in_place / casts): codegen.lower
+    then fuses an elementwise consumer of another dtype into it (a cast, a comparison, an int8
+    requantisation of an int32 accumulator tile).
 
 How a new implementation registers
     1. Write the schedule in codegen/schedules taking (tensors, ..., options, config) with a
