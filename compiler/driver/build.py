@@ -47,6 +47,7 @@ from compiler.errors import CompilerError
 from compiler.ir.expr import Constant, Function
 from compiler.ir.module import IRModule
 from compiler.ir.type_infer import infer_module
+from compiler.ir.types import is_dynamic_type
 from compiler.passes.alter_op_layout import AlterOpLayout, PackConstantWeights
 from compiler.passes.bind_params import bind_params_by_name
 from compiler.passes.convert_blocked_layout import (BLOCKED_LAYOUT, BLOCKED_LAYOUT_GUARD,
@@ -249,6 +250,19 @@ def _collector_paused():
             gc.enable()
 
 
+def refuse_dynamic(main: Function) -> None:
+    """The graph executor runs static shapes only: a clear error for a model with Any dims."""
+    ret = main.checked_type.ret_type
+    dynamic = [f"{p.name_hint!r} {p.checked_type}" for p in main.params
+               if is_dynamic_type(p.checked_type)]
+    if dynamic or is_dynamic_type(ret):
+        what = f"inputs {', '.join(dynamic)}" if dynamic else f"output type {ret}"
+        raise CompilerError(f"relay.build: the model has dynamic shapes ({what}); relay.build "
+                            "makes a graph-executor module, which needs static shapes. Run it "
+                            "on the VM (relay.vm.compile, or compiler.load), or give static "
+                            "input shapes (from_onnx(..., shape={name: (...)})).")
+
+
 def _build(ir_mod: Any, target: Any, target_host: Any, params: Mapping[str, Any] | None,
            mod_name: str):
     started = time.perf_counter()
@@ -267,6 +281,7 @@ def _build(ir_mod: Any, target: Any, target_host: Any, params: Mapping[str, Any]
     with build_target(target) as options, disk_cache.disabled(no_disk):
         with timing.stage("build cache lookup") as looked:
             input_mod = infer_module(mod)  # not a pass: the caller's instruments see none
+            refuse_dynamic(input_mod["main"])
             key = build_cache.build_key(mod, options, mod_name)
             cached = build_cache.lookup(key) if key is not None else None
             looked.note = "off" if key is None else "hit" if cached is not None else "miss"

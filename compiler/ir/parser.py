@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping
 
 from compiler.errors import CompilerError
 from compiler.ir.attrs import DictAttrs
+from compiler.ir.dims import Any as AnyDim
 from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr,
                               Tuple, TupleGetItem, Var, const)
 from compiler.ir.module import IRModule
@@ -431,10 +432,13 @@ class _Parser:
             return self.tensor_type((), token)
         raise self.error(f"expected a type, got {self.describe(token)}")
 
-    def dimension(self) -> int:
+    def dimension(self) -> int | AnyDim:
+        """An integer, or ? for a dimension known at run time (each ? a fresh relay.Any())."""
+        if self.accept("?"):
+            return AnyDim()
         if self.token.kind != "INT":
-            raise self.error("expected a static dimension (an integer); unknown dimensions "
-                             "(?) are not supported")
+            raise self.error(f"expected a dimension (an integer or ?), got "
+                             f"{self.describe(self.token)}")
         return int(self.expect_kind("INT", "a dimension").text)
 
     def tensor_type(self, shape, dtype: Token) -> TensorType:

@@ -26,7 +26,8 @@ import numpy as np
 from .expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,
                    TupleGetItem, Var)
 from .module import IRModule
-from .types import Type, type_to_str
+from .dims import Any as AnyDim
+from .types import Type, structurally_equal_types, type_to_str
 
 _GRAPH_NODES = (Var, Call, Tuple, TupleGetItem, Let, If, Function)
 _MAX_SHOWN = 3000
@@ -112,10 +113,23 @@ def _modules_mismatch(lhs, rhs, map_free_vars: bool) -> Mismatch | None:
 
 
 def _values_equal(a, b) -> bool:
+    if isinstance(a, (Type, AnyDim)) or isinstance(b, (Type, AnyDim)):
+        return _types_equal(a, b)
     try:
         return bool(a == b)
     except Exception:  # noqa: BLE001 - e.g. numpy arrays: compare by content instead
         return type(a) is type(b) and np.array_equal(a, b)
+
+
+def _types_equal(a, b) -> bool:
+    """Types (or tuples of them, or dims) as TVM compares them: any two Any dims match."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(map(_types_equal, a, b))
+    if isinstance(a, AnyDim) or isinstance(b, AnyDim):
+        return isinstance(a, AnyDim) and isinstance(b, AnyDim)
+    if isinstance(a, Type) and isinstance(b, Type):
+        return structurally_equal_types(a, b)
+    return a == b
 
 
 def _attrs_equal(a, b) -> bool:
@@ -166,7 +180,7 @@ class _Equal:
 
     def _define(self, a: Var, b: Var, path) -> Mismatch | None:
         """Match two vars at their definition points (params, let vars)."""
-        if a.type_annotation != b.type_annotation:
+        if not _types_equal(a.type_annotation, b.type_annotation):
             return Mismatch(f"var type annotations differ: {a.type_annotation} vs "
                             f"{b.type_annotation}", path, a, b)
         return self._bind(a, b, path)
@@ -215,7 +229,8 @@ class _Equal:
             return Mismatch(f"calls have {len(a.args)} vs {len(b.args)} arguments", path, a, b)
         if not _attrs_equal(a.attrs, b.attrs):
             return Mismatch(f"call attrs differ: {a.attrs!r} vs {b.attrs!r}", path, a, b)
-        if not isinstance(a.op, Op) and tuple(a.type_args) != tuple(b.type_args):
+        if not isinstance(a.op, Op) and not _types_equal(tuple(a.type_args),
+                                                         tuple(b.type_args)):
             return Mismatch("call type_args differ", path, a, b)
         found = self._bind(a, b, path)
         for i in range(len(a.args) - 1, -1, -1):
@@ -252,7 +267,7 @@ class _Equal:
         if len(a.params) != len(b.params):
             return Mismatch(f"functions have {len(a.params)} vs {len(b.params)} params",
                             path, a, b)
-        if a.ret_type != b.ret_type:
+        if not _types_equal(a.ret_type, b.ret_type):
             return Mismatch(f"return types differ: {a.ret_type} vs {b.ret_type}", path, a, b)
         if tuple(a.type_params) != tuple(b.type_params):
             return Mismatch("function type params differ", path, a, b)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from compiler.errors import CompilerError, TypeInferenceError
 from .expr import (VARIADIC, Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,
                    TupleGetItem, Var)
+from .dims import Any as AnyDim
 from .module import IRModule
 from .traversal import post_order, rewrite_post_order
 from .types import FuncType, IncompleteType, TensorType, TupleType, Type, instantiate
@@ -53,7 +54,32 @@ def _matches(annotation: Type, actual: Type) -> bool:
         return len(annotation.arg_types) == len(actual.arg_types) and all(
             _matches(a, b) for a, b in zip(annotation.arg_types, actual.arg_types)) and \
             _matches(annotation.ret_type, actual.ret_type)
+    if isinstance(annotation, TensorType) and isinstance(actual, TensorType):
+        # an Any on either side fits any dim (TVM unifies them; the run time checks)
+        return annotation.dtype == actual.dtype and len(annotation.shape) == \
+            len(actual.shape) and all(a == b or isinstance(a, AnyDim) or isinstance(b, AnyDim)
+                                      for a, b in zip(annotation.shape, actual.shape))
     return annotation == actual
+
+
+def unify(a: Type, b: Type) -> Type | None:
+    """The type both a and b fit, TVM's unification of two branch types: dims that differ
+    become a fresh Any where either is dynamic; None when they cannot be unified."""
+    if a == b:
+        return a
+    if isinstance(a, TensorType) and isinstance(b, TensorType):
+        if a.dtype != b.dtype or len(a.shape) != len(b.shape):
+            return None
+        dims = []
+        for x, y in zip(a.shape, b.shape):
+            if x != y and not (isinstance(x, AnyDim) or isinstance(y, AnyDim)):
+                return None
+            dims.append(x if x == y else AnyDim())
+        return TensorType(dims, a.dtype)
+    if isinstance(a, TupleType) and isinstance(b, TupleType) and len(a.fields) == len(b.fields):
+        fields = [unify(x, y) for x, y in zip(a.fields, b.fields)]
+        return None if any(f is None for f in fields) else TupleType(fields)
+    return None
 
 
 def brief(node: RelayExpr, depth: int = 1) -> str:
@@ -276,10 +302,11 @@ class _Inferer:
                                      f"scalar ({_BOOL_SCALAR}), got {cond}")
         then = self._child(node.true_branch, node)
         other = self._child(node.false_branch, node)
-        if then != other:
+        both = unify(then, other)
+        if both is None:
             raise TypeInferenceError(f"InferType: {brief(node)}: the branches have different "
                                      f"types: true branch {then}, false branch {other}")
-        return then
+        return both
 
     def _type_function(self, fn: Function) -> FuncType:
         params = [self._child(p, fn) for p in fn.params]

@@ -6,6 +6,8 @@ from itertools import count
 
 import numpy as np
 
+from .dims import Any, IntImm  # noqa: F401  (IntImm is re-exported: types.IntImm)
+
 
 class Type:
     """Base class of Relay types."""
@@ -18,18 +20,6 @@ class Type:
     def same_as(self, other) -> bool:
         """Identity, as TVM's Object.same_as (== compares types by value)."""
         return self is other
-
-
-class IntImm(int):
-    """A shape dimension: a plain int (equal, hashing and computing like one, so shape code
-    is unchanged) that also answers TVM's IntImm surface, `.value` and `.dtype`."""
-
-    __slots__ = ()
-    dtype = "int32"
-
-    @property
-    def value(self) -> int:
-        return int(self)
 
 
 # TVM spells the 1-bit boolean both ways; relayjit keeps "bool"
@@ -53,22 +43,37 @@ def _check_dtype(dtype) -> str:
 _DTYPE_NAMES: dict[str, str] = dict(_DTYPE_ALIASES)
 
 
+def _dims_with_any(shape) -> tuple:
+    try:
+        dims = tuple(d if isinstance(d, Any) else IntImm(d) for d in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"TensorType shape must be a sequence of ints or relay.Any(), got "
+                        f"{shape!r}") from None
+    if any(not isinstance(d, Any) and d < 0 for d in dims):
+        raise ValueError(f"TensorType shape has a negative dimension: {dims}")
+    return dims
+
+
 @dataclass(frozen=True, slots=True)
 class TensorType(Type):
-    """A tensor of static shape and element dtype; shape () is a scalar."""
+    """A tensor of element dtype and a shape of ints and Any (dynamic) dims; () is a scalar.
+
+    == is exact (dynamic dims equal when provably equal, compiler.ir.dims); TVM's
+    structural equality, where any two Any dims match, is structurally_equal_types."""
 
     shape: tuple
     dtype: str = "float32"
 
     def __init__(self, shape=(), dtype="float32"):
-        if isinstance(shape, (int, np.integer)):
+        if isinstance(shape, (int, np.integer, Any)):
             shape = (shape,)
         try:
-            dims = tuple(IntImm(d) for d in shape)
+            dims = tuple(map(IntImm, shape))  # the common case: all static
         except (TypeError, ValueError):
-            raise TypeError(f"TensorType shape must be a sequence of ints, got {shape!r}") from None
-        if any(d < 0 for d in dims):
-            raise ValueError(f"TensorType shape has a negative dimension: {dims}")
+            dims = _dims_with_any(shape)
+        else:
+            if dims and min(dims) < 0:
+                raise ValueError(f"TensorType shape has a negative dimension: {dims}")
         object.__setattr__(self, "shape", dims)
         object.__setattr__(self, "dtype", _check_dtype(dtype))
 
@@ -77,12 +82,21 @@ class TensorType(Type):
         return len(self.shape)
 
     @property
+    def is_dynamic(self) -> bool:
+        """Some dim is Any (known only at run time)."""
+        return any(isinstance(d, Any) for d in self.shape)
+
+    @property
     def concrete_shape(self) -> tuple:
+        """The shape as ints; an error naming the type when a dim is dynamic."""
+        if self.is_dynamic:
+            raise TypeError(f"{type_to_str(self)} has dynamic dimensions (?): its shape is known "
+                            "only at run time")
         return self.shape
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return int(np.prod(self.concrete_shape, dtype=np.int64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +242,38 @@ def instantiate(fty: FuncType, arg_types) -> FuncType:
             raise TypeError(f"argument {i} has type {got}, but {want} is already bound to "
                             f"{substitute(want)} by an earlier argument (callee type {fty})")
     return FuncType([substitute(a) for a in fty.arg_types], substitute(fty.ret_type))
+
+
+def is_dynamic_type(ty: Type) -> bool:
+    """ty (a tensor, or tuples of them) has an Any dim somewhere."""
+    if isinstance(ty, TensorType):
+        return ty.is_dynamic
+    if isinstance(ty, TupleType):
+        return any(is_dynamic_type(f) for f in ty.fields)
+    if isinstance(ty, FuncType):
+        return any(is_dynamic_type(a) for a in ty.arg_types) or is_dynamic_type(ty.ret_type)
+    return False
+
+
+def _dims_match(a, b) -> bool:
+    return a == b or (isinstance(a, Any) and isinstance(b, Any))
+
+
+def structurally_equal_types(a: Type, b: Type) -> bool:
+    """TVM's structural equality of types: as ==, except that any two Any dims match."""
+    if isinstance(a, TensorType) and isinstance(b, TensorType):
+        return a.dtype == b.dtype and len(a.shape) == len(b.shape) and \
+            all(map(_dims_match, a.shape, b.shape))
+    if isinstance(a, TupleType) and isinstance(b, TupleType):
+        return len(a.fields) == len(b.fields) and \
+            all(map(structurally_equal_types, a.fields, b.fields))
+    if isinstance(a, FuncType) and isinstance(b, FuncType) and \
+            (is_dynamic_type(a) or is_dynamic_type(b)):
+        return len(a.arg_types) == len(b.arg_types) and \
+            len(a.type_params) == len(b.type_params) and \
+            all(map(structurally_equal_types, a.arg_types, b.arg_types)) and \
+            structurally_equal_types(a.ret_type, b.ret_type)
+    return a == b
 
 
 def scalar_type(dtype: str) -> TensorType:

@@ -17,3 +17,4 @@ from . import annotation  # noqa: F401,E402
 from . import nn1d  # noqa: F401,E402
 from . import cost  # noqa: F401,E402
 from . import type_solvers  # noqa: F401,E402
+from . import shape_func  # noqa: F401,E402

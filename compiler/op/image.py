@@ -12,7 +12,7 @@ import numpy as np
 
 from compiler.ir.types import TensorType
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import check_arity, fail, tensor_arg
+from .type_relations import check_arity, dims_agree, fail, known, tensor_arg
 
 __all__ = ["grid_sample"]
 
@@ -34,14 +34,16 @@ def _grid_sample_rel(types, attrs):
                        f"one of {METHODS[:3 if nd == 2 else 2]}")
     if attrs.padding_mode not in PADDING_MODES:
         raise fail(op, f"padding_mode={attrs.padding_mode!r}; expected one of {PADDING_MODES}")
-    if data.ndim != nd + 2 or grid.ndim != nd + 2 or grid.shape[1] != nd:
+    if data.ndim != nd + 2 or grid.ndim != nd + 2 or \
+            not dims_agree(op, grid.shape[1], nd, f"grid dim 1 must be {nd}"):
         raise fail(op, f"{attrs.layout} needs data of rank {nd + 2} and grid [N, {nd}, ...], "
                        f"got data {data.shape} and grid {grid.shape}")
-    if grid.shape[0] != data.shape[0]:
+    if not dims_agree(op, grid.shape[0], data.shape[0], "data and grid batch sizes must agree"):
         raise fail(op, f"batch sizes differ: data {data.shape} vs grid {grid.shape}")
     if data.dtype not in ("float32", "float64") or grid.dtype not in ("float32", "float64"):
         raise fail(op, f"data and grid must be float32/float64, got {data.dtype}, {grid.dtype}")
-    return TensorType(data.shape[:2] + grid.shape[2:], data.dtype)
+    return TensorType((known(data.shape[0], grid.shape[0]),) + data.shape[1:2] + grid.shape[2:],
+                      data.dtype)
 
 
 def denormalize(g, size: int, align_corners: bool):

@@ -16,6 +16,7 @@ import numpy as np
 
 from compiler.errors import CompilerError
 from compiler.ir.attrs import Attrs
+from compiler.ir.dims import Any as AnyDim
 from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr,
                               Tuple, TupleGetItem, Var)
 from compiler.ir.module import IRModule
@@ -62,7 +63,9 @@ def _check_arg(param: Var, value: Any, where: str) -> Any:
         return value
     if value.ndim == 0 and value.dtype != np.dtype(ann.dtype) and ann.shape == ():
         value = value.astype(ann.dtype)
-    if tuple(value.shape) != ann.shape or value.dtype != np.dtype(ann.dtype):
+    fits = len(value.shape) == len(ann.shape) and all(
+        isinstance(want, AnyDim) or want == got for want, got in zip(ann.shape, value.shape))
+    if not fits or value.dtype != np.dtype(ann.dtype):
         raise InterpreterError(f"{where}: argument {param.name_hint!r} expects "
                                f"{ann.shape} {ann.dtype}, got {tuple(value.shape)} {value.dtype}")
     return value

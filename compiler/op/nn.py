@@ -10,8 +10,9 @@ import numpy as np
 from compiler.ir.types import TensorType
 from .conv_layout import any_layout_rel, any_layout_ref
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import (check_arity, fail, identity_rel, normalize_axis,
-                             require_float, same_dtype, tensor_arg)
+from .type_relations import (broadcast_dim, check_arity, dims_agree, fail, identity_rel,
+                             is_dyn, known, normalize_axis, require_float, same_dtype,
+                             shapes_agree, tensor_arg)
 from .window import acc_dtype, conv_ref, conv_rel, conv_transpose_ref, conv_transpose_rel
 from .window import conv_out_dim, pad_tuple2d, pair  # noqa: F401  (imported from here)
 
@@ -86,12 +87,15 @@ def _dense_rel(types, attrs):
     if data.ndim < 1 or weight.ndim != 2:
         raise fail(op, f"expected data [..., in] and weight [units, in], got {data.shape} and "
                        f"{weight.shape}")
-    if data.shape[-1] != weight.shape[1]:
+    if not dims_agree(op, data.shape[-1], weight.shape[1],
+                      "the data's last dim must equal the weight's dim 1"):
         raise fail(op, f"reduction dims differ: data {data.shape} has {data.shape[-1]}, "
                        f"weight {weight.shape} has {weight.shape[1]}")
-    if attrs.units is not None and attrs.units != weight.shape[0]:
+    if attrs.units is not None and not dims_agree(op, attrs.units, weight.shape[0],
+                                                  "units must equal the weight's rows"):
         raise fail(op, f"units={attrs.units} but weight has {weight.shape[0]} rows")
-    return TensorType(data.shape[:-1] + (weight.shape[0],), _out_dtype(attrs, data))
+    units = weight.shape[0] if attrs.units is None else known(weight.shape[0], attrs.units)
+    return TensorType(data.shape[:-1] + (units,), _out_dtype(attrs, data))
 
 
 def _dense_ref(inputs, attrs):
@@ -120,11 +124,13 @@ def _matmul_rel(types, attrs):
                        f"got {a.shape} and {b.shape}")
     k = a.shape[0] if attrs.transpose_a else a.shape[-1]
     kb, n = (b.shape[1], b.shape[0]) if attrs.transpose_b else b.shape
-    if k != kb:
+    if not dims_agree(op, k, kb, "the reduction dims of tensor_a and tensor_b must agree"):
         raise fail(op, f"reduction dims differ: {k} (tensor_a {a.shape}) vs {kb} "
                        f"(tensor_b {b.shape})")
-    if attrs.units is not None and attrs.units != n:
-        raise fail(op, f"units={attrs.units} but the output has {n} columns")
+    if attrs.units is not None:
+        if not dims_agree(op, attrs.units, n, "units must equal the output's columns"):
+            raise fail(op, f"units={attrs.units} but the output has {n} columns")
+        n = known(n, attrs.units)
     lead = (a.shape[1],) if attrs.transpose_a else a.shape[:-1]
     return TensorType(lead + (n,), _out_dtype(attrs, a))
 
@@ -158,14 +164,14 @@ def _batch_matmul_rel(types, attrs):
         raise fail(op, f"tensor_a and tensor_b must be 3-D, got {x.shape} and {y.shape}")
     m, k = (x.shape[2], x.shape[1]) if attrs.transpose_a else x.shape[1:]
     n, ky = y.shape[1:] if attrs.transpose_b else (y.shape[2], y.shape[1])
-    if k != ky:
+    if not dims_agree(op, k, ky, "the reduction dims of tensor_a and tensor_b must agree"):
         raise fail(op, f"reduction dims differ: {k} (tensor_a {x.shape}) vs {ky} "
                        f"(tensor_b {y.shape}), transpose_a={attrs.transpose_a}, "
                        f"transpose_b={attrs.transpose_b}")
     bx, by = x.shape[0], y.shape[0]
-    if bx != by and 1 not in (bx, by):
+    if not (is_dyn(bx) or is_dyn(by)) and bx != by and 1 not in (bx, by):
         raise fail(op, f"batch dims {bx} and {by} differ and neither is 1")
-    return TensorType((max(bx, by), m, n), _out_dtype(attrs, x))
+    return TensorType((broadcast_dim(op, bx, by), m, n), _out_dtype(attrs, x))
 
 
 def _batch_matmul_ref(inputs, attrs):
@@ -199,7 +205,8 @@ def _channel_vector_rel(op: str, vec_name: str):
         check_arity(op, types, 2)
         data, vec = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, vec_name)
         axis = normalize_axis(op, attrs.axis, data.ndim)
-        if vec.shape != (data.shape[axis],):
+        if not shapes_agree(op, vec.shape, (data.shape[axis],),
+                            f"{vec_name} must match axis {attrs.axis} of data"):
             raise fail(op, f"{vec_name} must have shape ({data.shape[axis]},) to match axis "
                            f"{attrs.axis} of data {data.shape}, got {vec.shape}")
         same_dtype(op, data, vec, ("data", vec_name))

@@ -28,7 +28,7 @@ from codegen.schedules.gemm import merge_groups
 from compiler.ir.types import TensorType
 from .nn import _out_dtype
 from .registry import OpDef, OpPattern, make_call, register, register_flops
-from .type_relations import check_arity, fail, tensor_arg
+from .type_relations import check_arity, dims_agree, fail, holds, is_dyn, known, tensor_arg
 from .window import acc_dtype
 
 __all__ = ["contrib_batch_matmul_axes", "axes_extents", "window", "merge_groups"]
@@ -56,9 +56,12 @@ def window(shape: tuple, begin, extent, name: str) -> tuple[tuple, tuple]:
     """(begin, shape) of an operand's window inside a tensor of `shape` (the whole tensor by
     default), checked."""
     begin = (0, 0, 0) if begin is None else tuple(int(v) for v in begin)
-    extent = tuple(shape) if extent is None else tuple(int(v) for v in extent)
-    if len(begin) != 3 or len(extent) != 3 or any(
-            b < 0 or e < 1 or b + e > d for b, e, d in zip(begin, extent, shape)):
+    whole = extent is None
+    extent = tuple(shape) if whole else tuple(int(v) for v in extent)
+    if len(begin) != 3 or len(extent) != 3 or not whole and any(
+            b < 0 or e < 1 or not holds(OP, "ge", d, b + e, f"the {name} window must lie "
+                                                             "inside the tensor")
+            for b, e, d in zip(begin, extent, shape)):
         raise fail(OP, f"{name} window at {begin} of shape {extent} does not lie inside the "
                        f"tensor's shape {tuple(shape)}")
     return begin, extent
@@ -73,12 +76,15 @@ def _rel(types, attrs):
     _, xs = window(x.shape, attrs.a_begin, attrs.a_shape, "tensor_a")
     _, ys = window(y.shape, attrs.b_begin, attrs.b_shape, "tensor_b")
     a, b = axes_extents(xs, attrs.a_axes), axes_extents(ys, attrs.b_axes)
-    if a["K"] != b["K"] or a["B"] != b["B"]:
+    if not dims_agree(OP, a["K"], b["K"], "tensor_a and tensor_b must agree on K") or \
+            not dims_agree(OP, a["B"], b["B"], "tensor_a and tensor_b must agree on B"):
         raise fail(OP, f"tensor_a {xs} ({attrs.a_axes}) and tensor_b {ys} "
                        f"({attrs.b_axes}) differ in the batch or the reduction axis")
-    extents = {"B": a["B"], "M": a["M"], "N": b["N"]}
+    extents = {"B": known(a["B"], b["B"]), "M": a["M"], "N": b["N"]}
     shape = tuple(extents[c] for c in attrs.out_axes)
     if attrs.out_shape is not None:
+        if any(is_dyn(d) for d in shape):
+            raise fail(OP, f"out_shape needs a static product shape, got {shape}")
         out_shape = tuple(int(d) for d in attrs.out_shape)
         if merge_groups(shape, out_shape) is None:
             raise fail(OP, f"out_shape {out_shape} does not merge adjacent axes of the "

@@ -14,7 +14,8 @@ import numpy as np
 from compiler.ir.types import TensorType
 from .nn import conv_out_dim, pad_tuple2d, pair
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import check_arity, fail, int_tuple, tensor_arg
+from .type_relations import (check_arity, dims_agree, divides, fail, int_tuple, known,
+                             shapes_agree, tensor_arg)
 
 __all__ = ["deformable_conv2d", "modulated_deformable_conv2d"]
 
@@ -42,14 +43,18 @@ def _deform_rel(op: str, modulated: bool):
         n, c, h, w = data.shape
         o, i, kh, kw = weight.shape
         groups, dg = attrs.groups, attrs.deformable_groups
-        if groups < 1 or c != i * groups or o % groups:
+        if groups < 1 or not dims_agree(op, c, i * groups, "data channels must equal the "
+                                        "weight's input channels times groups") or \
+                not divides(op, o, groups, "groups must divide the output channels"):
             raise fail(op, f"channels do not match: data has {c} channels, weight "
                            f"{weight.shape} with groups={groups} expects {i * groups}")
-        if dg < 1 or c % dg:
+        if dg < 1 or not divides(op, c, dg, "deformable_groups must divide the channels"):
             raise fail(op, f"deformable_groups={dg} must divide the {c} input channels")
-        if attrs.channels is not None and attrs.channels != o:
+        if attrs.channels is not None and not dims_agree(op, attrs.channels, o, "channels must "
+                                                         "equal the weight's outputs"):
             raise fail(op, f"channels={attrs.channels} but weight has {o} output channels")
-        if attrs.kernel_size is not None and tuple(attrs.kernel_size) != (kh, kw):
+        if attrs.kernel_size is not None and not shapes_agree(
+                op, tuple(attrs.kernel_size), (kh, kw), "kernel_size must match the weight"):
             raise fail(op, f"kernel_size={attrs.kernel_size} but weight kernel is {(kh, kw)}")
         sh, sw = int_tuple(op, attrs.strides, "strides", 2)
         dh, dw = int_tuple(op, attrs.dilation, "dilation", 2)
@@ -57,17 +62,19 @@ def _deform_rel(op: str, modulated: bool):
         oh = conv_out_dim(op, h, kh, sh, dh, pt + pb, "height")
         ow = conv_out_dim(op, w, kw, sw, dw, pl + pr, "width")
         want = (n, dg * kh * kw * 2, oh, ow)
-        if tuple(offset.shape) != want:
+        if not shapes_agree(op, offset.shape, want, "offset must be (N, deformable_groups*KH*KW*2,"
+                                                    " OH, OW)"):
             raise fail(op, f"offset must be {want} (N, deformable_groups*KH*KW*2, OH, OW), "
                            f"got {offset.shape}")
         if modulated:
             mask = tensor_arg(op, types, 3, "mask")
-            if tuple(mask.shape) != want[:1] + (want[1] // 2,) + want[2:] or \
+            if not shapes_agree(op, mask.shape, want[:1] + (want[1] // 2,) + want[2:],
+                                "mask must be (N, deformable_groups*KH*KW, OH, OW)") or \
                     mask.dtype != data.dtype:
                 raise fail(op, f"mask must be {data.dtype} {want[:1] + (want[1] // 2,) + want[2:]}"
                                f" (N, deformable_groups*KH*KW, OH, OW), got {mask.dtype} "
                                f"{mask.shape}")
-        return TensorType((n, o, oh, ow), attrs.out_dtype or data.dtype)
+        return TensorType((known(n, offset.shape[0]), o, oh, ow), attrs.out_dtype or data.dtype)
     return rel
 
 

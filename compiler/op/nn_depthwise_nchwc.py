@@ -22,7 +22,8 @@ from .blocked_layout import block_ref, channel_block_of, unblock_ref, unblocked_
 from .nn import _CONV2D_ATTRS
 from .registry import OpDef, OpPattern, make_call, register, register_flops
 from .transform_layout import layout_transform
-from .type_relations import check_arity, fail, tensor_arg
+from .type_relations import (check_arity, dims_agree, fail, known, shapes_agree, static_shape,
+                             tensor_arg)
 from .window import conv_ref, conv_rel, pad_tuple2d, pair
 
 __all__ = ["contrib_depthwise_conv2d_NCHWc", "depthwise_weight_pack", "depthwise_kernel_layout",
@@ -58,12 +59,16 @@ def _rel(types, attrs):
         raise fail(OP, f"expected data_layout 'NCHW<x>c', out_layout '' or the same and "
                        f"kernel_layout 'OIHW1i<x>o', got data_layout={attrs.data_layout!r}, "
                        f"out_layout={attrs.out_layout!r}, kernel_layout={attrs.kernel_layout!r}")
-    if data.ndim != 5 or data.shape[4] != x:
+    if data.ndim != 5 or not dims_agree(OP, data.shape[4], x, f"data dim 4 must be {x}"):
         raise fail(OP, f"data must be [N, C/{x}, H, W, {x}] for {attrs.data_layout}, got "
                        f"{data.shape}")
-    n, cb, h, w, _ = data.shape
+    static_shape(OP, wp, "weight")
+    n, _, h, w, _ = data.shape
+    cb = known(data.shape[1], wp.shape[0]) if wp.ndim == 6 else data.shape[1]
     c = cb * x
-    if wp.ndim != 6 or (wp.shape[0], wp.shape[1], wp.shape[4], wp.shape[5]) != (cb, 1, 1, x):
+    if wp.ndim != 6 or not shapes_agree(OP, (wp.shape[0], wp.shape[1], wp.shape[4], wp.shape[5]),
+                                        (data.shape[1], 1, 1, x), "the weight must fit the "
+                                                                  "data's channel blocks"):
         raise fail(OP, f"weight must be [{cb}, 1, R, S, 1, {x}] ({attrs.kernel_layout}) for "
                        f"data {data.shape}, got {wp.shape}")
     if attrs.groups != c or attrs.out_dtype not in ("", data.dtype):

@@ -19,7 +19,7 @@ from .blocked_layout import block_ref, channel_block_of, unblock_ref, unblocked_
 from .nn import _CONV2D_ATTRS
 from .nn_packed import _conv_packed_ref, _conv_packed_rel
 from .registry import OpDef, OpPattern, make_call, register, register_flops
-from .type_relations import check_arity, fail, tensor_arg
+from .type_relations import check_arity, dims_agree, fail, static_shape, tensor_arg
 from .window import pad_tuple2d, pair
 
 __all__ = ["contrib_conv2d_NCHWc"]
@@ -33,7 +33,7 @@ def _block(attrs, data: TensorType) -> int:
         raise fail(OP, f"expected data_layout 'NCHW<x>c', out_layout the same and groups 1, "
                        f"got data_layout={attrs.data_layout!r}, out_layout="
                        f"{attrs.out_layout!r}, groups={attrs.groups}")
-    if data.ndim != 5 or data.shape[4] != x:
+    if data.ndim != 5 or not dims_agree(OP, data.shape[4], x, f"data dim 4 must be {x}"):
         raise fail(OP, f"data must be [N, C/{x}, H, W, {x}] for {attrs.data_layout}, got "
                        f"{data.shape}")
     return x
@@ -43,9 +43,12 @@ def _rel(types, attrs):
     check_arity(OP, types, 2)
     data, wp = tensor_arg(OP, types, 0, "data"), tensor_arg(OP, types, 1, "weight")
     x = _block(attrs, data)
+    static_shape(OP, wp, "the packed weight")
     n, cb, h, w, _ = data.shape
     k = attrs.channels
-    if k is None or k % x or wp.ndim != 6 or wp.shape[5] % x or wp.shape[2] != cb * x \
+    if k is None or k % x or wp.ndim != 6 or wp.shape[5] % x or \
+            not dims_agree(OP, wp.shape[2], cb * x, "the packed weight must fit the data's "
+                                                    "channels") \
             or attrs.kernel_layout != f"GOIHW{wp.shape[5]}o":
         raise fail(OP, f"packed weight {wp.shape}, kernel_layout={attrs.kernel_layout!r} and "
                        f"channels={k} do not fit data {data.shape}: expected [1, ceil(K/KB), "

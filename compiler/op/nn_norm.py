@@ -6,7 +6,8 @@ import numpy as np
 from compiler.ir.expr import RelayExpr, TupleGetItem, TupleWrapper, const
 from compiler.ir.types import TensorType, TupleType
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import check_arity, fail, normalize_axis, same_dtype, tensor_arg
+from .type_relations import (check_arity, divides, fail, holds, is_dyn, known, normalize_axis,
+                             same_dtype, shapes_agree, tensor_arg)
 
 __all__ = ["batch_norm", "layer_norm", "instance_norm", "group_norm", "lrn", "dropout",
            "dropout_raw", "pad", "batch_flatten"]
@@ -14,15 +15,19 @@ __all__ = ["batch_norm", "layer_norm", "instance_norm", "group_norm", "lrn", "dr
 _NORM_ATTRS = {"axis": 1, "epsilon": 1e-5, "center": True, "scale": True}
 
 
-def _vector_args(op: str, types, data: TensorType, axis: int, names: tuple) -> None:
-    """gamma/beta/mean/var must be [data.shape[axis]] of data's dtype."""
+def _vector_args(op: str, types, data: TensorType, axis: int, names: tuple):
+    """gamma/beta/mean/var must be [data.shape[axis]] of data's dtype; returns that dim
+    (static when some vector knows it)."""
     want = (data.shape[axis],)
+    dim = want[0]
     for index, name in enumerate(names, start=1):
         vec = tensor_arg(op, types, index, name)
-        if vec.shape != want:
+        if not shapes_agree(op, vec.shape, want, f"{name} must match axis {axis} of data"):
             raise fail(op, f"{name} must have shape {want} (axis {axis} of data {data.shape}), "
                            f"got {vec.shape}")
         same_dtype(op, data, vec, ("data", name))
+        dim = known(dim, vec.shape[0])
+    return dim
 
 
 def _affine(out: np.ndarray, gamma, beta, attrs, axis: int) -> np.ndarray:
@@ -40,8 +45,9 @@ def _batch_norm_rel(types, attrs):
     check_arity(op, types, 5)
     data = tensor_arg(op, types, 0, "data")
     axis = normalize_axis(op, attrs.axis, data.ndim)
-    _vector_args(op, types, data, axis, ("gamma", "beta", "moving_mean", "moving_var"))
-    vec = TensorType((data.shape[axis],), data.dtype)
+    channels = _vector_args(op, types, data, axis, ("gamma", "beta", "moving_mean",
+                                                    "moving_var"))
+    vec = TensorType((channels,), data.dtype)
     return TupleType([data, vec, vec])
 
 
@@ -79,10 +85,13 @@ def _stat_norm_rel(op: str):
         axis = normalize_axis(op, attrs.axis, data.ndim)
         if op == "nn.instance_norm" and data.ndim < 3:
             raise fail(op, f"data must have rank >= 3, got {data.shape}")
-        if op == "nn.group_norm" and data.shape[axis] % attrs.num_groups:
+        if op == "nn.group_norm" and not divides(op, data.shape[axis], attrs.num_groups,
+                                                 "num_groups must divide the channels"):
             raise fail(op, f"{data.shape[axis]} channels cannot be split into "
                            f"num_groups={attrs.num_groups} groups")
-        _vector_args(op, types, data, axis, ("gamma", "beta"))
+        dim = _vector_args(op, types, data, axis, ("gamma", "beta"))
+        if is_dyn(data.shape[axis]) and not is_dyn(dim):  # gamma tells the channel count
+            data = TensorType(data.shape[:axis] + (dim,) + data.shape[axis + 1:], data.dtype)
         return data
     return rel
 
@@ -228,15 +237,19 @@ def _pad_rel(types, attrs):
     out = []
     for axis, (dim, (before, after)) in enumerate(zip(data.shape, widths)):
         kept = dim + min(before, 0) + min(after, 0)  # a negative width crops first
-        if kept < 0:
+        if not holds(op, "ge", kept, 0, f"pad_width on axis {axis} crops more than the dim"):
             raise fail(op, f"pad_width {(before, after)} on axis {axis} crops more than its "
                            f"{dim} values")
         padded = before > 0 or after > 0
-        if attrs.pad_mode != "constant" and padded and kept == 0:
+        if attrs.pad_mode != "constant" and padded and \
+                not holds(op, "gt", kept, 0, f"{attrs.pad_mode} padding needs values on axis "
+                                             f"{axis}"):
             raise fail(op, f"{attrs.pad_mode} padding {(before, after)} on axis {axis} needs "
                            "values to copy, but the axis is empty (as onnxruntime, only "
                            "constant mode pads an empty axis)")
-        if attrs.pad_mode == "reflect" and padded and max(before, after) >= kept:
+        if attrs.pad_mode == "reflect" and padded and \
+                not holds(op, "gt", kept, max(before, after), f"reflect padding on axis {axis} "
+                                                              "needs a larger dim"):
             raise fail(op, f"reflect padding {(before, after)} on axis {axis} needs a "
                            f"dimension larger than the padding, got {kept}")
         out.append(dim + before + after)
@@ -273,7 +286,10 @@ def _batch_flatten_rel(types, attrs):
     data = tensor_arg("nn.batch_flatten", types, 0, "data")
     if data.ndim < 1:
         raise fail("nn.batch_flatten", "data must have rank >= 1, got a scalar")
-    return TensorType((data.shape[0], int(np.prod(data.shape[1:], dtype=np.int64))), data.dtype)
+    rest = 1
+    for d in data.shape[1:]:
+        rest = rest * d
+    return TensorType((data.shape[0], rest), data.dtype)
 
 
 register(OpDef(name="nn.batch_flatten", num_inputs=1, type_rel=_batch_flatten_rel,

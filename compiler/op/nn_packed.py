@@ -24,7 +24,7 @@ from compiler.ir.types import TensorType
 from runtime.memory import aligned_empty
 from .nn import _CONV2D_ATTRS, _conv2d_ref, _conv2d_rel, _dense_ref
 from .registry import OpDef, OpPattern, make_call, register, register_compute
-from .type_relations import check_arity, fail, tensor_arg
+from .type_relations import check_arity, fail, holds, static_shape, tensor_arg
 from .window import pad_tuple2d, pair
 
 __all__ = ["contrib_conv2d_weight_pack", "contrib_conv2d_packed", "contrib_dense_weight_pack",
@@ -42,6 +42,7 @@ def _conv_pack_rel(types, attrs):
     op = "nn.contrib_conv2d_weight_pack"
     check_arity(op, types, 1)
     w = tensor_arg(op, types, 0, "weight")
+    static_shape(op, w, "weight")
     g, blk = attrs.groups, attrs.block
     if w.ndim != 4 or g < 1 or w.shape[0] % g or blk < 1:
         raise fail(op, f"expected an OIHW weight with output channels divisible by groups={g} "
@@ -86,6 +87,7 @@ def _conv_packed_rel(types, attrs):
     check_arity(op, types, 2)
     data, wp = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, "weight")
     k = attrs.channels
+    static_shape(op, wp, "the packed weight")
     if wp.ndim != 6 or k is None or wp.shape[0] != attrs.groups or k % attrs.groups \
             or _ceil_div(k // attrs.groups, wp.shape[5]) != wp.shape[1]:
         raise fail(op, f"packed weight {wp.shape} does not fit channels={k}, "
@@ -126,6 +128,7 @@ def _dense_pack_rel(types, attrs):
     op = "nn.contrib_dense_weight_pack"
     check_arity(op, types, 1)
     w = tensor_arg(op, types, 0, "weight")
+    static_shape(op, w, "weight")
     blk, kp = attrs.block, attrs.k_padded
     if w.ndim != 2 or blk < 1 or kp < w.shape[1]:
         raise fail(op, f"expected a [units, in] weight, block >= 1 and k_padded >= in, got "
@@ -164,8 +167,10 @@ def _dense_packed_rel(types, attrs):
     check_arity(op, types, 2)
     data, wp = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, "weight")
     n = attrs.units
+    static_shape(op, wp, "the packed weight")
     if data.ndim < 1 or wp.ndim != 3 or n is None or _ceil_div(n, wp.shape[2]) != wp.shape[0] \
-            or wp.shape[1] < data.shape[-1]:
+            or not holds(op, "ge", wp.shape[1], data.shape[-1], "the packed weight must cover "
+                                                                "the data's last dim"):
         raise fail(op, f"packed weight {wp.shape} does not fit data {data.shape} and "
                        f"units={n} (expected [ceil(units/block), k_padded >= in, block])")
     return TensorType(data.shape[:-1] + (n,), attrs.out_dtype or data.dtype)

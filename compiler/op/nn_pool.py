@@ -12,7 +12,7 @@ import numpy as np
 from compiler.ir.types import TensorType
 from .blocked_layout import BLOCKED_FORM, block_ref, channel_block_of, unblock_ref
 from .registry import OpDef, OpPattern, get_def, make_call, register
-from .type_relations import check_arity, fail, int_tuple, tensor_arg
+from .type_relations import check_arity, dims_agree, divides, fail, holds, int_tuple, tensor_arg
 from .window import lowest_value, pad_tuple2d, pair, pool_counts, window_out_dim
 
 __all__ = ["max_pool2d", "avg_pool2d", "global_max_pool2d", "global_avg_pool2d",
@@ -31,7 +31,7 @@ def _data_4d(op: str, types, attrs) -> TensorType:
         raise fail(op, f"out_layout={attrs.out_layout!r} must be '' or the input layout "
                        f"{attrs.layout!r}")
     if block is not None:  # NCHW<x>c: [N, C/x, H, W, x]
-        if data.ndim != 5 or data.shape[4] != block:
+        if data.ndim != 5 or not dims_agree(op, data.shape[4], block, f"dim 4 must be {block}"):
             raise fail(op, f"layout={attrs.layout!r} needs data [N, C/{block}, H, W, {block}], "
                            f"got shape {data.shape}")
     elif data.ndim != 4:
@@ -170,7 +170,8 @@ def _adaptive_rel(op: str, is_global: bool):
             return TensorType(_with_hw(data.shape, attrs.layout, 1, 1), data.dtype)
         hi, wi = _hw(attrs.layout)
         oh, ow = _adaptive_sizes(attrs, data.shape[hi], data.shape[wi])
-        if oh <= 0 or ow <= 0:
+        if not holds(op, "gt", oh, 0, "output_size must be positive") or \
+                not holds(op, "gt", ow, 0, "output_size must be positive"):
             raise fail(op, f"output_size must be positive, got {attrs.output_size}")
         return TensorType(_with_hw(data.shape, attrs.layout, oh, ow), data.dtype)
     return rel
@@ -259,10 +260,11 @@ def _subpixel_rel(op: str, to_depth: bool):
         b = attrs.block_size
         n, c, h, w = data.shape
         if to_depth:
-            if b < 1 or h % b or w % b:
+            rule = "block_size must divide H and W"
+            if b < 1 or not divides(op, h, b, rule) or not divides(op, w, b, rule):
                 raise fail(op, f"H and W ({h}, {w}) must be divisible by block_size={b}")
             return TensorType((n, c * b * b, h // b, w // b), data.dtype)
-        if b < 1 or c % (b * b):
+        if b < 1 or not divides(op, c, b * b, "block_size^2 must divide the channels"):
             raise fail(op, f"channels {c} must be divisible by block_size^2={b * b}")
         return TensorType((n, c // (b * b), h * b, w * b), data.dtype)
     return rel

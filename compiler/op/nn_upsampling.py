@@ -12,7 +12,7 @@ import numpy as np
 
 from compiler.ir.types import TensorType
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import check_arity, fail, tensor_arg
+from .type_relations import check_arity, fail, holds, is_dyn, tensor_arg
 
 __all__ = ["upsampling"]
 
@@ -26,6 +26,12 @@ def spatial_axes(layout: str) -> tuple:
 
 
 def out_size(size: int, scale: float) -> int:
+    """round(size * scale); for a dynamic size only a whole scale is exact (size * scale)."""
+    if is_dyn(size):
+        if float(scale) != int(scale):
+            raise fail("nn.upsampling", f"a dynamic input dim needs a whole scale to give an "
+                                        f"exact output size, got scale {scale}")
+        return size * int(scale)
     return int(np.rint(size * scale))
 
 
@@ -49,7 +55,7 @@ def _upsampling_rel(types, attrs):
     shape = list(data.shape)
     for axis, scale in zip(spatial_axes(attrs.layout), (attrs.scale_h, attrs.scale_w)):
         shape[axis] = out_size(shape[axis], scale)
-        if shape[axis] < 1:
+        if not holds(op, "gt", shape[axis], 0, f"the scale must not empty axis {axis}"):
             raise fail(op, f"scale {scale} makes axis {axis} of data {data.shape} empty")
     return TensorType(tuple(shape), data.dtype)
 

@@ -20,7 +20,7 @@ from .nn import _CONV2D_ATTRS, _conv2d_ref, _conv2d_rel
 from .blocked_layout import (BLOCKED_FORM, block_ref, channel_block_of, unblock_ref,
                              unblocked_attrs)
 from .registry import OpDef, OpPattern, get_def, make_call, register, register_compute
-from .type_relations import check_arity, fail, tensor_arg
+from .type_relations import check_arity, dims_agree, fail, static_shape, tensor_arg
 from .window import pad_tuple2d, pair
 
 __all__ = ["contrib_conv2d_winograd_weight_transform",
@@ -30,6 +30,7 @@ def _transform_rel(types, attrs):
     op = "nn.contrib_conv2d_winograd_weight_transform"
     check_arity(op, types, 1)
     w = tensor_arg(op, types, 0, "weight")
+    static_shape(op, w, "weight")
     m = attrs.tile_size
     if w.ndim != 4 or tuple(w.shape[2:]) != (3, 3) or m not in TILE_SIZES:
         raise fail(op, f"expected an OIHW 3x3 weight and tile_size in {TILE_SIZES}, got "
@@ -58,6 +59,7 @@ def _conv_rel(types, attrs):
     op = "nn.contrib_conv2d_winograd_without_weight_transform"
     check_arity(op, types, 2)
     data, u = tensor_arg(op, types, 0, "data"), tensor_arg(op, types, 1, "weight")
+    static_shape(op, u, "the transformed weight")
     m = attrs.tile_size
     if u.ndim != 4 or m not in TILE_SIZES or tuple(u.shape[:2]) != (m + 2, m + 2) \
             or attrs.channels != u.shape[2] or tuple(attrs.strides) != (1, 1) \
@@ -71,7 +73,8 @@ def _conv_rel(types, attrs):
     if x is None:
         return _conv2d_rel([data, TensorType((k, c, 3, 3), u.dtype)], attrs)
     # NCHW<x>c (ConvertBlockedLayout): the NCHW conv's type, blocked
-    if data.ndim != 5 or data.shape[4] != x or attrs.out_layout not in ("", attrs.data_layout):
+    if data.ndim != 5 or not dims_agree(op, data.shape[4], x, f"data dim 4 must be {x}") \
+            or attrs.out_layout not in ("", attrs.data_layout):
         raise fail(op, f"data {data.shape} in {attrs.data_layout!r} (out_layout "
                        f"{attrs.out_layout!r}): expected [N, C/{x}, H, W, {x}] and out_layout "
                        f"the same")

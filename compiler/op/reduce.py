@@ -12,7 +12,7 @@ from .registry import OpDef, OpPattern, make_call, register
 from .tensor import exp, log, sqrt
 from .transform import squeeze
 from .type_relations import (as_axis_list, check_arity, fail, reduce_axes, reduce_rel,
-                             reduce_shape, same_dtype, tensor_arg)
+                             reduce_shape, same_dtype, shapes_agree, tensor_arg)
 
 # sum/max/min/all/any below shadow the builtins on purpose (relay.sum, ...); use builtins.*
 __all__ = ["sum", "mean", "max", "min", "prod", "all", "any", "argmax", "argmin", "variance",
@@ -128,7 +128,8 @@ def _variance_rel(types, attrs):
     mean_t = tensor_arg("variance", types, 1, "mean")
     same_dtype("variance", data, mean_t, ("data", "mean"))
     axes = reduce_axes("variance", data.ndim, attrs.axis, attrs.exclude)
-    if mean_t.shape != reduce_shape(data.shape, axes, True):
+    if not shapes_agree("variance", mean_t.shape, reduce_shape(data.shape, axes, True),
+                        "mean must have the keepdims-reduced shape of data"):
         raise fail("variance", f"mean must have the keepdims-reduced shape "
                                f"{reduce_shape(data.shape, axes, True)}, got {mean_t.shape}")
     return TensorType(reduce_shape(data.shape, axes, attrs.keepdims), data.dtype)

@@ -29,6 +29,21 @@ class OpPattern(IntEnum):
     OPAQUE = 8
 
 
+@dataclass(frozen=True)
+class ShapeFuncDef:
+    """A declared shape function: the runtime.shape_functions name a ShapeProgram calls, and
+    per op input whether the function reads its value (True) or only its shape (False)."""
+
+    name: str
+    data_dependent: tuple | bool = ()  # one flag per input, or one for all
+
+    def reads_value(self, index: int) -> bool:
+        flags = self.data_dependent
+        if isinstance(flags, bool):
+            return flags
+        return bool(flags[index] if index < len(flags) else False)
+
+
 class _Required:
     def __repr__(self) -> str:
         return "REQUIRED"
@@ -55,6 +70,11 @@ class OpDef:
         in arg_types), deduced from the known ones and the attrs (TVM's type relations solve
         a conv2d weight from channels and kernel_size); InferType types unannotated params
         with it. Attached by compiler/op/type_solvers.py through `register_type_solver`.
+    shape_func: how the output shape is computed at run time when it is dynamic (Any). None
+        means "from type_rel": relations compute with symbolic dims, so the relation *is* the
+        shape function (compiler.op.shape_func). A ShapeFuncDef names a runtime shape
+        function instead, for ops whose output shape depends on input values (dyn.*,
+        arange, argwhere) or custom ops (register_shape_func).
     """
 
     name: str
@@ -80,6 +100,7 @@ class OpDef:
     arguments: list = field(default_factory=list)  # (name, type key, description), as TVM's
     extra_attrs: dict = field(default_factory=dict)  # TVM op attributes without a field here
     attr_levels: dict = field(default_factory=dict)  # attr key -> plevel it was set at
+    shape_func: ShapeFuncDef | None = None
 
     def get_attr(self, key: str) -> Any:
         """TVM's Op.get_attr: the attribute under its TVM key (TOpPattern, FTVMCompute, ...)."""
@@ -129,7 +150,9 @@ class OpDef:
 # signature, compute(inputs, attrs, out_type); relay.op.register_compute adapts TVM's)
 _ATTR_FIELDS = {"TOpPattern": "pattern", "TOpIsStateful": "stateful", "FTVMCompute": "compute",
                 "TNonComputational": "non_computational", "TReshapeOp": "reshape_only",
-                "FReference": "reference"}  # relayjit's own key: the numpy reference
+                "FReference": "reference",  # relayjit's own key: the numpy reference
+                "FShapeFunc": "shape_func"}  # a ShapeFuncDef (TVM's FShapeFunc and
+# TShapeDataDependent in one)
 _NAMED_RELATIONS = {"Identity": identity_rel, "Broadcast": broadcast_rel,
                     "BroadcastComp": lambda name: broadcast_rel(name, "bool")}
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import check_arity, fail, normalize_axis, require_int, tensor_arg
+from .type_relations import (check_arity, fail, holds, is_dyn, normalize_axis, require_int,
+                             shapes_agree, tensor_arg)
 
 __all__ = ["scatter_elements", "scatter_nd"]
 
@@ -57,11 +58,13 @@ def _scatter_elements_rel(types, attrs):
     if data.ndim == 0:
         raise fail(op, "data must have rank >= 1")
     axis = normalize_axis(op, attrs.axis, data.ndim)
-    if indices.ndim != data.ndim or updates.shape != indices.shape:
+    if indices.ndim != data.ndim or not shapes_agree(op, updates.shape, indices.shape,
+                                                     "updates must match indices"):
         raise fail(op, f"indices {indices.shape} and updates {updates.shape} must have the same "
                        f"shape and the rank of data {data.shape}")
     for d in range(data.ndim):
-        if d != axis and indices.shape[d] > data.shape[d]:
+        if d != axis and not holds(op, "ge", data.shape[d], indices.shape[d],
+                                   f"indices must not exceed data on axis {d}"):
             raise fail(op, f"indices {indices.shape} exceeds data {data.shape} on axis {d}")
     if updates.dtype != data.dtype:
         raise fail(op, f"updates must have the dtype of data ({data.dtype}), got {updates.dtype}")
@@ -104,10 +107,14 @@ def _scatter_nd_rel(types, attrs):
     if indices.ndim < 1:
         raise fail(op, "indices must have rank >= 1 (shape [M, Y...])")
     m = indices.shape[0]
+    if is_dyn(m):
+        raise fail(op, f"indices.shape[0] (how many dims each index names) must be static, got "
+                       f"{indices.shape}")
     if m > data.ndim:
         raise fail(op, f"indices.shape[0]={m} exceeds the rank of data {data.shape}")
     expected = indices.shape[1:] + data.shape[m:]
-    if updates.shape != expected:
+    if not shapes_agree(op, updates.shape, expected, "updates must have shape "
+                                                     "indices.shape[1:] + data.shape[M:]"):
         raise fail(op, f"updates must have shape {expected} (indices.shape[1:] + "
                        f"data.shape[{m}:]), got {updates.shape}")
     if updates.dtype != data.dtype:

@@ -14,8 +14,9 @@ from compiler.errors import CompilerError
 from compiler.ir.expr import Tuple, TupleWrapper
 from compiler.ir.types import TensorType, TupleType
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import (as_axis_list, check_arity, fail, normalize_axis, tensor_arg,
-                             tuple_arg)
+from compiler.ir.dims import dim_max, dim_min
+from .type_relations import (as_axis_list, check_arity, dims_agree, divides, fail, holds,
+                             is_dyn, known, normalize_axis, shapes_agree, tensor_arg, tuple_arg)
 
 __all__ = ["reshape", "reverse_reshape", "reshape_like", "transpose", "concatenate", "split",
            "squeeze", "expand_dims", "stack", "reverse", "layout_transform"]
@@ -29,8 +30,12 @@ def _injective(name: str, num_inputs: int, rel, ref, attrs=None, key: str = "Att
                    reshape_only=reshape_only, exact_reference=exact_reference))
 
 
-def _size(shape) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+def _size(shape):
+    """The element count of a shape (an expression when a dim is dynamic)."""
+    total = 1
+    for d in shape:
+        total = total * d
+    return total
 
 
 # --- reshape -------------------------------------------------------------------------------
@@ -72,11 +77,13 @@ def infer_newshape(op: str, shape: tuple, newshape: tuple, allowzero: bool = Fal
                 raise fail(op, f"newshape {newshape}: -4 needs two following values and an "
                                f"input dim to split")
             d0, d1, d2 = shape[src], newshape[i + 1], newshape[i + 2]
-            if d1 == -1 and d2 > 0 and d0 % d2 == 0:
+            rule = "-4 must split the input dim exactly"
+            if d1 == -1 and d2 > 0 and divides(op, d0, d2, rule):
                 d1 = d0 // d2
-            elif d2 == -1 and d1 > 0 and d0 % d1 == 0:
+            elif d2 == -1 and d1 > 0 and divides(op, d0, d1, rule):
                 d2 = d0 // d1
-            if d1 <= 0 or d2 <= 0 or d1 * d2 != d0:
+            if not is_dyn(d1) and d1 <= 0 or not is_dyn(d2) and d2 <= 0 or \
+                    not dims_agree(op, d1 * d2, d0, rule):
                 raise fail(op, f"newshape {newshape}: -4 cannot split input dim {d0} into "
                                f"({newshape[i + 1]}, {newshape[i + 2]})")
             out.extend((d1, d2))
@@ -86,13 +93,14 @@ def infer_newshape(op: str, shape: tuple, newshape: tuple, allowzero: bool = Fal
             raise fail(op, f"newshape {newshape} has the invalid value {v}")
         i += 1
     total = _size(shape)
+    rule = "the new shape must hold the input's elements"
     if infer_at is not None:
-        known = _size(out)
-        if known == 0 or total % known:
+        rest = _size(out)
+        if not holds(op, "ne", rest, 0, rule) or not divides(op, total, rest, rule):
             raise fail(op, f"cannot infer the -1 in newshape {newshape} for input {shape} "
                            f"({total} elements)")
-        out[infer_at] = total // known
-    if _size(out) != total:
+        out[infer_at] = total // rest
+    if not dims_agree(op, _size(out), total, rule):
         raise fail(op, f"newshape {newshape} gives {tuple(out)} ({_size(out)} elements), but "
                        f"the input {shape} has {total} elements")
     return tuple(out)
@@ -160,9 +168,10 @@ def _reshape_like_rel(types, attrs):
     data = tensor_arg("reshape_like", types, 0, "data")
     like = tensor_arg("reshape_like", types, 1, "shape_like")
     out = _reshape_like_shape(attrs, data.shape, like.shape)
-    if _size(out) != data.size:
-        raise fail("reshape_like", f"cannot reshape data {data.shape} ({data.size} elements) to "
-                                   f"{out} ({_size(out)} elements)")
+    if not dims_agree("reshape_like", _size(out), _size(data.shape),
+                      "the new shape must hold the data's elements"):
+        raise fail("reshape_like", f"cannot reshape data {data.shape} ({_size(data.shape)} "
+                                   f"elements) to {out} ({_size(out)} elements)")
     return TensorType(out, data.dtype)
 
 
@@ -231,17 +240,21 @@ def _concat_rel(types, attrs):
     first = fields[0]
     axis = normalize_axis(op, attrs.axis, first.ndim)
     total = 0
+    shape = list(first.shape)
     for i, f in enumerate(fields):
         if f.dtype != first.dtype:
             raise fail(op, f"data[{i}] has dtype {f.dtype}, expected {first.dtype} like data[0]")
         if f.ndim != first.ndim:
             raise fail(op, f"data[{i}] has rank {f.ndim}, expected {first.ndim} like data[0]")
         for d in range(first.ndim):
-            if d != axis and f.shape[d] != first.shape[d]:
+            if d != axis and not dims_agree(op, f.shape[d], first.shape[d],
+                                            f"data[{i}] must match data[0] on axis {d}"):
                 raise fail(op, f"data[{i}] shape {f.shape} differs from data[0] {first.shape} "
                                f"on axis {d} (only axis {attrs.axis} may differ)")
+            shape[d] = known(shape[d], f.shape[d])
         total += f.shape[axis]
-    return TensorType(first.shape[:axis] + (total,) + first.shape[axis + 1:], first.dtype)
+    shape[axis] = total
+    return TensorType(shape, first.dtype)
 
 
 _injective("concatenate", 1, _concat_rel,
@@ -260,10 +273,13 @@ def _stack_rel(types, attrs):
     fields = tuple_arg(op, types, 0)
     first = fields[0]
     axis = normalize_axis(op, attrs.axis, first.ndim + 1)
+    shape = list(first.shape)
     for i, f in enumerate(fields):
-        if f.shape != first.shape or f.dtype != first.dtype:
+        if f.dtype != first.dtype or not shapes_agree(op, f.shape, first.shape,
+                                                      f"data[{i}] must match data[0]"):
             raise fail(op, f"data[{i}] is {f}, expected {first} like data[0]")
-    return TensorType(first.shape[:axis] + (len(fields),) + first.shape[axis:], first.dtype)
+        shape = [known(a, b) for a, b in zip(shape, f.shape)]
+    return TensorType(shape[:axis] + [len(fields)] + shape[axis:], first.dtype)
 
 
 _injective("stack", 1, _stack_rel, lambda ins, attrs: np.stack(ins[0], axis=attrs.axis),
@@ -278,15 +294,15 @@ def stack(data, axis):
 def _split_bounds(op: str, dim: int, spec) -> list:
     """[(begin, end)] per output, as numpy.split computes them."""
     if isinstance(spec, (int, np.integer)):
-        if spec <= 0 or dim % spec:
+        if spec <= 0 or not divides(op, dim, spec, "the sections must divide the axis"):
             raise fail(op, f"indices_or_sections={spec} must evenly divide the axis size {dim}")
         step = dim // spec
         return [(i * step, (i + 1) * step) for i in range(spec)]
     cuts = [int(c) for c in spec]
     if any(b < a for a, b in zip(cuts, cuts[1:])) or any(c < 0 for c in cuts):
         raise fail(op, f"split indices {tuple(cuts)} must be non-negative and increasing")
-    edges = [0] + [min(c, dim) for c in cuts] + [dim]
-    return [(edges[i], max(edges[i], edges[i + 1])) for i in range(len(edges) - 1)]
+    edges = [0] + [dim_min(c, dim) for c in cuts] + [dim]
+    return [(edges[i], dim_max(edges[i], edges[i + 1])) for i in range(len(edges) - 1)]
 
 
 def _split_rel(types, attrs):
@@ -324,11 +340,15 @@ def split(data, indices_or_sections, axis=0):
 
 
 def _squeeze_axes(op: str, shape: tuple, axis) -> list:
-    if axis is None:
+    if axis is None:  # a dynamic dim stays (as TVM's), so it must not turn out to be 1
+        for i, d in enumerate(shape):
+            if is_dyn(d):
+                holds(op, "ne", d, 1, f"squeeze without axes keeps dynamic dim {i}, which "
+                                      "must not be 1")
         return [i for i, d in enumerate(shape) if d == 1]
     axes = [normalize_axis(op, a, len(shape)) for a in axis]
     for a in axes:
-        if shape[a] != 1:
+        if not dims_agree(op, shape[a], 1, f"the squeezed axis {a} must have size 1"):
             raise fail(op, f"axis {a} of shape {shape} has size {shape[a]}, expected 1")
     return axes
 

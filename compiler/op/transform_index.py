@@ -6,7 +6,9 @@ import numpy as np
 from compiler.ir.expr import RelayExpr, TupleWrapper, const
 from compiler.ir.types import TensorType, TupleType
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import check_arity, fail, normalize_axis, require_int, tensor_arg
+from compiler.ir.dims import dim_min
+from .type_relations import (check_arity, fail, holds, is_dyn, known, normalize_axis,
+                             require_int, shapes_agree, tensor_arg)
 
 __all__ = ["take", "gather", "gather_nd", "one_hot", "cumsum", "cumprod", "trilu", "sort",
            "argsort", "topk"]
@@ -33,10 +35,13 @@ def _take_rel(types, attrs):
         return TensorType(indices.shape, data.dtype)
     axis = normalize_axis(op, attrs.axis, data.ndim)
     b = attrs.batch_dims % (indices.ndim + 1) if attrs.batch_dims < 0 else attrs.batch_dims
-    if b > axis or data.shape[:b] != indices.shape[:b]:
+    if b > axis or not shapes_agree(op, data.shape[:b], indices.shape[:b],
+                                    "the batch dims of data and indices must agree"):
         raise fail(op, f"batch_dims={attrs.batch_dims} must be <= axis and the leading dims "
                        f"of data {data.shape} and indices {indices.shape} must agree")
-    return TensorType(data.shape[:axis] + indices.shape[b:] + data.shape[axis + 1:], data.dtype)
+    lead = tuple(known(a, c) for a, c in zip(data.shape[:b], indices.shape[:b]))
+    return TensorType(lead + data.shape[b:axis] + indices.shape[b:] + data.shape[axis + 1:],
+                      data.dtype)
 
 
 def _take_one(data: np.ndarray, indices: np.ndarray, axis: int, mode: str) -> np.ndarray:
@@ -81,7 +86,8 @@ def _gather_rel(types, attrs):
     if indices.ndim != data.ndim:
         raise fail(op, f"indices must have the rank of data ({data.ndim}), got {indices.shape}")
     for d in range(data.ndim):
-        if d != axis and indices.shape[d] > data.shape[d]:
+        if d != axis and not holds(op, "ge", data.shape[d], indices.shape[d],
+                                   f"indices must not exceed data on axis {d}"):
             raise fail(op, f"indices {indices.shape} exceeds data {data.shape} on axis {d}")
     return TensorType(indices.shape, data.dtype)
 
@@ -110,9 +116,17 @@ def _gather_nd_rel(types, attrs):
     if indices.ndim < 1:
         raise fail(op, "indices must have rank >= 1")
     m, b = indices.shape[0], attrs.batch_dims
-    if attrs.index_rank is not None and attrs.index_rank != m:
-        raise fail(op, f"index_rank={attrs.index_rank} but indices.shape[0] is {m}")
-    if b < 0 or b >= indices.ndim or data.shape[:b] != indices.shape[1:1 + b]:
+    if attrs.index_rank is not None:
+        if not shapes_agree(op, (attrs.index_rank,), (m,), "index_rank must equal "
+                                                           "indices.shape[0]"):
+            raise fail(op, f"index_rank={attrs.index_rank} but indices.shape[0] is {m}")
+        m = attrs.index_rank
+    if is_dyn(m):
+        raise fail(op, f"indices.shape[0] (how many dims each index names) decides the output "
+                       f"rank, so it must be static or given as index_rank; got {indices.shape}")
+    if b < 0 or b >= indices.ndim or not shapes_agree(
+            op, data.shape[:b], indices.shape[1:1 + b], "the batch dims of data and indices "
+                                                        "must agree"):
         raise fail(op, f"batch_dims={b}: the leading dims of data {data.shape} must equal "
                        f"indices.shape[1:{1 + b}] of indices {indices.shape}")
     if b + m > data.ndim:
@@ -184,7 +198,10 @@ def _scan_rel(op: str):
         data = tensor_arg(op, types, 0, "data")
         dtype = attrs.dtype or data.dtype
         if attrs.axis is None:
-            return TensorType((data.size,), dtype)
+            size = 1
+            for d in data.shape:
+                size = size * d
+            return TensorType((size,), dtype)
         normalize_axis(op, attrs.axis, data.ndim)
         return TensorType(data.shape, dtype)
     return rel
@@ -295,7 +312,7 @@ def sort(data, axis=-1, is_ascend=1):
 
 
 def _topk_k(attrs, n: int) -> int:
-    return n if attrs.k is None or attrs.k < 1 else min(attrs.k, n)
+    return n if attrs.k is None or attrs.k < 1 else dim_min(attrs.k, n)
 
 
 def _topk_rel(types, attrs):

@@ -7,7 +7,7 @@ import numpy as np
 
 from compiler.ir.types import TensorType
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import check_arity, fail, tensor_arg
+from .type_relations import check_arity, dims_agree, divides, fail, tensor_arg
 
 __all__ = ["layout_transform"]
 
@@ -40,7 +40,8 @@ def parse_layout(layout: str) -> list:
 def _primal_sizes(shape: tuple, tokens: list, layout: str) -> dict:
     sizes = {}
     for (letter, factor), dim in zip(tokens, shape):
-        if factor and dim != factor:
+        if factor and not dims_agree(_OP, dim, factor, f"axis {factor}{letter} must have "
+                                                       f"size {factor}"):
             raise fail(_OP, f"axis {factor}{letter} of {layout!r} has size {dim}, expected "
                             f"{factor}")
     for (letter, _), dim in zip(tokens, shape):
@@ -72,7 +73,7 @@ def layout_shape(shape: tuple, src: str, dst: str) -> tuple:
             out.append(factor)
             continue
         sub = subs.get(letter.lower(), 1)
-        if sizes[letter] % sub:
+        if not divides(_OP, sizes[letter], sub, f"the split axis {letter} must divide by {sub}"):
             raise fail(_OP, f"axis {letter} of size {sizes[letter]} cannot be split by {sub} "
                             f"for dst_layout {dst!r}")
         out.append(sizes[letter] // sub)

@@ -7,8 +7,9 @@ from compiler.errors import CompilerError
 from compiler.ir.expr import Constant, RelayExpr
 from compiler.ir.types import TensorType
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import (broadcast_shape, check_arity, fail, int_tuple, normalize_axis,
-                             tensor_arg)
+from compiler.ir.dims import dim_max, dim_min
+from .type_relations import (broadcast_shape, check_arity, dims_agree, fail, holds, int_tuple,
+                             is_dyn, known, normalize_axis, tensor_arg)
 
 __all__ = ["strided_slice", "tile", "repeat", "broadcast_to", "broadcast_to_like"]
 
@@ -45,18 +46,42 @@ def slices_of(op: str, shape: tuple, attrs) -> tuple:
         s = strides[i] if i < len(strides) else 1
         if attrs.slice_mode == "size":  # end = the begin numpy settles on, plus the size
             s = 1
-            e = None if e is None or e < 0 else slice(b, None).indices(shape[axis])[0] + e
+            e = None if e is None or e < 0 else _clamp(b, shape[axis], 1) + e
         if s == 0:
             raise fail(op, f"stride on axis {axis} must not be 0")
         out[axis] = slice(b, e, s)
     return tuple(out)
 
 
+def _clamp(index, dim, step: int):
+    """Where numpy's slice.indices puts a start or stop of `index` (an int, or a non-negative
+    expression) on an axis of `dim`, for a slice of sign `step`."""
+    if not is_dyn(dim) and not is_dyn(index):
+        return slice(index, None, step).indices(dim)[0]
+    if not is_dyn(index) and index < 0:
+        return dim_max(index + dim, 0 if step > 0 else -1)
+    return dim_min(index, dim if step > 0 else dim - 1)
+
+
+def slice_extent(sl: slice, dim):
+    """len(range(*sl.indices(dim))), symbolic when dim (or a size-mode stop) is dynamic."""
+    if not is_dyn(dim) and not is_dyn(sl.stop):
+        return len(range(*sl.indices(dim)))
+    step = 1 if sl.step is None else sl.step
+    if step > 0:
+        lo = 0 if sl.start is None else _clamp(sl.start, dim, step)
+        hi = dim if sl.stop is None else _clamp(sl.stop, dim, step)
+        return dim_max((hi - lo + step - 1) // step, 0)
+    lo = dim - 1 if sl.start is None else _clamp(sl.start, dim, step)
+    hi = -1 if sl.stop is None else _clamp(sl.stop, dim, step)
+    return dim_max((lo - hi - step - 1) // -step, 0)
+
+
 def _strided_slice_rel(types, attrs):
     check_arity("strided_slice", types, 1)
     data = tensor_arg("strided_slice", types, 0, "data")
     slices = slices_of("strided_slice", data.shape, attrs)
-    return TensorType(tuple(len(range(*s.indices(d))) for s, d in zip(slices, data.shape)),
+    return TensorType(tuple(slice_extent(s, d) for s, d in zip(slices, data.shape)),
                       data.dtype)
 
 
@@ -110,7 +135,7 @@ def _repeat_rel(types, attrs):
     if attrs.repeats < 1:
         raise fail("repeat", f"repeats must be >= 1, got {attrs.repeats}")
     shape = list(data.shape)
-    shape[axis] *= attrs.repeats
+    shape[axis] = shape[axis] * attrs.repeats
     return TensorType(tuple(shape), data.dtype)
 
 
@@ -128,10 +153,25 @@ def _broadcast_to_rel(types, attrs):
     check_arity("broadcast_to", types, 1)
     data = tensor_arg("broadcast_to", types, 0, "data")
     shape = int_tuple("broadcast_to", attrs.shape, "shape")
-    out = broadcast_shape("broadcast_to", data.shape, shape)
-    if out != shape:
-        raise fail("broadcast_to", f"data {data.shape} cannot be broadcast to {shape}")
-    return TensorType(shape, data.dtype)
+    return TensorType(broadcast_to_shape("broadcast_to", data.shape, shape), data.dtype)
+
+
+def broadcast_to_shape(op: str, shape: tuple, target: tuple) -> tuple:
+    """target, after checking that shape broadcasts to it (a dynamic dim at run time)."""
+    out = list(target)
+    if len(shape) > len(target):
+        raise fail(op, f"data {shape} cannot be broadcast to {target}")
+    for i, d in enumerate(shape):
+        j = len(target) - len(shape) + i
+        t = target[j]
+        if d == 1 or d == t:
+            continue
+        if is_dyn(d) or is_dyn(t):
+            holds(op, "bcast_to", d, t, f"data dim {i} must broadcast to the target")
+            out[j] = known(t, d) if not is_dyn(d) and d != 1 else t
+            continue
+        raise fail(op, f"data {shape} cannot be broadcast to {target}")
+    return tuple(out)
 
 
 _injective("broadcast_to", 1, _broadcast_to_rel,
@@ -153,9 +193,8 @@ def _broadcast_to_like_rel(types, attrs):
     check_arity("broadcast_to_like", types, 2)
     data = tensor_arg("broadcast_to_like", types, 0, "data")
     like = tensor_arg("broadcast_to_like", types, 1, "broadcast_type")
-    if broadcast_shape("broadcast_to_like", data.shape, like.shape) != like.shape:
-        raise fail("broadcast_to_like", f"data {data.shape} cannot be broadcast to {like.shape}")
-    return TensorType(like.shape, data.dtype)
+    return TensorType(broadcast_to_shape("broadcast_to_like", data.shape, like.shape),
+                      data.dtype)
 
 
 _injective("broadcast_to_like", 2, _broadcast_to_like_rel,

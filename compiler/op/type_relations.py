@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from compiler.errors import TypeInferenceError
+from compiler.ir.dims import Any, bcast, require
 from compiler.ir.types import TensorType, TupleType, Type
 
 Rel = Callable[[list, object], Type]
@@ -70,7 +71,9 @@ def require_int(op: str, ty: TensorType, name: str = "indices") -> None:
 
 
 def broadcast_shape(op: str, *shapes: tuple) -> tuple:
-    """numpy broadcasting of static shapes; an error naming both shapes when they clash."""
+    """numpy broadcasting; an error naming both shapes when static dims clash. A dynamic
+    dim against a static d != 1 gives d (TVM's rule) and the run-time check that it is 1 or
+    d; two dynamic dims give their bcast expression (checked when evaluated)."""
     out: list = []
     for shape in shapes:
         shape = tuple(shape)
@@ -83,11 +86,85 @@ def broadcast_shape(op: str, *shapes: tuple) -> tuple:
                 merged.append(x)
             elif x == 1:
                 merged.append(y)
+            elif isinstance(x, Any) and isinstance(y, Any):
+                merged.append(bcast(x, y))
+            elif isinstance(x, Any) or isinstance(y, Any):
+                require("bcast", x, y, f"{op}: dimension {i} of the aligned shapes must "
+                                       "broadcast")
+                merged.append(y if isinstance(x, Any) else x)
             else:
                 raise fail(op, f"shapes {tuple(out)} and {shape} cannot be broadcast "
                                f"(dimension {i} of the aligned shapes: {x} vs {y})")
         out = merged
     return tuple(out)
+
+
+def is_dyn(dim) -> bool:
+    return isinstance(dim, Any)
+
+
+def dims_agree(op: str, a, b, rule: str) -> bool:
+    """a == b for static dims; a dynamic dim agrees now and is checked at run time (the
+    check says 'op: rule'). The caller raises its own error on False."""
+    if a == b:
+        return True
+    if isinstance(a, Any) or isinstance(b, Any):
+        require("eq", a, b, f"{op}: {rule}")
+        return True
+    return False
+
+
+def shapes_agree(op: str, a: tuple, b: tuple, rule: str) -> bool:
+    """dims_agree over two shapes of the same rank (False for different ranks)."""
+    if a == b:
+        return True
+    return len(a) == len(b) and all([dims_agree(op, x, y, f"{rule} (dim {i})")
+                                     for i, (x, y) in enumerate(zip(a, b))])
+
+
+def known(dim, other):
+    """Of two dims that agree, the static one when there is one."""
+    return other if isinstance(dim, Any) else dim
+
+
+def equal_dims(op: str, a, b, message: str):
+    """a and b must be the same dim: two static dims are checked now ('op: message: a vs
+    b'), a dynamic one at run time. Returns the better-known of the two."""
+    if not dims_agree(op, a, b, message):
+        raise fail(op, f"{message}: {a} vs {b}")
+    return known(a, b)
+
+
+def holds(op: str, kind: str, a, b, rule: str) -> bool:
+    """`a kind b` (eq, ne, ge, gt) for static dims; with a dynamic dim, True now and a run-time
+    check 'op: rule'. The caller raises its own error on False."""
+    if isinstance(a, Any) or isinstance(b, Any):
+        if not (kind in ("eq", "ge") and a == b):
+            require(kind, a, b, f"{op}: {rule}")
+        return True
+    return {"eq": a == b, "ne": a != b, "ge": a >= b, "gt": a > b}[kind]
+
+
+def divides(op: str, a, b, rule: str) -> bool:
+    """b divides a (a % b == 0), checked at run time when either is dynamic."""
+    if b == 0:
+        return False
+    return holds(op, "eq", a % b, 0, rule)
+
+
+def static_shape(op: str, ty: TensorType, name: str) -> tuple:
+    """ty's shape, which must be static (a packed weight is a constant of known shape)."""
+    if ty.is_dynamic:
+        raise fail(op, f"{name} must have a static shape, got {ty.shape}")
+    return ty.shape
+
+
+def broadcast_dim(op: str, a, b, what: str = "dims"):
+    """numpy broadcasting of two dims (one of them 1, or equal); dynamic as broadcast_shape."""
+    return broadcast_shape(op, (a,), (b,))[0]
+
+
+
 
 
 def normalize_axis(op: str, axis: int, ndim: int, name: str = "axis") -> int:

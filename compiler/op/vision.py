@@ -10,7 +10,7 @@ import numpy as np
 
 from compiler.ir.types import TensorType
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import check_arity, fail, int_tuple, tensor_arg
+from .type_relations import check_arity, dims_agree, fail, int_tuple, tensor_arg
 
 __all__ = ["roi_align"]
 
@@ -22,7 +22,7 @@ def _roi_align_rel(types, attrs):
     if attrs.layout != "NCHW" or data.ndim != 4:
         raise fail(op, f"only 4-D NCHW data is supported, got layout={attrs.layout!r} "
                        f"shape {data.shape}")
-    if rois.ndim != 2 or rois.shape[1] != 5:
+    if rois.ndim != 2 or not dims_agree(op, rois.shape[1], 5, "rois must be [R, 5]"):
         raise fail(op, f"rois must be [R, 5] (batch, x1, y1, x2, y2), got {rois.shape}")
     if data.dtype not in ("float32", "float64") or rois.dtype != data.dtype:
         raise fail(op, f"data and rois must share a float dtype, got {data.dtype}, {rois.dtype}")

@@ -12,7 +12,8 @@ import itertools
 import numpy as np
 
 from compiler.ir.types import TensorType
-from .type_relations import check_arity, fail, int_tuple, tensor_arg
+from .type_relations import (check_arity, dims_agree, divides, fail, holds, int_tuple, known,
+                             shapes_agree, tensor_arg)
 
 
 def ntuple(value, n: int) -> tuple:
@@ -97,7 +98,7 @@ def window_out_dim(op: str, size: int, k: int, s: int, d: int, pad: int,
     """Output length of a window over one axis; ceil_mode adds stride - 1 (TVM's Pool2DRel)."""
     span = d * (k - 1) + 1
     out = (size + pad - span + (s - 1 if ceil_mode else 0)) // s + 1
-    if out <= 0:
+    if not holds(op, "gt", out, 0, f"the window must fit the input {axis or 'size'}"):
         what = f"output {axis}" if axis else "output size"
         raise fail(op, f"{what} would be {out}: the dilated window {span} does not fit "
                        f"input size {size} with padding {pad}")
@@ -123,13 +124,18 @@ def conv_out_dim(op: str, size: int, kernel: int, stride: int, dilation: int, pa
 def check_conv_weight(op: str, data: TensorType, weight: TensorType, attrs) -> int:
     """Channels/groups/channels=/kernel_size= of an OI... weight; returns the output channels."""
     c, (o, i), groups = data.shape[1], weight.shape[:2], attrs.groups
-    if groups < 1 or c != i * groups or o % groups:
+    if groups < 1 or not dims_agree(op, c, i * groups, "data channels must equal the "
+                                    "weight's input channels times groups") or \
+            not divides(op, o, groups, "groups must divide the output channels"):
         raise fail(op, f"channels do not match: data has {c} channels, weight {weight.shape} "
                        f"with groups={groups} expects {i * groups} input channels and an "
                        f"output channel count divisible by {groups}")
-    if attrs.channels is not None and attrs.channels != o:
-        raise fail(op, f"channels={attrs.channels} but weight has {o} output channels")
-    if attrs.kernel_size is not None and tuple(attrs.kernel_size) != weight.shape[2:]:
+    if attrs.channels is not None:
+        if not dims_agree(op, attrs.channels, o, "channels must equal the weight's outputs"):
+            raise fail(op, f"channels={attrs.channels} but weight has {o} output channels")
+        o = known(o, attrs.channels)
+    if attrs.kernel_size is not None and not shapes_agree(
+            op, tuple(attrs.kernel_size), weight.shape[2:], "kernel_size must match the weight"):
         raise fail(op, f"kernel_size={attrs.kernel_size} but weight kernel is {weight.shape[2:]}")
     return o
 
@@ -137,12 +143,16 @@ def check_conv_weight(op: str, data: TensorType, weight: TensorType, attrs) -> i
 def check_conv_transpose_weight(op: str, data: TensorType, weight: TensorType, attrs) -> int:
     """Channels/groups of an IO... weight; returns the output channels (O per group x groups)."""
     c, i, groups = data.shape[1], weight.shape[0], attrs.groups
-    if groups < 1 or c != i or c % groups:
+    if groups < 1 or not dims_agree(op, c, i, "data channels must equal the weight's input "
+                                    "channels") or \
+            not divides(op, c, groups, "groups must divide the data channels"):
         raise fail(op, f"data has {c} channels but weight {weight.shape} has {i} input "
                        f"channels (groups={groups})")
     o = weight.shape[1] * groups
-    if attrs.channels is not None and attrs.channels != o:
-        raise fail(op, f"channels={attrs.channels} but weight gives {o} output channels")
+    if attrs.channels is not None:
+        if not dims_agree(op, attrs.channels, o, "channels must equal the weight's outputs"):
+            raise fail(op, f"channels={attrs.channels} but weight gives {o} output channels")
+        o = known(o, attrs.channels)
     return o
 
 
@@ -165,7 +175,7 @@ def conv_transpose_rel(op: str, data_layout: str, kernel_layout: str):
         window_attrs(op, attrs, nd)
         int_tuple(op, attrs.output_padding, "output_padding", nd)
         out = transpose_out_dims(data.shape, weight.shape, attrs)
-        if min(out) <= 0:
+        if not all([holds(op, "gt", d, 0, "the output size must be positive") for d in out]):
             raise fail(op, f"output size would be {out}; padding {attrs.padding} is too large")
         return TensorType((data.shape[0], o) + out, attrs.out_dtype or data.dtype)
     return rel

@@ -237,7 +237,7 @@ def _shape_const(call: Call) -> RelayExpr | None:
     if name not in ("shape_of", "ndarray_size") or len(call.args) != 1:
         return None
     ty = call.args[0]._checked_type
-    if not isinstance(ty, TensorType):
+    if not isinstance(ty, TensorType) or ty.is_dynamic:  # known only at run time
         return None
     dtype = getattr(call.attrs, "dtype", None) if call.attrs is not None else None
     dtype = dtype or "int32"

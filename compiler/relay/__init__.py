@@ -2,6 +2,7 @@
 from compiler.ir import (Call, Constant, Function, GlobalVar, If, IRModule, Let, Op,  # noqa: F401
                          Tuple, TupleGetItem, TupleWrapper, Var, const, var)
 from compiler.ir import ExprFunctor, ExprMutator, ExprVisitor  # noqa: F401
+from compiler.ir.dims import Any  # noqa: F401
 from compiler.ir.types import (FuncType, GlobalTypeVar, IncompleteType, TensorType,  # noqa: F401
                                TupleType, TypeKind, TypeVar, scalar_type)
 from compiler.op.tensor import *  # noqa: F401,F403
