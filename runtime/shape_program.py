@@ -51,6 +51,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from . import shape_functions_builtin  # noqa: F401  (registers the built-in functions)
 from .shape_functions import ShapeFuncAttrs, get_shape_function, has_shape_function
 
 FORMAT = "relayjit.shape_program"

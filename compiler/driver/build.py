@@ -52,6 +52,7 @@ from compiler.passes.alter_op_layout import AlterOpLayout, PackConstantWeights
 from compiler.passes.bind_params import bind_params_by_name
 from compiler.passes.convert_blocked_layout import (BLOCKED_LAYOUT, BLOCKED_LAYOUT_GUARD,
                                                     ConvertBlockedLayout)
+from compiler.passes.dynamic_to_static import DynamicToStatic, has_dyn_ops
 from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
 from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fold_scale_axis import FoldScaleAxis
@@ -280,6 +281,8 @@ def _build(ir_mod: Any, target: Any, target_host: Any, params: Mapping[str, Any]
     # FoldConstant's kernels too are built under the target and cache setting
     with build_target(target) as options, disk_cache.disabled(no_disk):
         with timing.stage("build cache lookup") as looked:
+            if has_dyn_ops(mod["main"]):  # dyn.* calls whose shape inputs fold are static
+                mod = DynamicToStatic()(mod)
             input_mod = infer_module(mod)  # not a pass: the caller's instruments see none
             refuse_dynamic(input_mod["main"])
             key = build_cache.build_key(mod, options, mod_name)

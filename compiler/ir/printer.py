@@ -14,8 +14,8 @@ TVM's rules, which this module follows:
 - Scalar constants print as literals (`1f`, `1`, `1i64`, `1f64`, `1i16`, `1f16`, `True`);
   other constants as `meta[relay.Constant][k]`, k in order of first appearance.
 - Call attributes print as `key=value` after the arguments, only those that differ from the
-  op's schema default (OpDef.attrs); None values are left out. Function attributes print
-  after the params (`fn (%p0, Primitive=1)`).
+  op's schema default (OpDef.attrs; a None is left out where None is the default). Function
+  attributes print after the params (`fn (%p0, Primitive=1)`).
 
 Choices where TVM's output has parts we leave out: no `#[version = "0.0.5"]` header, no
 metadata section (nor TVM's "metadata section has been omitted" comment), and no trailing
@@ -156,7 +156,9 @@ def call_attrs(call: Call) -> list[str]:
     defaults = _attr_defaults(call.op) or {}
     out = []
     for key, value in call.attrs.items():
-        if value is None or (key in defaults and _same_value(value, defaults[key])):
+        if value is None and defaults.get(key) is None:
+            continue  # None where None is the default (a None elsewhere must survive parsing)
+        if value is not None and key in defaults and _same_value(value, defaults[key]):
             continue
         out.append(f"{key}={attr_value(value)}")
     return out

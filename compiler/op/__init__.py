@@ -18,3 +18,4 @@ from . import nn1d  # noqa: F401,E402
 from . import cost  # noqa: F401,E402
 from . import type_solvers  # noqa: F401,E402
 from . import shape_func  # noqa: F401,E402
+from . import dyn  # noqa: F401,E402

@@ -5,7 +5,7 @@ import numpy as np
 
 from compiler.ir.expr import RelayExpr, TupleGetItem, TupleWrapper, const
 from compiler.ir.types import TensorType, TupleType
-from .registry import OpDef, OpPattern, make_call, register
+from .registry import OpDef, OpPattern, make_call, register, static_or_expr
 from .type_relations import (check_arity, divides, fail, holds, is_dyn, known, normalize_axis,
                              same_dtype, shapes_agree, tensor_arg)
 
@@ -277,7 +277,10 @@ def pad(data, pad_width, pad_value=0, pad_mode="constant"):
     is an argument."""
     if not isinstance(pad_value, RelayExpr):
         pad_value = const(pad_value)
-    widths = tuple((int(b), int(a)) for b, a in pad_width)
+    pad_width, dynamic = static_or_expr(pad_width)
+    if dynamic is not None:  # a computed [ndim, 2] tensor
+        return make_call("dyn.nn.pad", [data, dynamic, pad_value], pad_mode=pad_mode)
+    widths = tuple((int(b), int(a)) for b, a in np.asarray(pad_width).reshape(-1, 2).tolist())
     return make_call("nn.pad", [data, pad_value], pad_width=widths, pad_mode=pad_mode)
 
 

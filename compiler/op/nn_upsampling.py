@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.ir.expr import const
 from compiler.ir.types import TensorType
-from .registry import OpDef, OpPattern, make_call, register
+from .registry import OpDef, OpPattern, make_call, register, static_or_expr
 from .type_relations import check_arity, fail, holds, is_dyn, tensor_arg
 
 __all__ = ["upsampling"]
@@ -102,6 +103,14 @@ register(OpDef(name="nn.upsampling", num_inputs=1, type_rel=_upsampling_rel,
 
 def upsampling(data, scale_h=1, scale_w=1, layout="NCHW", method="nearest_neighbor",
                align_corners=False):
-    """relay.nn.upsampling: scale H and W by scale_h / scale_w (nearest_neighbor or bilinear)."""
+    """relay.nn.upsampling: scale H and W by scale_h / scale_w (nearest_neighbor or bilinear);
+    dyn.nn.upsampling when a scale is a computed tensor."""
+    (sh, dh), (sw, dw) = static_or_expr(scale_h), static_or_expr(scale_w)
+    if dh is not None or dw is not None:
+        scales = [d if d is not None else const(float(s), "float32") for s, d in
+                  ((sh, dh), (sw, dw))]
+        return make_call("dyn.nn.upsampling", [data, *scales], layout=layout, method=method,
+                         align_corners=bool(align_corners))
+    scale_h, scale_w = float(np.asarray(sh).reshape(-1)[0]), float(np.asarray(sw).reshape(-1)[0])
     return make_call("nn.upsampling", [data], scale_h=float(scale_h), scale_w=float(scale_w),
                      layout=layout, method=method, align_corners=bool(align_corners))

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from compiler.errors import CompilerError
 from compiler.ir.attrs import Attrs
-from compiler.ir.expr import VARIADIC, Call, Op, RelayExpr, _to_expr
+from compiler.ir.expr import VARIADIC, Call, Constant, Op, RelayExpr, _to_expr
 from .type_relations import broadcast_rel, identity_rel
 
 
@@ -271,6 +271,16 @@ def make_attrs(opdef: OpDef, given: dict) -> Attrs:
             raise CompilerError(f"{opdef.name} needs the attribute {key!r}")
         fields[key] = value
     return Attrs(fields, opdef.attrs_type_key)
+
+
+def static_or_expr(value: Any) -> tuple[Any, RelayExpr | None]:
+    """(value, None) for a Python value or a Constant (as its numpy data); (None, expr) for a
+    computed expression: TVM's constructors pick the dyn.* op for the latter."""
+    if isinstance(value, Constant):
+        return value.data.numpy(), None
+    if isinstance(value, RelayExpr):
+        return None, value
+    return value, None
 
 
 def make_call(name: str, args: list, **attrs: Any) -> Call:

@@ -224,19 +224,23 @@ class _Walk:
                 if not self.partial:
                     raise ShapeFuncError(f"shape program: {message} involves a dim "
                                          "that is not computable") from None
+        unknown = [(j, t) for t in flatten_types(out) for j, d in enumerate(t.shape)
+                   if not self._computable(d)]
+        if not unknown:  # the relation computed every dim: it is the shape function
+            return out
         if opdef.shape_func is not None:
             return self._declared_call(call, opdef.name, opdef.shape_func, arg_types, out)
-        for t in flatten_types(out):
-            for j, d in enumerate(t.shape):
-                try:
-                    self.b.reg(d)
-                except _Unknown:
-                    if not self.partial:
-                        raise ShapeFuncError(
-                            f"shape program: {opdef.name}'s output dim {j} ({t}) depends on "
-                            "input values, and the op declares no shape function "
-                            "(relay.op.register_shape_func)") from None
+        if not self.partial:
+            j, t = unknown[0]
+            raise ShapeFuncError(f"shape program: {opdef.name}'s output dim {j} ({t}) depends "
+                                 "on input values, and the op declares no shape function "
+                                 "(relay.op.register_shape_func)")
         return out
+
+    def _computable(self, dim) -> bool:
+        """Every symbol dim is built from has a register (input dims, call results)."""
+        return not isinstance(dim, Any) or all(
+            atom.key in self.b.atom_regs for atom in dim.atoms() if isinstance(atom, _Symbol))
 
     def _declared_call(self, call: Call, name: str, sf: ShapeFuncDef, arg_types: list,
                        out: Type) -> Type:

@@ -13,7 +13,7 @@ import numpy as np
 from compiler.errors import CompilerError
 from compiler.ir.expr import Tuple, TupleWrapper
 from compiler.ir.types import TensorType, TupleType
-from .registry import OpDef, OpPattern, make_call, register
+from .registry import OpDef, OpPattern, make_call, register, static_or_expr
 from compiler.ir.dims import dim_max, dim_min
 from .type_relations import (as_axis_list, check_arity, dims_agree, divides, fail, holds,
                              is_dyn, known, normalize_axis, shapes_agree, tensor_arg, tuple_arg)
@@ -123,8 +123,12 @@ _injective("reshape", 1, _reshape_rel, _reshape_ref, {"newshape": (), "allowzero
 
 
 def reshape(data, newshape, allowzero=False):
-    """relay.reshape with TVM's special values (0, -1, -2, -3, -4) in newshape."""
-    if isinstance(newshape, (int, np.integer)):
+    """relay.reshape with TVM's special values (0, -1, -2, -3, -4) in newshape; a computed
+    (non-constant) newshape tensor gives dyn.reshape."""
+    newshape, dynamic = static_or_expr(newshape)
+    if dynamic is not None:
+        return make_call("dyn.reshape", [data, dynamic], allowzero=bool(allowzero))
+    if isinstance(newshape, (int, np.integer)) or getattr(newshape, "ndim", 1) == 0:
         newshape = (int(newshape),)
     return make_call("reshape", [data], newshape=tuple(int(v) for v in newshape),
                      allowzero=bool(allowzero))
@@ -367,8 +371,13 @@ _injective("squeeze", 1, _squeeze_rel,
 
 
 def squeeze(data, axis=None):
-    """relay.squeeze: drop the given size-1 axes (all size-1 axes when axis is None)."""
-    return make_call("squeeze", [data], axis=as_axis_list(axis))
+    """relay.squeeze: drop the given size-1 axes (all size-1 axes when axis is None); a
+    computed axis tensor gives dyn.squeeze."""
+    axis, dynamic = static_or_expr(axis)
+    if dynamic is not None:
+        return make_call("dyn.squeeze", [data, dynamic])
+    return make_call("squeeze", [data], axis=as_axis_list(
+        axis.reshape(-1).tolist() if isinstance(axis, np.ndarray) else axis))
 
 
 def _expand_dims_shape(op: str, shape: tuple, axis: int, num: int) -> tuple:
@@ -396,8 +405,13 @@ _injective("expand_dims", 1, _expand_dims_rel,
 
 
 def expand_dims(data, axis, num_newaxis=1):
-    """relay.expand_dims: insert num_newaxis size-1 axes at axis."""
-    return make_call("expand_dims", [data], axis=int(axis), num_newaxis=int(num_newaxis))
+    """relay.expand_dims: insert num_newaxis size-1 axes at axis (dyn.expand_dims for a
+    computed axis)."""
+    axis, dynamic = static_or_expr(axis)
+    if dynamic is not None:
+        return make_call("dyn.expand_dims", [data, dynamic], num_newaxis=int(num_newaxis))
+    return make_call("expand_dims", [data], axis=int(np.asarray(axis).reshape(-1)[0]),
+                     num_newaxis=int(num_newaxis))
 
 
 def _reverse_rel(types, attrs):

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.ir.dims import dim_min
 from compiler.ir.expr import RelayExpr, TupleWrapper, const
 from compiler.ir.types import TensorType, TupleType
-from .registry import OpDef, OpPattern, make_call, register
-from compiler.ir.dims import dim_min
+from .registry import OpDef, OpPattern, make_call, register, static_or_expr
 from .type_relations import (check_arity, fail, holds, is_dyn, known, normalize_axis,
                              require_int, shapes_agree, tensor_arg)
 
@@ -184,8 +184,14 @@ _reg("one_hot", 3, _one_hot_rel, _one_hot_ref, {"depth": 1, "axis": -1, "dtype":
 
 
 def one_hot(indices, on_value, off_value, depth, axis, dtype):
-    """relay.one_hot: on_value where index == position along the new axis, else off_value."""
-    return make_call("one_hot", [indices, on_value, off_value], depth=int(depth), axis=int(axis),
+    """relay.one_hot: on_value where index == position along the new axis, else off_value
+    (dyn.one_hot for a computed depth)."""
+    depth, dynamic = static_or_expr(depth)
+    if dynamic is not None:
+        return make_call("dyn.one_hot", [indices, on_value, off_value, dynamic],
+                         axis=int(axis), dtype=str(dtype))
+    return make_call("one_hot", [indices, on_value, off_value],
+                     depth=int(np.asarray(depth).reshape(-1)[0]), axis=int(axis),
                      dtype=str(dtype))
 
 
@@ -344,7 +350,13 @@ _reg("topk", 1, _topk_rel, _topk_ref,
 
 
 def topk(data, k=1, axis=-1, ret_type="both", is_ascend=False, dtype="int32"):
-    """relay.topk: a TupleWrapper (values, indices) for ret_type='both', else one tensor."""
-    call = make_call("topk", [data], k=int(k), axis=int(axis), ret_type=ret_type,
-                     is_ascend=bool(is_ascend), dtype=dtype)
+    """relay.topk: a TupleWrapper (values, indices) for ret_type='both', else one tensor;
+    dyn.topk for a computed k."""
+    k, dynamic = static_or_expr(k)
+    if dynamic is not None:
+        call = make_call("dyn.topk", [data, dynamic], axis=int(axis), ret_type=ret_type,
+                         is_ascend=bool(is_ascend), dtype=dtype)
+    else:
+        call = make_call("topk", [data], k=int(np.asarray(k).reshape(-1)[0]), axis=int(axis),
+                         ret_type=ret_type, is_ascend=bool(is_ascend), dtype=dtype)
     return TupleWrapper(call, 2) if ret_type == "both" else call

@@ -6,9 +6,10 @@ import math
 import numpy as np
 
 from compiler.errors import CompilerError
+from compiler.ir.dims import Any
 from compiler.ir.expr import Constant, RelayExpr, const
 from compiler.ir.types import TensorType
-from .registry import OpDef, OpPattern, make_call, register
+from .registry import OpDef, OpPattern, ShapeFuncDef, make_call, register, static_or_expr
 from .type_relations import check_arity, fail, int_tuple, tensor_arg
 
 __all__ = ["full", "zeros", "ones", "arange", "shape_of", "ndarray_size"]
@@ -41,15 +42,19 @@ register(OpDef(name="full", num_inputs=1, type_rel=_full_rel, pattern=OpPattern.
 
 
 def _shape(op: str, shape) -> tuple:
-    if isinstance(shape, RelayExpr):
-        raise CompilerError(f"{op}: shape must be static (a tuple of ints), got an expression")
+    if isinstance(shape, np.ndarray):
+        shape = shape.reshape(-1).tolist()
     return int_tuple(op, shape, "shape")
 
 
 def full(fill_value, shape=(), dtype=""):
-    """relay.full: a tensor of `shape` filled with the scalar fill_value (its dtype by default)."""
+    """relay.full: a tensor of `shape` filled with the scalar fill_value (its dtype by default);
+    dyn.full for a computed shape tensor."""
     if not isinstance(fill_value, RelayExpr):
         fill_value = const(fill_value, dtype or None)
+    shape, dynamic = static_or_expr(shape)
+    if dynamic is not None:
+        return make_call("dyn.full", [fill_value, dynamic], dtype=dtype)
     return make_call("full", [fill_value], shape=_shape("full", shape), dtype=dtype)
 
 
@@ -69,12 +74,18 @@ for _name, _value in (("zeros", 0), ("ones", 1)):
 
 
 def zeros(shape, dtype):
-    """relay.zeros(shape, dtype)."""
+    """relay.zeros(shape, dtype) (dyn.zeros for a computed shape tensor)."""
+    shape, dynamic = static_or_expr(shape)
+    if dynamic is not None:
+        return make_call("dyn.zeros", [dynamic], dtype=str(dtype))
     return make_call("zeros", [], shape=_shape("zeros", shape), dtype=str(dtype))
 
 
 def ones(shape, dtype):
-    """relay.ones(shape, dtype)."""
+    """relay.ones(shape, dtype) (dyn.ones for a computed shape tensor)."""
+    shape, dynamic = static_or_expr(shape)
+    if dynamic is not None:
+        return make_call("dyn.ones", [dynamic], dtype=str(dtype))
     return make_call("ones", [], shape=_shape("ones", shape), dtype=str(dtype))
 
 
@@ -90,13 +101,24 @@ def _arange_rel(types, attrs):
     for i, name in enumerate(("start", "stop", "step")):
         if tensor_arg("arange", types, i, name).shape:
             raise fail("arange", f"{name} must be a scalar")
-    n = arange_length(attrs.start, attrs.stop, attrs.step)
-    return TensorType((n,), _dtype_or("arange", attrs.dtype, "float32"))
+    dtype = _dtype_or("arange", attrs.dtype, "float32")
+    if attrs.start is None:  # bounds read from the inputs at run time: the shape function
+        return TensorType((Any(),), dtype)
+    return TensorType((arange_length(attrs.start, attrs.stop, attrs.step),), dtype)
+
+
+def arange_bounds(inputs, attrs) -> tuple:
+    """(start, stop, step): the attributes, or the inputs' values when the bounds are
+    computed (attrs None)."""
+    if attrs.start is None:
+        return tuple(np.asarray(x).reshape(-1)[0].item() for x in inputs)
+    return attrs.start, attrs.stop, attrs.step
 
 
 def _arange_ref(inputs, attrs):
-    n = arange_length(attrs.start, attrs.stop, attrs.step)
-    values = attrs.start + attrs.step * np.arange(n, dtype=np.float64)
+    start, stop, step = arange_bounds(inputs, attrs)
+    n = arange_length(start, stop, step)
+    values = start + step * np.arange(n, dtype=np.float64)
     return values.astype(attrs.dtype)
 
 
@@ -104,11 +126,12 @@ register(OpDef(name="arange", num_inputs=3, type_rel=_arange_rel, pattern=OpPatt
                reference=_arange_ref,
                attrs={"start": 0, "stop": 0, "step": 1,
                       "dtype": "float32"},
-               attrs_type_key="relay.attrs.ArangeAttrs"))
+               attrs_type_key="relay.attrs.ArangeAttrs",
+               shape_func=ShapeFuncDef("arange", (True, True, True))))
 
 
 def _scalar_value(name: str, value, dtype: str):
-    """A Python number from a number or a scalar relay constant (static shapes need values)."""
+    """(Python number or None when computed, expression) of an arange bound."""
     if isinstance(value, Constant):
         array = value.data.numpy()
         if array.shape:
@@ -116,19 +139,20 @@ def _scalar_value(name: str, value, dtype: str):
                                 f"{array.shape}")
         return array.item(), value
     if isinstance(value, RelayExpr):
-        raise CompilerError(f"arange: {name} must be a constant (relay.const or a Python "
-                            f"number) so the output length is static, got a "
-                            f"{type(value).__name__}")
+        return None, value
     return value, const(value, dtype)
 
 
 def arange(start, stop=None, step=None, dtype="float32"):
-    """relay.arange: values start, start + step, ... below stop; arguments must be constants."""
+    """relay.arange: values start, start + step, ... below stop. Constant bounds give a static
+    length; computed (tensor) bounds a dynamic one, read at run time."""
     if stop is None:
         start, stop = 0, start
     step = 1 if step is None else step
     (v0, e0), (v1, e1), (v2, e2) = (_scalar_value(n, v, dtype) for n, v in
                                     (("start", start), ("stop", stop), ("step", step)))
+    if None in (v0, v1, v2):
+        v0 = v1 = v2 = None
     return make_call("arange", [e0, e1, e2], start=v0, stop=v1, step=v2, dtype=str(dtype))
 
 

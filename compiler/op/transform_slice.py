@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.errors import CompilerError
-from compiler.ir.expr import Constant, RelayExpr
-from compiler.ir.types import TensorType
-from .registry import OpDef, OpPattern, make_call, register
 from compiler.ir.dims import dim_max, dim_min
+from compiler.ir.expr import Constant, const
+from compiler.ir.types import TensorType
+from .registry import OpDef, OpPattern, make_call, register, static_or_expr
 from .type_relations import (broadcast_shape, check_arity, dims_agree, fail, holds, int_tuple,
                              is_dyn, known, normalize_axis, tensor_arg)
 
@@ -92,8 +92,21 @@ _injective("strided_slice", 1, _strided_slice_rel,
 
 
 def strided_slice(data, begin, end, strides=None, axes=None, slice_mode="end"):
-    """relay.strided_slice: numpy slicing per axis (bounds clamp; negative values count back)."""
+    """relay.strided_slice: numpy slicing per axis (bounds clamp; negative values count back);
+    computed begin/end/strides tensors give dyn.strided_slice."""
+    parts = [static_or_expr(v) for v in (begin, end, strides)]
+    if any(dynamic is not None for _, dynamic in parts):
+        if axes is not None:
+            raise CompilerError("strided_slice: axes cannot be given with computed begin/end/"
+                                "strides (dyn.strided_slice slices the leading axes)")
+        n = next(len(v) for v, d in parts if d is None and v is not None) \
+            if any(d is None and v is not None for v, d in parts) else None
+        args = [d if d is not None else _int64_const(v if v is not None else [1] * n)
+                for v, d in parts]
+        return make_call("dyn.strided_slice", [data, *args], slice_mode=slice_mode)
+
     def ints(v):
+        v = v.reshape(-1).tolist() if isinstance(v, np.ndarray) else v
         return None if v is None else list(int_tuple("strided_slice", v, "value"))
     return make_call("strided_slice", [data], begin=ints(begin), end=ints(end),
                      strides=ints(strides) if strides else [1], slice_mode=slice_mode,
@@ -124,8 +137,11 @@ _injective("tile", 1, _tile_rel, lambda ins, attrs: np.tile(ins[0], attrs.reps),
 
 
 def tile(data, reps):
-    """relay.tile: numpy.tile semantics."""
-    return make_call("tile", [data], reps=int_tuple("tile", reps, "reps"))
+    """relay.tile: numpy.tile semantics (dyn.tile for a computed reps tensor)."""
+    reps, dynamic = static_or_expr(reps)
+    if dynamic is not None:
+        return make_call("dyn.tile", [data, dynamic])
+    return make_call("tile", [data], reps=int_tuple("tile", _flat(reps), "reps"))
 
 
 def _repeat_rel(types, attrs):
@@ -180,13 +196,21 @@ _injective("broadcast_to", 1, _broadcast_to_rel,
 
 
 def broadcast_to(data, shape):
-    """relay.broadcast_to a static shape: ints, or a relay.Constant holding them (as TVM)."""
-    if isinstance(shape, Constant):
-        shape = shape.data.numpy().reshape(-1).tolist()
-    elif isinstance(shape, RelayExpr):
-        raise CompilerError(f"broadcast_to: shape must be static (ints or a relay.Constant), "
-                            f"got a {type(shape).__name__}; dynamic shapes are not supported")
-    return make_call("broadcast_to", [data], shape=int_tuple("broadcast_to", shape, "shape"))
+    """relay.broadcast_to: ints, a relay.Constant holding them, or (dyn.broadcast_to) a
+    computed shape tensor, as TVM's."""
+    shape, dynamic = static_or_expr(shape)
+    if dynamic is not None:
+        return make_call("dyn.broadcast_to", [data, dynamic])
+    return make_call("broadcast_to", [data], shape=int_tuple("broadcast_to", _flat(shape),
+                                                             "shape"))
+
+
+def _flat(value):
+    return value.reshape(-1).tolist() if isinstance(value, np.ndarray) else value
+
+
+def _int64_const(values) -> Constant:
+    return const(np.asarray(values, dtype="int64").reshape(-1), "int64")
 
 
 def _broadcast_to_like_rel(types, attrs):

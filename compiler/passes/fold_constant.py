@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Callable
 
 import numpy as np
 
@@ -41,7 +42,8 @@ from compiler.ir.module import IRModule
 from compiler.ir.structural import structural_equal, structural_hash
 from compiler.ir.traversal import children, post_order, with_children
 from compiler.ir.type_infer import infer_module
-from compiler.ir.types import TensorType, TupleType, Type
+from compiler.ir.dims import Any as AnyDim
+from compiler.ir.types import TensorType, TupleType, Type, is_dynamic_type
 from compiler.op.compute.lower_function import lower_primitive_function
 from compiler.op.interpreter import apply_op
 from compiler.target import codegen_options
@@ -198,12 +200,19 @@ def _evaluate_by_reference(call: Call, ret: Type) -> RelayExpr | None:
     values = value if isinstance(value, tuple) else (value,)
     types = _output_types(ret)
     if len(values) != len(types) or any(
-            v.shape != t.shape or v.dtype != np.dtype(t.dtype) for v, t in zip(values, types)):
+            not _fits(v.shape, t.shape) or v.dtype != np.dtype(t.dtype)
+            for v, t in zip(values, types)):
         return None
     # NDArray keeps an aligned, writeable, contiguous result as it is and copies the rest
     # (views of the read-only arguments among them)
     consts = [Constant(NDArray(v)) for v in values]
     return consts[0] if isinstance(ret, TensorType) else Tuple(consts)
+
+
+def _fits(shape: tuple, dims: tuple) -> bool:
+    """A concrete shape matches a type's dims (an Any matches any size)."""
+    return len(shape) == len(dims) and all(isinstance(d, AnyDim) or d == s
+                                           for s, d in zip(shape, dims))
 
 
 def _output_types(ty: Type) -> list[TensorType]:
@@ -220,8 +229,13 @@ def evaluate_call(call: Call) -> RelayExpr:
     with PassContext(opt_level=0):  # a fresh context: the user's config must not leak in
         func, consts = _primitive_for(call)
         func = _infer(func)
+        ret = func.body.checked_type
+        if is_dynamic_type(ret):  # a dyn.* op: no kernel without the output shape
+            value = apply_op(call, [_numpy_value(a) for a in call.args])
+            consts = [Constant(NDArray(v)) for v in (value if isinstance(value, tuple)
+                                                      else (value,))]
+            return consts[0] if isinstance(ret, TensorType) else Tuple(consts)
         lib, name = _compile(func)
-    ret = func.body.checked_type
     out_types = _output_types(ret)
     outputs = [empty(t.shape, t.dtype) for t in out_types]
     inputs = [c.data for c in consts]
@@ -273,8 +287,9 @@ def _fold_call(call: Call, old: Call) -> RelayExpr:
     return evaluate_call(call)
 
 
-def fold_constant(func: Function) -> Function:
-    """Fold the constant parts of `func` (unchanged if it is Primitive)."""
+def fold_constant(func: Function, keep: Callable[[Call], bool] | None = None) -> Function:
+    """Fold the constant parts of `func` (unchanged if it is Primitive); calls for which
+    keep(call) is true stay (DynamicToStatic keeps dyn.* calls to make them static)."""
     if func.is_primitive:
         return func
     memo: dict = {}
@@ -296,17 +311,17 @@ def fold_constant(func: Function) -> Function:
                 let_values[node.var] = value  # uses in the body (visited next) see the value
             continue
         stack.pop()
-        memo[node] = _rebuild(node, new, let_values)
+        memo[node] = _rebuild(node, new, let_values, keep)
     return memo[func]
 
 
-def _rebuild(node: RelayExpr, new: list, let_values: dict) -> RelayExpr:
+def _rebuild(node: RelayExpr, new: list, let_values: dict, keep) -> RelayExpr:
     kind = type(node)
     if kind is Let and node.var in let_values:
         return new[2]
     rebuilt = with_children(node, new) if new else node
     if kind is Call:
-        return _fold_call(rebuilt, node)
+        return rebuilt if keep is not None and keep(rebuilt) else _fold_call(rebuilt, node)
     if kind is If and type(rebuilt.cond) is Constant:
         taken = bool(np.asarray(rebuilt.cond.data.numpy()).reshape(-1)[0])
         return rebuilt.true_branch if taken else rebuilt.false_branch

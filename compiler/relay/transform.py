@@ -6,6 +6,7 @@ from compiler.passes.alter_op_layout import AlterOpLayout  # noqa: F401
 from compiler.passes.annotate_spans import AnnotateSpans  # noqa: F401
 from compiler.passes.backward_fold_scale_axis import BackwardFoldScaleAxis  # noqa: F401
 from compiler.passes.dead_code import DeadCodeElimination  # noqa: F401
+from compiler.passes.dynamic_to_static import DynamicToStatic  # noqa: F401
 from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr  # noqa: F401
 from compiler.passes.fold_constant import FoldConstant  # noqa: F401
 from compiler.passes.fold_scale_axis import FoldScaleAxis  # noqa: F401

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from compiler.ir.types import TensorType, TupleType
 from compiler.op.tensor import _BINARY, _BITWISE, _COMPARE, _UNARY
 
@@ -37,10 +39,14 @@ class Example:
     static_args: tuple = ()
     # dims of 1 stay static: which dims are 1 decides the output rank (squeeze, axis=None)
     keep_ones: bool = False
+    # input index -> value, for ops whose output shape depends on input values (dyn.*)
+    values: dict = field(default_factory=dict)
 
 
-def E(op, *args, static_args=(), keep_ones=False, **attrs):  # noqa: N802
-    return Example(op, list(args), attrs, tuple(static_args), keep_ones)
+def E(op, *args, static_args=(), keep_ones=False, values=None, **attrs):  # noqa: N802
+    values = values or {}
+    return Example(op, list(args), attrs, tuple(static_args) + tuple(values), keep_ones,
+                   {i: np.asarray(v, dtype=args[i].dtype) for i, v in values.items()})
 
 
 _CONV = dict(strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
@@ -185,11 +191,31 @@ EXAMPLES: list = [
     E("broadcast_to_like", T(3, 1), T(2, 3, 4)),
     E("zeros", shape=(2, 3), dtype="float32"), E("ones", shape=(4,), dtype="int32"),
     E("full", T(), shape=(2, 3), dtype="float32"),
-    E("arange", T(), T(), T(), dtype="float32", static_args=(0, 1, 2)),
+    E("arange", T(), T(), T(), start=0.0, stop=5.0, step=1.0, dtype="float32",
+      static_args=(0, 1, 2)),
+    E("arange", T(), T(), T(), start=None, stop=None, step=None, dtype="float32",
+      values={0: 1.0, 1: 7.5, 2: 2.0}),
     E("shape_of", T(2, 3), dtype="int64"), E("ndarray_size", T(2, 3), dtype="int32"),
     E("trilu", T(4, 5), I(), upper=True, static_args=(1,)),
     E("layout_transform", T(1, 8, 4, 4), src_layout="NCHW", dst_layout="NCHW4c"),
     E("layout_transform", T(1, 2, 4, 4, 4), src_layout="NCHW4c", dst_layout="NCHW"),
+    # dyn.*: the shape-like inputs are tensors whose values the shape depends on
+    E("dyn.reshape", T(4, 6), L(3), values={1: [2, -1, 3]}),
+    E("dyn.reshape", T(4, 6), L(2), values={1: [0, 6]}),
+    E("dyn.broadcast_to", T(3, 1), L(3), values={1: [2, 3, 4]}),
+    E("dyn.strided_slice", T(5, 6, 7), L(2), L(2), L(2),
+      values={1: [1, 0], 2: [4, 6], 3: [1, 2]}),
+    E("dyn.strided_slice", T(5, 6), L(1), L(1), L(1), values={1: [4], 2: [-6], 3: [-2]}),
+    E("dyn.tile", T(2, 3), L(3), values={1: [2, 1, 2]}),
+    E("dyn.zeros", L(2), dtype="float32", values={0: [2, 3]}),
+    E("dyn.ones", L(1), dtype="int32", values={0: [4]}),
+    E("dyn.full", T(), L(2), values={1: [2, 3]}),
+    E("dyn.topk", T(2, 7), I(), axis=-1, ret_type="both", values={1: 3}),
+    E("dyn.one_hot", I(3, 2), T(), T(), I(), axis=-1, dtype="float32", values={3: 5}),
+    E("dyn.expand_dims", T(2, 3), I(), num_newaxis=2, values={1: 1}),
+    E("dyn.squeeze", T(2, 1, 3, 1), L(1), keep_ones=True, values={1: [1]}),
+    E("dyn.nn.pad", T(2, 3, 4), L(3, 2), T(), values={1: [[0, 0], [1, 2], [2, 1]]}),
+    E("dyn.nn.upsampling", T(1, 3, 4, 5), T(), T(), values={1: 2.0, 2: 3.0}),
 ]
 
 

@@ -109,6 +109,27 @@ def _perturb(rng, shape, dynamic, keep_ones):
     return tuple(out)
 
 
+def _expected_shapes(example, shapes, rng):
+    """The output shapes at these input shapes: the relation's, or for an op whose shapes
+    depend on values (example.values), those of its reference run on random data."""
+    it = iter(shapes)
+    if not example.values:
+        args = [_with_dims(a, [next(it) for _ in flatten_types(a)]) for a in example.args]
+        return [tuple(t.shape) for t in flatten_types(_relation(example, args))]
+    inputs = []
+    for i, arg in enumerate(example.args):
+        if i in example.values:
+            next(it)
+            inputs.append(example.values[i])
+            continue
+        arrays = [rng.integers(0, 3, size=next(it)).astype(t.dtype)
+                  for t in flatten_types(arg)]
+        inputs.append(tuple(arrays) if isinstance(arg, TupleType) else arrays[0])
+    opdef = get_def(example.op)
+    out = opdef.reference(inputs, make_attrs(opdef, example.attrs))
+    return [tuple(o.shape) for o in (out if isinstance(out, tuple) else (out,))]
+
+
 @pytest.mark.parametrize("example", EXAMPLES, ids=IDS)
 def test_shape_function_agrees_with_the_relation(example):
     prog, types = _program_of(example)
@@ -116,22 +137,23 @@ def test_shape_function_agrees_with_the_relation(example):
     concrete = [t for a in example.args for t in flatten_types(a)]
     dyn_flags = [[isinstance(d, Any) for d in t.shape] for ty in types
                  for t in flatten_types(ty)]
-    static_out = [t.shape for t in flatten_types(_relation(example, example.args))]
-    assert prog.evaluate([t.shape for t in concrete]) == [tuple(s) for s in static_out]
+    values = {prog_index: example.values[i] for prog_index, i in
+              enumerate(i for i, a in enumerate(example.args) for _ in flatten_types(a))
+              if i in example.values}
     rng = np.random.default_rng(sum(map(ord, example.op)))
+    base = [t.shape for t in concrete]
+    assert prog.evaluate(base, values) == _expected_shapes(example, base, rng)
     for _ in range(25):
         shapes = [_perturb(rng, t.shape, f, example.keep_ones) for t, f in zip(concrete, dyn_flags)]
-        it = iter(shapes)
-        args = [_with_dims(a, [next(it) for _ in flatten_types(a)]) for a in example.args]
         try:
-            want = [tuple(t.shape) for t in flatten_types(_relation(example, args))]
-        except (CompilerError, ValueError, TypeError, ZeroDivisionError) as err:
+            want = _expected_shapes(example, shapes, rng)
+        except (CompilerError, ValueError, TypeError, ZeroDivisionError, IndexError) as err:
             with pytest.raises(ShapeError):
-                got = prog.evaluate(shapes)
+                got = prog.evaluate(shapes, values)
                 raise AssertionError(f"{example.op}: the relation rejects {shapes} ({err}) but "
                                      f"the shape program gives {got}")
             continue
-        assert prog.evaluate(shapes) == want, f"{example.op} on {shapes}"
+        assert prog.evaluate(shapes, values) == want, f"{example.op} on {shapes}"
 
 
 def test_every_op_has_an_example():

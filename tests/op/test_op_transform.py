@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.op._opcheck import check, infer
+from tests.op._opcheck import check, infer, reference
 from compiler.errors import CompilerError, TypeInferenceError
 from compiler.ir.expr import Tuple, TupleWrapper, const, var
 from compiler.ir.types import TensorType, TupleType
@@ -207,8 +207,10 @@ def test_init_ops():
                                [1, 1.25, 1.5, 1.75])
     out = check(T.arange(5, dtype="int32"), *[np.array(v, "int32") for v in (0, 5, 1)])
     np.testing.assert_array_equal(out, np.arange(5))
-    with pytest.raises(CompilerError, match="arange: stop must be a constant"):
-        T.arange(x(()))
+    dynamic = T.arange(x(()))  # a computed stop: the length is known at run time (TVM's)
+    assert dynamic.attrs.stop is None and str(infer(dynamic)) == "Tensor[(?), float32]"
+    np.testing.assert_array_equal(
+        reference(dynamic, *[np.array(v, "f4") for v in (0, 3.5, 1)]), [0, 1, 2, 3])
     sh = T.shape_of(x((2, 3, 4)))
     np.testing.assert_array_equal(check(sh, np.zeros((2, 3, 4), "f4")), [2, 3, 4])
     assert check(T.ndarray_size(x((2, 3)), "int64"), np.zeros((2, 3), "f4")) == 6

@@ -186,11 +186,15 @@ def _topk(inputs, attrs, out_type):
 
 @rule("arange")
 def _arange(inputs, attrs, out_type):
-    start, step = float(attrs.start), float(attrs.step)
+    """start + step * i; bounds computed at run time (attrs None) are read from the inputs."""
+    if attrs.start is None:
+        start, step = (tir.cast(scalar(t), "float64") for t in (inputs[0], inputs[2]))
+    else:
+        start, step = tir.const(float(attrs.start), "float64"), tir.const(float(attrs.step),
+                                                                          "float64")
     dt = out_type.dtype
-    return te.compute(out_type.shape, lambda i: tir.cast(
-        tir.const(start, "float64") + tir.const(step, "float64") * tir.cast(i, "float64"), dt),
-        name="T_arange")
+    return te.compute(out_type.shape, lambda i: tir.cast(start + step * tir.cast(i, "float64"),
+                                                         dt), name="T_arange")
 
 
 @rule("shape_of")

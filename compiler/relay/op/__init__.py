@@ -8,3 +8,4 @@ from . import op  # noqa: F401,E402
 from .op import (OpPattern, get, register, register_compute, register_op_attr,  # noqa: F401
                  register_pattern, register_shape_func, register_stateful)
 from .. import annotation, image, nn, vision  # noqa: F401,E402
+from . import dyn  # noqa: F401,E402
