@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from compiler.errors import CompilerError, OpNotImplemented
+from compiler.ir.dims import Any as AnyDim
 from compiler.ir.expr import Constant, Function, RelayExpr, Tuple, Var
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order
@@ -26,6 +27,7 @@ from .onnx_ops import find_converter
 from .onnx_ops.bfloat16 import check_bfloat16
 from .onnx_ops.common import (DEFAULT_DOMAIN, FrontendError, NodeContext, OptionalValue,
                               canonical_domain, const, infer_type, onnx_dtype)
+from .onnx_symbolic import symbolic_values
 
 
 # What a converter's unchecked corner raises (numpy shape errors, int("last"), a short list...):
@@ -116,6 +118,8 @@ class GraphConverter:
         self.types: dict = {}
         self.param_values: dict = {}  # param Var -> numpy value (for static_value)
         self._static: dict = {}
+        self._symbolic: dict = {}  # expr -> value with Any dims (onnx_symbolic), or None
+        self.dim_symbols: dict = {}  # dim_param name -> its relay.Any, shared by the inputs
 
     def subgraph(self, graph_proto, inputs: list, where: str) -> list:
         """Convert a subgraph whose declared inputs take the expressions `inputs` (Vars of
@@ -158,6 +162,11 @@ class GraphConverter:
         value = Interpreter().eval(expr, env)
         self._static[expr] = value
         return value
+
+    def symbolic_value(self, expr: RelayExpr) -> np.ndarray | None:
+        """The value of a shape-like expression: ints, or an object array holding Any where
+        a dim is dynamic (onnx_symbolic); None when it depends on data."""
+        return symbolic_values(expr, self._symbolic, self.types, self.static_value)
 
     def fold(self, expr: RelayExpr, where: str) -> RelayExpr:
         """Replace an expression over constants only by its value."""
@@ -231,21 +240,23 @@ class GraphConverter:
         return self.dtype if isinstance(self.dtype, str) else "float32"
 
     def _tensor_input_type(self, ttype, name: str) -> TensorType:
+        """Dims with a dim_param or no value are relay.Any (one symbol per dim_param name, so
+        inputs sharing 'batch' share the dim); shape= pins dims (None or -1 there: dynamic)."""
         dtype = self._input_dtype(ttype, name)
         if name in self.shape:
-            return TensorType(tuple(int(d) for d in self.shape[name]), dtype)
+            return TensorType(tuple(AnyDim() if d is None or int(d) < 0 else int(d)
+                                    for d in self.shape[name]), dtype)
+        if not ttype.HasField("shape"):
+            raise FrontendError(f"graph input {name!r} has no shape (not even a rank); give it "
+                                f"with shape={{{name!r}: (...)}}")
         dims = []
-        for i, dim in enumerate(ttype.shape.dim):
+        for dim in ttype.shape.dim:
             if dim.HasField("dim_value") and dim.dim_value >= 0:
                 dims.append(int(dim.dim_value))
+            elif dim.dim_param:
+                dims.append(self.dim_symbols.setdefault(dim.dim_param, AnyDim(dim.dim_param)))
             else:
-                label = dim.dim_param or "?"
-                raise FrontendError(f"graph input {name!r} has an unknown dimension {i} "
-                                    f"({label!r}); give its static shape with "
-                                    f"shape={{{name!r}: (...)}}")
-        if not ttype.HasField("shape"):
-            raise FrontendError(f"graph input {name!r} has no shape; give it with "
-                                f"shape={{{name!r}: (...)}}")
+                dims.append(AnyDim())
         return TensorType(tuple(dims), dtype)
 
     def _bind_graph_inputs(self) -> tuple[list, dict]:

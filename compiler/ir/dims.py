@@ -224,9 +224,24 @@ class Any:
                 return Any._make(self.const // value, {a: c // value for a, c in self.terms})
         elif not isinstance(other, Any):
             return NotImplemented
-        elif other == self:
-            return _one()
+        else:
+            ratio = self._ratio(other)
+            if ratio is not None:
+                return _int(ratio)
         return Any._atom("floordiv", self, other)
+
+    def _ratio(self, other: Any) -> int | None:
+        """k when self == k * other exactly (4*s // s is 4), else None."""
+        if len(self.terms) != len(other.terms) or not other.terms:
+            return None
+        (atom, c), (atom2, c2) = self.terms[0], other.terms[0]
+        if c % c2:
+            return None
+        k = c // c2
+        if self.const != k * other.const or any(
+                a.key != b.key or x != k * y for (a, x), (b, y) in zip(self.terms, other.terms)):
+            return None
+        return k
 
     def __rfloordiv__(self, other):
         if _as_int(other) is None:
@@ -242,7 +257,7 @@ class Any:
                 return _int(0)
         elif not isinstance(other, Any):
             return NotImplemented
-        elif other == self:
+        elif self._ratio(other) is not None:
             return _int(0)
         return Any._atom("floormod", self, other)
 

@@ -19,7 +19,8 @@ import numpy as np
 from compiler.ir.expr import RelayExpr, TupleWrapper, const
 from compiler.ir.types import TensorType, TupleType
 from .registry import OpDef, OpPattern, make_call, register
-from .type_relations import check_arity, fail, require_float, require_int, tensor_arg
+from .type_relations import (check_arity, dims_agree, fail, require_float, require_int,
+                             tensor_arg)
 
 __all__ = ["all_class_non_max_suppression"]
 
@@ -28,7 +29,8 @@ OP = "vision.all_class_non_max_suppression"
 
 def _scalar_arg(types, index: int, name: str) -> TensorType:
     ty = tensor_arg(OP, types, index, name)
-    if int(np.prod(ty.shape, dtype=np.int64)) != 1 or len(ty.shape) > 1:
+    if len(ty.shape) > 1 or (ty.shape and not dims_agree(OP, ty.shape[0], 1, f"{name} must "
+                                                         "hold one value")):
         raise fail(OP, f"{name} must be a scalar or a 1-element vector, got shape {ty.shape}")
     return ty
 
@@ -37,10 +39,13 @@ def _nms_rel(types, attrs):
     check_arity(OP, types, 5)
     boxes, scores = tensor_arg(OP, types, 0, "boxes"), tensor_arg(OP, types, 1, "scores")
     require_float(OP, boxes, "boxes")
-    if len(boxes.shape) != 3 or boxes.shape[2] != 4:
+    if len(boxes.shape) != 3 or not dims_agree(OP, boxes.shape[2], 4, "boxes dim 2 must be 4"):
         raise fail(OP, f"boxes must be (batch, boxes, 4), got {boxes.shape}")
-    if len(scores.shape) != 3 or scores.shape[0] != boxes.shape[0] or \
-            scores.shape[2] != boxes.shape[1] or scores.dtype != boxes.dtype:
+    if len(scores.shape) != 3 or scores.dtype != boxes.dtype or \
+            not dims_agree(OP, scores.shape[0], boxes.shape[0], "scores and boxes must agree "
+                                                                "on the batch") or \
+            not dims_agree(OP, scores.shape[2], boxes.shape[1], "scores must have one score "
+                                                                "per box"):
         raise fail(OP, f"scores must be (batch, classes, boxes) = ({boxes.shape[0]}, C, "
                        f"{boxes.shape[1]}) {boxes.dtype}, got {scores.shape} {scores.dtype}")
     require_int(OP, _scalar_arg(types, 2, "max_output_boxes_per_class"),
@@ -49,7 +54,7 @@ def _nms_rel(types, attrs):
         require_float(OP, _scalar_arg(types, index, name), name)
     if attrs.output_format != "onnx":
         raise fail(OP, f"output_format must be 'onnx', got {attrs.output_format!r}")
-    rows = int(scores.shape[0]) * int(scores.shape[1]) * int(scores.shape[2])
+    rows = scores.shape[0] * scores.shape[1] * scores.shape[2]
     return TupleType([TensorType((rows, 3), "int64"), TensorType((1,), "int64")])
 
 

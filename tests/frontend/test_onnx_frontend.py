@@ -6,6 +6,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from compiler import relay
 from compiler.errors import CompilerError, OpNotImplemented
 from compiler.frontend import from_onnx
 from compiler.op.interpreter import evaluate
@@ -77,11 +78,13 @@ def test_shape_override_and_unknown_name_error():
         from_onnx(model, shape={"nope": (1,)})
 
 
-def test_unknown_dim_asks_for_shape():
+def test_unknown_dim_imports_as_any_and_shape_pins_it():
     node = helper.make_node("Relu", ["x"], ["y"])
     model = _model([node], [_tensor("x", ["batch", 4])], [_tensor("y", ["batch", 4])])
-    with pytest.raises(CompilerError, match=r"'x'.*unknown dimension 0.*shape=\{'x'"):
-        from_onnx(model)
+    mod, _ = from_onnx(model)
+    assert str(mod["main"].params[0].type_annotation) == "Tensor[(?, 4), float32]"
+    mod, _ = from_onnx(model, shape={"x": (2, 4)})
+    assert str(mod["main"].params[0].type_annotation) == "Tensor[(2, 4), float32]"
 
 
 def test_all_missing_ops_reported_at_once():
@@ -124,12 +127,14 @@ def test_shape_chain_over_params_is_static_without_freezing():
     assert [p.name_hint for p in mod["main"].params] == ["x"]  # the unused shape param is dropped
 
 
-def test_dynamic_shape_input_is_a_clear_error():
+def test_a_shape_input_known_at_run_time_imports_as_a_dyn_op_the_graph_executor_refuses():
     nodes = [helper.make_node("Reshape", ["x", "s"], ["y"])]
     model = _model(nodes, [_tensor("x", [2, 6]), _tensor("s", [2], TensorProto.INT64)],
                    [_tensor("y", [4, 3])])
-    with pytest.raises(CompilerError, match="Reshape.*static.*shape"):
-        from_onnx(model)
+    mod, params = from_onnx(model)
+    assert "dyn.reshape(%x, %s)" in str(mod)
+    with pytest.raises(CompilerError, match="dynamic shapes.*VM"):
+        relay.build(mod, params=params)
 
 
 def test_int64_constants_stay_int64():

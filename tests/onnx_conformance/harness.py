@@ -193,9 +193,10 @@ def _structure(model, feeds: dict) -> dict:
     return shape
 
 
-def _convert(case, inputs: list, as_written: bool):
+def _convert(case, inputs: list, as_written: bool, static_only: bool = False):
     """from_onnx on the case's model (unless as_written, specializing inputs that must be
-    static); also the feeds and the names of the inputs fixed."""
+    static, and for a static-shape executor the inputs that decide a shape); also the feeds
+    and the names of the inputs fixed."""
     from compiler.frontend import from_onnx
     from compiler.frontend.onnx_ops.common import StaticInputRequired
     names = _input_names(case.model)
@@ -206,12 +207,31 @@ def _convert(case, inputs: list, as_written: bool):
         model = specialize(case.model, fixed) if fixed else case.model
         try:
             mod, params = from_onnx(model, shape=shape, freeze_params=bool(fixed))
-            return mod, params, {n: v for n, v in feeds.items()
-                                 if n not in fixed and v is not None}, fixed
         except StaticInputRequired as err:
             if as_written or err.value_name not in feeds or err.value_name in fixed:
                 raise
             fixed[err.value_name] = feeds[err.value_name]
+            continue
+        wanted = set() if as_written or not static_only else \
+            _shape_value_inputs(mod) & set(feeds) - set(fixed)
+        if not wanted:
+            return mod, params, {n: v for n, v in feeds.items()
+                                 if n not in fixed and v is not None}, fixed
+        fixed.update({n: feeds[n] for n in wanted})
+
+
+def _shape_value_inputs(mod) -> set:
+    """Graph inputs whose values decide a shape (the value inputs of dyn.* ops and other ops
+    with a declared shape function): a static-shape executor needs them frozen."""
+    from compiler.ir.expr import Call, Op, Var
+    from compiler.ir.traversal import post_order
+    names = set()
+    for node in post_order(mod["main"].body):
+        if type(node) is Call and type(node.op) is Op and node.op.op_def.shape_func is not None:
+            for i, arg in enumerate(node.args):
+                if node.op.op_def.shape_func.reads_value(i):
+                    names |= {v.name_hint for v in post_order(arg) if type(v) is Var}
+    return names
 
 
 def run_case(case, executor: str | None = None, as_written: bool = False) -> tuple[str, str]:
@@ -222,7 +242,7 @@ def run_case(case, executor: str | None = None, as_written: bool = False) -> tup
     try:
         for index, (inputs, expected) in enumerate(case.data_sets):
             mod, params, feeds, fixed = _convert(case, [_as_value(i) for i in inputs],
-                                                 as_written)
+                                                 as_written, run is _run_graph)
             with np.errstate(all="ignore"):
                 outputs = run(mod, params, feeds)
             expected = _leaves([_as_value(e) for e in expected])

@@ -199,6 +199,10 @@ EXAMPLES: list = [
     E("trilu", T(4, 5), I(), upper=True, static_args=(1,)),
     E("layout_transform", T(1, 8, 4, 4), src_layout="NCHW", dst_layout="NCHW4c"),
     E("layout_transform", T(1, 2, 4, 4, 4), src_layout="NCHW4c", dst_layout="NCHW"),
+    E("unique", T(6), sorted=True, return_counts=True),
+    E("unique", T(5, 3), sorted=False),
+    E("vision.all_class_non_max_suppression", T(1, 6, 4), T(1, 2, 6), I(), T(), T(),
+      output_format="onnx", static_args=(2, 3, 4)),
     # dyn.*: the shape-like inputs are tensors whose values the shape depends on
     E("dyn.reshape", T(4, 6), L(3), values={1: [2, -1, 3]}),
     E("dyn.reshape", T(4, 6), L(2), values={1: [0, 6]}),

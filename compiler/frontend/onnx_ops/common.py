@@ -7,11 +7,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from compiler.errors import CompilerError
+from compiler.ir.dims import Any as AnyDim
 from compiler.ir.expr import Call, Constant, Op, RelayExpr, Tuple, TupleGetItem, Var
 from compiler.ir.expr import const as relay_const
 from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType, TupleType, Type
 from compiler.op.registry import VARIADIC, get_def, make_call
+from compiler.op.transform import infer_newshape
+from compiler.op.type_relations import broadcast_shape
 
 DEFAULT_DOMAIN = ""
 _DEFAULT_DOMAIN_ALIASES = ("", "ai.onnx")
@@ -269,9 +272,24 @@ class NodeContext:
     def maybe_value(self, expr: RelayExpr | None) -> np.ndarray | None:
         return None if expr is None else self.graph.static_value(expr)
 
+    def symbolic_value(self, expr: RelayExpr | None) -> np.ndarray | None:
+        """A shape-like input's value: ints, an object array with relay.Any for dims known
+        only at run time, or None when it depends on data (compiler.frontend.onnx_symbolic)."""
+        return None if expr is None else self.graph.symbolic_value(expr)
+
+    def reshape(self, x: RelayExpr, shape: Sequence) -> RelayExpr:
+        """reshape(x, shape) where shape may hold relay.Any dims of x's (as reshape codes)."""
+        return reshape(x, shape, self.shape(x) if any(isinstance(d, AnyDim) for d in shape)
+                       else None)
+
     def broadcast_shapes(self, *named: tuple[str, Sequence[int]]) -> tuple:
-        """numpy broadcasting of static (label, shape) pairs; an error naming the node and the
-        shapes when they clash."""
+        """numpy broadcasting of (label, shape) pairs; an error naming the node and the shapes
+        when they clash. Dynamic dims broadcast as the type relations do."""
+        if any(isinstance(d, AnyDim) for _, shape in named for d in shape):
+            try:
+                return broadcast_shape(self.node.op_type, *(shape for _, shape in named))
+            except CompilerError as err:
+                raise self.error(str(err)) from None
         shapes = [tuple(int(d) for d in shape) for _, shape in named]
         listed = " and ".join(f"{label} {shape}" for (label, _), shape in zip(named, shapes))
         if any(d < 0 for shape in shapes for d in shape):
@@ -350,23 +368,87 @@ def norm_axis(ctx: NodeContext, axis: int, rank: int, what: str = "axis") -> int
     return axis + rank if axis < 0 else axis
 
 
+def static_ints(value) -> list | None:
+    """A shape-like value's entries as ints; None when it is unknown or holds a symbol."""
+    if value is None or (isinstance(value, np.ndarray) and value.dtype == object and
+                         any(not isinstance(v, (int, np.integer)) for v in value.reshape(-1))):
+        return None
+    return as_ints(value)
+
+
 def as_ints(values: Sequence) -> list:
     return [int(v) for v in np.asarray(values).reshape(-1).tolist()]
 
 
 def num_elements(shape: Sequence[int]) -> int:
-    """The element count of a static shape (1 for a scalar)."""
+    """The element count of a shape (1 for a scalar; an expression when a dim is dynamic)."""
+    if any(isinstance(d, AnyDim) for d in shape):
+        total = 1
+        for d in shape:
+            total = total * d
+        return total
     return int(np.prod(shape, dtype=np.int64))
 
 
-def reshape(x: RelayExpr, shape: Sequence[int]) -> Call:
+def reshape(x: RelayExpr, shape: Sequence, in_shape: Sequence | None = None) -> Call:
     """Reshape to a static ONNX-style target: a 0 is an empty dim, never "copy the input's".
 
     A -1 is still inferred, which only works when no other dim is 0: with an empty input the
-    caller computes every dim itself.
+    caller computes every dim itself. A target holding dynamic dims (relay.Any) of the
+    input's shape `in_shape` becomes reshape codes (0 copies, -3 merges two, -1 infers).
     """
+    if in_shape is not None:
+        empty = any(not isinstance(d, AnyDim) and int(d) == 0 for d in shape)
+        codes = reshape_codes(tuple(in_shape), list(shape), allowzero=empty)
+        if codes is None:
+            raise FrontendError(f"cannot express the reshape of {tuple(in_shape)} to "
+                                f"{tuple(shape)} statically")
+        return op("reshape", x, newshape=codes, allowzero=empty)
     newshape = [int(s) for s in shape]
     return op("reshape", x, newshape=newshape, allowzero=0 in newshape)
+
+
+def reshape_codes(shape: tuple, target: list, allowzero: bool = False) -> list | None:
+    """Reshape codes (TVM's: 0 copies a dim, -3 merges two, -1 infers one, ints as they are)
+    turning `shape` into exactly `target`, whose dims may be symbols (relay.Any) built from
+    shape's; None when the symbols do not allow it."""
+    codes, src, i = [], 0, 0
+    inferred = any(not isinstance(t, AnyDim) and int(t) == -1 for t in target)
+    while i < len(target):
+        t, nxt = target[i], target[i + 1] if i + 1 < len(target) else None
+        here = shape[src] if src < len(shape) else None
+        pair = shape[src] * shape[src + 1] if src + 1 < len(shape) else None
+        split = isinstance(t, AnyDim) != isinstance(nxt, AnyDim) and nxt is not None and \
+            here is not None and isinstance(here, AnyDim) and here == t * nxt
+        if isinstance(t, AnyDim) and not allowzero and here is not None and t == here:
+            codes.append(0)
+            src += 1
+        elif isinstance(t, AnyDim) and pair is not None and t == pair:
+            codes.append(-3)
+            src += 2
+        elif split:  # one dynamic dim split into a symbol and a static factor
+            codes += [-4, -1, int(nxt)] if isinstance(t, AnyDim) else [-4, int(t), -1]
+            src += 1
+            i += 1
+        elif not isinstance(t, AnyDim):
+            codes.append(int(t))
+            src += 1
+        elif not inferred:
+            codes.append(-1)
+            inferred = True
+            src += 1
+        else:
+            return None
+        i += 1
+    try:
+        out = infer_newshape("reshape", tuple(shape), tuple(codes), allowzero)
+    except (CompilerError, TypeError, ZeroDivisionError):
+        return None
+    if len(out) != len(target) or any(
+            o != t for o, t in zip(out, target) if isinstance(t, AnyDim) or int(t) > 0 or
+            (int(t) == 0 and allowzero)):
+        return None
+    return codes
 
 
 def cast(x: RelayExpr, ctx: NodeContext, dtype: str) -> RelayExpr:

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 
+from compiler.ir.dims import Any as AnyDim
 from compiler.op.window import pool_counts
 from .common import NodeContext, const, converter, norm_axis, num_elements, op, reshape
 
@@ -337,9 +338,9 @@ def _matmul(ctx, inputs):
     a, b = inputs
     sa, sb = ctx.shape(a), ctx.shape(b)
     if len(sa) == 1:
-        a, sa = reshape(a, [1, sa[0]]), (1, sa[0])
+        a, sa = ctx.reshape(a, [1, sa[0]]), (1, sa[0])
     if len(sb) == 1:
-        b, sb = reshape(b, [sb[0], 1]), (sb[0], 1)
+        b, sb = ctx.reshape(b, [sb[0], 1]), (sb[0], 1)
     batch_dims = ctx.broadcast_shapes(("A's batch dimensions", sa[:-2]),
                                       ("B's batch dimensions", sb[:-2]))
     out_shape = list(batch_dims) + [sa[-2], sb[-1]]
@@ -350,16 +351,24 @@ def _matmul(ctx, inputs):
         produced = [*sa[:-1], sb[-1]]
     else:
         batch = out_shape[:-2]
-        a3 = reshape(_broadcast(a, sa, batch), [num_elements(batch), sa[-2], sa[-1]])
-        b3 = reshape(_broadcast(b, sb, batch), [num_elements(batch), sb[-2], sb[-1]])
-        out = op("nn.batch_matmul", a3, b3, out_dtype="", transpose_a=False, transpose_b=False)
-        produced = [num_elements(batch), sa[-2], sb[-1]]
+        n = num_elements(batch)
+        out = op("nn.batch_matmul", _flat_batch(a, sa, batch, n), _flat_batch(b, sb, batch, n),
+                 out_dtype="", transpose_a=False, transpose_b=False)
+        produced = [n, sa[-2], sb[-1]]
     final = list(out_shape)
     if len(ctx.shape(inputs[0])) == 1:
         final.pop(-2)
     if len(ctx.shape(inputs[1])) == 1:
         final.pop(-1)
-    return out if produced == final else reshape(out, final)
+    return out if produced == final else ctx.reshape(out, final)
+
+
+def _flat_batch(x, shape, batch, n):
+    """x broadcast to batch + shape[-2:], its batch dims merged into one of n."""
+    full = list(batch) + list(shape[-2:])
+    target = [n, shape[-2], shape[-1]]
+    return reshape(_broadcast(x, shape, batch), target,
+                   full if any(isinstance(d, AnyDim) for d in target) else None)
 
 
 def _broadcast(x, shape, batch):

@@ -104,12 +104,18 @@ converter("ArgMax")(_arg("argmax"))
 converter("ArgMin")(_arg("argmin"))
 
 
-def _topk(ctx: NodeContext, inputs, k: int):
+def _topk(ctx: NodeContext, inputs, k):
+    """k an int, or (known at run time) the K tensor: dyn.topk."""
     x = inputs[0]
     axis = norm_axis(ctx, int(ctx.attr("axis", -1)), ctx.rank(x))
     largest = bool(ctx.attr("largest", 1))
-    out = op("topk", x, k=k, axis=axis, ret_type="both", is_ascend=not largest,
-             dtype="int64")
+    if isinstance(k, int):
+        out = op("topk", x, k=k, axis=axis, ret_type="both", is_ascend=not largest,
+                 dtype="int64")
+    else:
+        k = op("reshape", k, newshape=[], allowzero=False) if ctx.rank(k) else k
+        out = op("dyn.topk", x, k, axis=axis, ret_type="both", is_ascend=not largest,
+                 dtype="int64")
     return [TupleGetItem(out, 0), TupleGetItem(out, 1)]
 
 
@@ -120,4 +126,5 @@ def _topk_v1(ctx, inputs):
 
 @converter("TopK", since=10)
 def _topk_v10(ctx, inputs):
-    return _topk(ctx, inputs, int(np.asarray(ctx.value(inputs[1], "K")).reshape(-1)[0]))
+    k = ctx.maybe_value(inputs[1])
+    return _topk(ctx, inputs, inputs[1] if k is None else int(np.asarray(k).reshape(-1)[0]))

@@ -1,12 +1,16 @@
-"""Shape and data-movement ONNX ops; shape-valued inputs must be static after folding."""
+"""Shape and data-movement ONNX ops. Shape-valued inputs that fold to constants give the
+static ops; those known only at run time go through dynamic_shapes (static ops where the
+symbols allow, dyn.* ops otherwise)."""
 from __future__ import annotations
 
 import numpy as np
 
+from compiler.ir.dims import Any as AnyDim, is_static_shape
 from compiler.ir.expr import Tuple, TupleGetItem
 
+from . import dynamic_shapes
 from .common import (NodeContext, as_ints, const, converter, norm_axis, num_elements, onnx_dtype,
-                     op, reshape)
+                     op, reshape, static_ints)
 
 
 @converter("Constant")
@@ -24,9 +28,11 @@ def _constant(ctx, inputs):
 
 @converter("ConstantOfShape")
 def _constant_of_shape(ctx, inputs):
-    shape = as_ints(ctx.value(inputs[0], "shape"))
     fill = ctx.attr("value")
     fill = np.zeros(1, np.float32) if fill is None else np.asarray(fill).reshape(-1)
+    shape = static_ints(ctx.symbolic_value(inputs[0]))
+    if shape is None:  # known at run time
+        return dynamic_shapes.constant_of_shape(ctx, inputs[0], fill[:1])
     return const(np.full(shape, fill[0], dtype=fill.dtype), fill.dtype.name)
 
 
@@ -34,12 +40,16 @@ def _constant_of_shape(ctx, inputs):
 def _shape(ctx, inputs):
     shape = ctx.shape(inputs[0])
     start, end = ctx.attr("start", 0), ctx.attr("end", None)
+    if not is_static_shape(shape):
+        return dynamic_shapes.shape_of(ctx, inputs[0], start, end)
     return const(np.array(shape[start:end] if end is not None else shape[start:], np.int64),
                  "int64")
 
 
 @converter("Size")
 def _size(ctx, inputs):
+    if not is_static_shape(ctx.shape(inputs[0])):
+        return dynamic_shapes.size_of(ctx, inputs[0])
     return const(np.int64(num_elements(ctx.shape(inputs[0]))), "int64")
 
 
@@ -66,8 +76,10 @@ def _reshape_v1(ctx, inputs):
 
 @converter("Reshape", since=5)
 def _reshape_v5(ctx, inputs):
-    target = as_ints(ctx.value(inputs[1], "shape"))
     allowzero = bool(ctx.attr("allowzero", 0))
+    target = static_ints(ctx.symbolic_value(inputs[1]))
+    if target is None or not is_static_shape(ctx.shape(inputs[0])):
+        return dynamic_shapes.reshape(ctx, inputs[0], inputs[1], allowzero)
     shape = _resolve_reshape(ctx, ctx.shape(inputs[0]), target, allowzero)
     return reshape(inputs[0], shape)
 
@@ -168,17 +180,25 @@ def _slice_axis(dim: int, start: int, end: int, step: int) -> tuple[int, int]:
     return begin, (-(dim + 1) if stop < 0 else stop)
 
 
-def _do_slice(ctx, x, starts, ends, axes, steps):
+def _do_slice(ctx, x, starts, ends, axes, steps, exprs=None):
+    """strided_slice for static starts/ends (ints, or a symbol equal to the axis' dim); when
+    a bound depends on data, dyn.strided_slice reads `exprs` (the starts/ends inputs)."""
     shape = ctx.shape(x)
     rank = len(shape)
-    axes = list(range(len(starts))) if axes is None else axes
+    axes = [norm_axis(ctx, a, rank) for a in (range(len(starts)) if axes is None else axes)]
     steps = [1] * len(starts) if steps is None else steps
+    if any(int(st) == 0 for st in steps):
+        raise ctx.error("slice step cannot be 0")
+    bounds = [(dynamic_shapes.slice_bound(s, shape[a]), dynamic_shapes.slice_bound(e, shape[a]))
+              for s, e, a in zip(starts, ends, axes)]
+    if any(None in b for b in bounds):
+        return dynamic_shapes.dyn_slice(ctx, x, exprs[0], exprs[1], axes, [int(s) for s in steps])
     begin, end, strides, out_axes = [], [], [], []
-    for s, e, a, st in zip(starts, ends, axes, steps):
-        a = norm_axis(ctx, a, rank)
-        if st == 0:
-            raise ctx.error("slice step cannot be 0")
-        b, en = _slice_axis(shape[a], int(s), int(e), int(st))
+    for (s, e), a, st in zip(bounds, axes, steps):
+        if isinstance(shape[a], AnyDim):  # numpy's clamping at run time
+            b, en = s, e
+        else:
+            b, en = _slice_axis(shape[a], s, e, int(st))
         begin.append(b)
         end.append(en)
         strides.append(int(st))
@@ -197,8 +217,19 @@ def _slice_v10(ctx, inputs):
     def opt(i, what):
         return as_ints(ctx.value(inputs[i], what)) if len(inputs) > i and inputs[i] is not None \
             else None
-    return _do_slice(ctx, inputs[0], opt(1, "starts"), opt(2, "ends"), opt(3, "axes"),
-                     opt(4, "steps"))
+
+    def bound(i):  # ints, symbols, or None where the value depends on data
+        value = ctx.symbolic_value(inputs[i])
+        return list(np.asarray(value).reshape(-1)) if value is not None else None
+    starts, ends = bound(1), bound(2)
+    axes, steps = opt(3, "axes"), opt(4, "steps")
+    if starts is None or ends is None:  # data-dependent: the number of bounds is static
+        n = [ctx.shape(inputs[i])[0] for i in (1, 2)]
+        if any(isinstance(d, AnyDim) for d in n):
+            raise ctx.error("starts and ends must have a static length")
+        starts = starts or [AnyDim()] * n[0]
+        ends = ends or [AnyDim()] * n[1]
+    return _do_slice(ctx, inputs[0], starts, ends, axes, steps, (inputs[1], inputs[2]))
 
 
 def _normalize_indices(ctx, indices, dim: int):
@@ -248,7 +279,9 @@ def _gather_nd(ctx, inputs):
 @converter("Expand", since=8)
 def _expand(ctx, inputs):
     x = inputs[0]
-    target = as_ints(ctx.value(inputs[1], "shape"))
+    target = static_ints(ctx.symbolic_value(inputs[1]))
+    if target is None or not is_static_shape(ctx.shape(x)):
+        return dynamic_shapes.expand(ctx, x, inputs[1])
     out = list(ctx.broadcast_shapes(("input shape", ctx.shape(x)), ("shape", target)))
     if out == list(ctx.shape(x)):
         return x
@@ -257,14 +290,18 @@ def _expand(ctx, inputs):
 
 @converter("Tile", since=6)
 def _tile(ctx, inputs):
-    reps = as_ints(ctx.value(inputs[1], "repeats"))
+    reps = static_ints(ctx.symbolic_value(inputs[1]))
+    if reps is None:
+        return dynamic_shapes.tile(ctx, inputs[0], inputs[1])
     return op("tile", inputs[0], reps=reps)
 
 
 @converter("Range", since=11)
 def _range(ctx, inputs):
-    start, limit, delta = (ctx.value(i, what) for i, what in
-                           zip(inputs, ("start", "limit", "delta")))
+    values = [ctx.maybe_value(i) for i in inputs[:3]]
+    if any(v is None for v in values):  # bounds known at run time
+        return dynamic_shapes.arange(ctx, *inputs[:3])
+    start, limit, delta = values
     dtype = ctx.dtype(inputs[0])
     count = max(int(np.ceil((limit - start) / delta)), 0)
     return const(start + np.arange(count, dtype=dtype) * delta, dtype)
@@ -361,13 +398,15 @@ def _pad_v1(ctx, inputs):
 @converter("Pad", since=11)
 def _pad_v11(ctx, inputs):
     x = inputs[0]
-    pads = as_ints(ctx.value(inputs[1], "pads"))
     value = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     if value is not None and ctx.shape(value):
         value = reshape(value, [])
     axes = as_ints(ctx.value(inputs[3], "axes")) if len(inputs) > 3 and \
         inputs[3] is not None else None
-    return _pad_common(ctx, x, pads, ctx.attr("mode", "constant"), value, axes)
+    pads = ctx.maybe_value(inputs[1])
+    if pads is None:  # known at run time
+        return dynamic_shapes.pad(ctx, x, inputs[1], ctx.attr("mode", "constant"), value, axes)
+    return _pad_common(ctx, x, as_ints(pads), ctx.attr("mode", "constant"), value, axes)
 
 
 def _space_depth(to_depth: bool):
