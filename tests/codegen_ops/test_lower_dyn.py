@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from codegen.errors import LoweringError
+from codegen.options import CodegenOptions
 from codegen.jit import build_library
 from compiler.ir.expr import Function, var
 from compiler.ir.type_infer import InferTypeLocal
@@ -39,7 +40,7 @@ def check(op: str, inputs: list, **attrs):
     inputs = [np.asarray(a) for a in inputs]
     func, want = _concrete_function(op, inputs, **attrs)
     name = f"dyn_kernel_{next(_ids)}"
-    kernel = build_library([lower_primitive_function(func, name)])[name]
+    kernel = build_library([lower_primitive_function(func, name, CodegenOptions.host())])[name]
     got = [np.empty(w.shape, w.dtype) for w in want]
     kernel(*[np.ascontiguousarray(a) for a in inputs], *got)
     for g, w in zip(got, want):
@@ -108,4 +109,4 @@ def test_a_dynamic_output_type_is_a_clear_lowering_error():
     InferTypeLocal(func)
     with pytest.raises(LoweringError, match=r"dyn.broadcast_to: lowering needs the output "
                                             r"shape.*specialise"):
-        lower_primitive_function(func, "f")
+        lower_primitive_function(func, "f", CodegenOptions.host())
