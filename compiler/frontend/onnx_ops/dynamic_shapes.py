@@ -17,6 +17,7 @@ from compiler.ir.expr import Tuple
 from .common import NodeContext, const, op, reshape_codes
 
 INT64_MAX = np.iinfo(np.int64).max
+PAD_MODES = ("constant", "edge", "reflect")  # dyn.nn.pad's
 
 
 def _as_int64(ctx: NodeContext, expr):
@@ -149,8 +150,6 @@ def dyn_slice(ctx: NodeContext, x, starts, ends, axes: list, steps: list):
 
 def pad(ctx: NodeContext, x, pads_expr, mode: str, value, axes):
     """Pad with pads read at run time: dyn.nn.pad over [rank, 2] widths (axes scattered in)."""
-    if mode not in ("constant", "edge", "reflect"):
-        raise ctx.error(f"pad mode {mode!r} with pads known only at run time is not supported")
     rank = ctx.rank(x)
     pads = _as_int64(ctx, pads_expr)
     if axes is not None:  # pads for the listed axes only: zeros elsewhere

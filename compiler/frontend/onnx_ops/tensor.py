@@ -403,10 +403,12 @@ def _pad_v11(ctx, inputs):
         value = reshape(value, [])
     axes = as_ints(ctx.value(inputs[3], "axes")) if len(inputs) > 3 and \
         inputs[3] is not None else None
-    pads = ctx.maybe_value(inputs[1])
-    if pads is None:  # known at run time
-        return dynamic_shapes.pad(ctx, x, inputs[1], ctx.attr("mode", "constant"), value, axes)
-    return _pad_common(ctx, x, as_ints(pads), ctx.attr("mode", "constant"), value, axes)
+    pads, mode = ctx.maybe_value(inputs[1]), ctx.attr("mode", "constant")
+    if pads is None and mode in dynamic_shapes.PAD_MODES:  # known at run time
+        return dynamic_shapes.pad(ctx, x, inputs[1], mode, value, axes)
+    if pads is None:  # wrap: only for pads known at import (StaticInputRequired otherwise)
+        pads = ctx.value(inputs[1], "pads")
+    return _pad_common(ctx, x, as_ints(pads), mode, value, axes)
 
 
 def _space_depth(to_depth: bool):
