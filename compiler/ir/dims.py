@@ -234,7 +234,7 @@ class Any:
         """k when self == k * other exactly (4*s // s is 4), else None."""
         if len(self.terms) != len(other.terms) or not other.terms:
             return None
-        (atom, c), (atom2, c2) = self.terms[0], other.terms[0]
+        c, c2 = self.terms[0][1], other.terms[0][1]
         if c % c2:
             return None
         k = c // c2

@@ -8,8 +8,8 @@ from compiler.ir.dims import dim_max, dim_min
 from compiler.ir.expr import Constant, const
 from compiler.ir.types import TensorType
 from .registry import OpDef, OpPattern, make_call, register, static_or_expr
-from .type_relations import (broadcast_shape, check_arity, dims_agree, fail, holds, int_tuple,
-                             is_dyn, known, normalize_axis, tensor_arg)
+from .type_relations import (check_arity, fail, holds, int_tuple, is_dyn, known,
+                             normalize_axis, tensor_arg)
 
 __all__ = ["strided_slice", "tile", "repeat", "broadcast_to", "broadcast_to_like"]
 

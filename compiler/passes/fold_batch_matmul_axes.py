@@ -155,8 +155,8 @@ def _output_fold(chain: list, shape: tuple) -> str | None:
 
 def _fits(bmm: Call) -> bool:
     x, y, out = bmm.args[0].checked_type, bmm.args[1].checked_type, bmm.checked_type
-    return all(isinstance(t, TensorType) and t.dtype == F32 and math.prod(t.shape) > 0
-               for t in (x, y, out)) \
+    return all(isinstance(t, TensorType) and t.dtype == F32 and not t.is_dynamic and
+               math.prod(t.shape) > 0 for t in (x, y, out)) \
         and x.shape[0] == y.shape[0] and bmm.attrs.out_dtype in ("", F32)
 
 

@@ -62,6 +62,9 @@ def _f32(ty) -> bool:
 
 
 def _bytes(ty: TensorType) -> int:
+    """The tensor's size in bytes; 0 for a dynamic shape (unknown: never a reason to fuse)."""
+    if ty.is_dynamic:
+        return 0
     return math.prod(ty.shape) * np.dtype(ty.dtype).itemsize
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from compiler.ir.expr import RelayExpr, Tuple
 
-from .common import NodeContext, cast, const, converter, onnx_dtype, op, reshape
+from .common import NodeContext, cast, const, converter, onnx_dtype, op
 
 _NEG_INF = float("-inf")
 
@@ -23,17 +23,17 @@ def _to_heads(ctx: NodeContext, x: RelayExpr, heads: int, what: str) -> RelayExp
     b, s, hidden = ctx.shape(x)
     if hidden % heads:
         raise ctx.error(f"{what} hidden size {hidden} is not divisible by {heads} heads")
-    return op("transpose", reshape(x, [b, s, heads, hidden // heads]), axes=[0, 2, 1, 3])
+    return op("transpose", ctx.reshape(x, [b, s, heads, hidden // heads]), axes=[0, 2, 1, 3])
 
 
 def _bmm(ctx: NodeContext, a: RelayExpr, b: RelayExpr, transpose_b: bool) -> RelayExpr:
     """A 4-D matmul (B, H, M, K) x (B, H, K, N) through a 3-D nn.batch_matmul."""
     sa, sb = ctx.shape(a), ctx.shape(b)
     n = sb[2] if transpose_b else sb[3]
-    out = op("nn.batch_matmul", reshape(a, [sa[0] * sa[1], sa[2], sa[3]]),
-             reshape(b, [sb[0] * sb[1], sb[2], sb[3]]), out_dtype="", transpose_a=False,
+    out = op("nn.batch_matmul", ctx.reshape(a, [sa[0] * sa[1], sa[2], sa[3]]),
+             ctx.reshape(b, [sb[0] * sb[1], sb[2], sb[3]]), out_dtype="", transpose_a=False,
              transpose_b=transpose_b)
-    return reshape(out, [sa[0], sa[1], sa[2], n])
+    return ctx.reshape(out, [sa[0], sa[1], sa[2], n])
 
 
 def _additive(ctx: NodeContext, allowed: RelayExpr, dtype: str) -> RelayExpr:
@@ -49,7 +49,7 @@ def _frontier(ctx: NodeContext, q_len: int, kv_len: int, static_offset: int | No
         return const(rel + int(static_offset or 0), "int64")
     batch = ctx.shape(nonpad)[0]
     offset = op("subtract", cast(nonpad, ctx, "int64"), const(q_len, "int64"))
-    return op("add", const(rel, "int64"), reshape(offset, [batch, 1, 1, 1]))
+    return op("add", const(rel, "int64"), ctx.reshape(offset, [batch, 1, 1, 1]))
 
 
 def _bias(ctx: NodeContext, mask: RelayExpr | None, nonpad: RelayExpr | None, q_len: int,
@@ -98,8 +98,8 @@ def _bias(ctx: NodeContext, mask: RelayExpr | None, nonpad: RelayExpr | None, q_
     if nonpad is not None:
         batch = ctx.shape(nonpad)[0]
         keys = const(np.arange(kv_len).reshape(1, kv_len), "int64")
-        valid = op("less", keys, reshape(cast(nonpad, ctx, "int64"), [batch, 1]))
-        bias = op("add", bias, reshape(_additive(ctx, valid, dtype), [batch, 1, 1, kv_len]))
+        valid = op("less", keys, ctx.reshape(cast(nonpad, ctx, "int64"), [batch, 1]))
+        bias = op("add", bias, ctx.reshape(_additive(ctx, valid, dtype), [batch, 1, 1, kv_len]))
     return bias
 
 
@@ -186,7 +186,7 @@ def _attention(ctx, inputs):
     out = _bmm(ctx, cast(probs, ctx, work), v, transpose_b=False)
     if rank == 3:
         b, h, s, d = ctx.shape(out)
-        out = reshape(op("transpose", out, axes=[0, 2, 1, 3]), [b, s, h * d])
+        out = ctx.reshape(op("transpose", out, axes=[0, 2, 1, 3]), [b, s, h * d])
     return [cast(out, ctx, dtype), present_k, present_v, cast(qk_out, ctx, dtype)]
 
 
@@ -198,7 +198,7 @@ def _step(ctx: NodeContext, x4: RelayExpr, t: int) -> RelayExpr:
     b, h, _, d = ctx.shape(x4)
     part = op("strided_slice", x4, begin=[t], end=[t + 1], strides=[1], axes=[2],
               slice_mode="end")
-    return reshape(part, [b, h, d])
+    return ctx.reshape(part, [b, h, d])
 
 
 def _per_head(ctx: NodeContext, x: RelayExpr, heads: int) -> RelayExpr:
@@ -228,13 +228,13 @@ def _linear_attention(ctx, inputs):
     if decay is not None:
         last = ctx.shape(decay)[-1]
         if last == hkv:
-            decay = reshape(decay, [b, steps, hkv, 1])
+            decay = ctx.reshape(decay, [b, steps, hkv, 1])
             decay = cast(op("transpose", decay, axes=[0, 2, 1, 3]), ctx, "float32")
         else:
             decay = _per_head(ctx, decay, hkv)
     if beta is not None:
         last = ctx.shape(beta)[-1]
-        beta = op("transpose", reshape(beta, [b, steps, last, 1]), axes=[0, 2, 1, 3])
+        beta = op("transpose", ctx.reshape(beta, [b, steps, last, 1]), axes=[0, 2, 1, 3])
         beta = cast(beta, ctx, "float32")
     if past is not None:
         state = cast(past, ctx, "float32")
@@ -247,19 +247,19 @@ def _linear_attention(ctx, inputs):
     outs = []
     for t in range(steps):
         k_t, v_t = _step(ctx, k4, t), _step(ctx, v4, t)
-        k_col = reshape(k_t, [b, hkv, dk, 1])
+        k_col = ctx.reshape(k_t, [b, hkv, dk, 1])
         if decay is not None:
             g = _step(ctx, decay, t)
-            state = op("multiply", state, reshape(op("exp", g), [*ctx.shape(g), 1]))
+            state = op("multiply", state, ctx.reshape(op("exp", g), [*ctx.shape(g), 1]))
         if beta is not None:
             retrieved = op("sum", op("multiply", state, k_col), axis=[2], keepdims=False,
                            exclude=False)
             v_t = op("multiply", _step(ctx, beta, t), op("subtract", v_t, retrieved))
-        state = op("add", state, op("multiply", k_col, reshape(v_t, [b, hkv, 1, dv])))
+        state = op("add", state, op("multiply", k_col, ctx.reshape(v_t, [b, hkv, 1, dv])))
         read = state if hq == hkv else op("repeat", state, repeats=hq // hkv, axis=1)
-        q_col = reshape(_step(ctx, q4, t), [b, hq, dk, 1])
+        q_col = ctx.reshape(_step(ctx, q4, t), [b, hq, dk, 1])
         out_t = op("sum", op("multiply", q_col, read), axis=[2], keepdims=False, exclude=False)
         outs.append(op("multiply", const(scale, "float32"), out_t))
     out = op("stack", Tuple(outs), axis=1)  # (B, T, Hq, dv)
-    out = cast(reshape(out, [b, steps, hq * dv]), ctx, out_dtype)
+    out = cast(ctx.reshape(out, [b, steps, hq * dv]), ctx, out_dtype)
     return [out, cast(state, ctx, state_dtype)]

@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from compiler.errors import CompilerError
-from compiler.ir.dims import Any as AnyDim
+from compiler.ir.dims import Any as AnyDim, describe
 from compiler.ir.expr import Call, Constant, Op, RelayExpr, Tuple, TupleGetItem, Var
 from compiler.ir.expr import const as relay_const
 from compiler.ir.traversal import post_order
@@ -278,9 +278,31 @@ class NodeContext:
         return None if expr is None else self.graph.symbolic_value(expr)
 
     def reshape(self, x: RelayExpr, shape: Sequence) -> RelayExpr:
-        """reshape(x, shape) where shape may hold relay.Any dims of x's (as reshape codes)."""
-        return reshape(x, shape, self.shape(x) if any(isinstance(d, AnyDim) for d in shape)
-                       else None)
+        """reshape(x, shape) where shape may hold dynamic dims built from x's: reshape codes
+        where they express it, else dyn.reshape to the shape computed at run time."""
+        if not any(isinstance(d, AnyDim) for d in shape):
+            return reshape(x, shape)
+        in_shape = self.shape(x)
+        empty = any(not isinstance(d, AnyDim) and int(d) == 0 for d in shape)
+        codes = reshape_codes(tuple(in_shape), list(shape), allowzero=empty)
+        if codes is not None:
+            return op("reshape", x, newshape=codes, allowzero=empty)
+        out = op("dyn.reshape", x, self.dims_tensor(x, shape), allowzero=True)
+        # the frontend knows the result's dims symbolically (type inference cannot see
+        # through the computed shape): later converters keep reading them
+        self.graph.types[out] = TensorType(tuple(shape), self.dtype(x))
+        return out
+
+    def dims_tensor(self, x: RelayExpr, dims: Sequence) -> RelayExpr:
+        """An int64 tensor of `dims` computed at run time: ints, and expressions of x's own
+        dynamic dims (read from shape_of(x))."""
+        in_shape = self.shape(x)
+        sizes = op("shape_of", x, dtype="int64")
+        where = {d.symbol.key: i for i, d in enumerate(in_shape)
+                 if isinstance(d, AnyDim) and d.symbol is not None}
+        items = [op("expand_dims", _dim_expr(d, sizes, where, self), axis=0, num_newaxis=1)
+                 for d in dims]
+        return op("concatenate", Tuple(items), axis=0)
 
     def broadcast_shapes(self, *named: tuple[str, Sequence[int]]) -> tuple:
         """numpy broadcasting of (label, shape) pairs; an error naming the node and the shapes
@@ -366,6 +388,32 @@ def norm_axis(ctx: NodeContext, axis: int, rank: int, what: str = "axis") -> int
     if not -rank <= axis < max(rank, 1):
         raise ctx.error(f"{what} {axis} is out of range for a rank-{rank} input")
     return axis + rank if axis < 0 else axis
+
+
+_DIM_OPS = {"floordiv": "floor_divide", "floormod": "floor_mod", "mul": "multiply",
+            "max": "maximum", "min": "minimum", "bcast": "maximum"}
+
+
+def _dim_expr(dim, sizes: RelayExpr, where: dict, ctx) -> RelayExpr:
+    """A scalar int64 expression computing dim from the run-time shape `sizes` of a tensor
+    whose dynamic dims' symbols are at the positions `where` (a shallow recursion over the
+    dim's expression, whose depth is that of its nested floordiv/min/max nodes)."""
+    if not isinstance(dim, AnyDim):
+        return const(np.int64(int(dim)), "int64")
+    total = const(np.int64(dim.const), "int64")
+    for atom, coeff in dim.terms:
+        if atom.key in where:
+            value = op("take", sizes, const(np.int64(where[atom.key]), "int64"), axis=0,
+                       batch_dims=0, mode="fast")
+        elif hasattr(atom, "op"):
+            a, b = (_dim_expr(arg, sizes, where, ctx) for arg in atom.args)
+            value = op(_DIM_OPS[atom.op], a, b)
+        else:
+            raise ctx.error(f"a dynamic dim ({describe(dim)}) is not one of the input's")
+        term = value if coeff == 1 else op("multiply", value,
+                                           const(np.int64(coeff), "int64"))
+        total = op("add", total, term)
+    return total
 
 
 def static_ints(value) -> list | None:

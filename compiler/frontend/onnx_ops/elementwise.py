@@ -7,7 +7,7 @@ import numpy as np
 
 from codegen.tir.dtype import SMALL_FLOATS
 
-from .common import NodeContext, cast, const, converter, onnx_dtype, op, reshape
+from .common import NodeContext, cast, const, converter, onnx_dtype, op
 
 _UNARY = {
     "Abs": "abs", "Neg": "negative", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
@@ -40,7 +40,7 @@ def _legacy_broadcast(ctx: NodeContext, a, b):
     rank_a, shape_b = ctx.rank(a), ctx.shape(b)
     axis = ctx.attr("axis") % rank_a
     trailing = rank_a - axis - len(shape_b)
-    return reshape(b, list(shape_b) + [1] * trailing) if trailing > 0 else b
+    return ctx.reshape(b, list(shape_b) + [1] * trailing) if trailing > 0 else b
 
 
 def _binary(name: str):

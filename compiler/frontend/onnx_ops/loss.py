@@ -10,7 +10,7 @@ import numpy as np
 
 from compiler.ir.expr import RelayExpr
 
-from .common import NodeContext, const, converter, op, reshape
+from .common import NodeContext, const, converter, op
 
 
 def _class_hit(ctx: NodeContext, x: RelayExpr, target: RelayExpr) -> RelayExpr:
@@ -21,7 +21,7 @@ def _class_hit(ctx: NodeContext, x: RelayExpr, target: RelayExpr) -> RelayExpr:
                         "(N, d...))")
     iota = np.arange(shape[1]).reshape((1, shape[1]) + (1,) * (len(shape) - 2))
     tdtype = ctx.dtype(target)
-    expanded = reshape(target, [tshape[0], 1, *tshape[1:]])
+    expanded = ctx.reshape(target, [tshape[0], 1, *tshape[1:]])
     return op("equal", expanded, const(iota, tdtype))
 
 
@@ -48,7 +48,7 @@ def _nll(ctx: NodeContext, logp: RelayExpr, target: RelayExpr, weight: RelayExpr
     gathered = None
     if weight is not None:
         c = ctx.shape(weight)[0]
-        wide = reshape(weight, [1, c] + [1] * (rank - 2))
+        wide = ctx.reshape(weight, [1, c] + [1] * (rank - 2))
         gathered = _pick(ctx, hit, op("broadcast_to", wide, shape=list(ctx.shape(logp))))
         if valid is not None:
             gathered = op("where", valid, gathered, const(0, dtype))

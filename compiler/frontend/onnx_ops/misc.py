@@ -8,7 +8,7 @@ import numpy as np
 
 from compiler.ir.expr import RelayExpr, Tuple
 
-from .common import NodeContext, as_ints, cast, const, converter, norm_axis, op, reshape
+from .common import NodeContext, as_ints, cast, const, converter, norm_axis, op
 
 
 def _slice(x: RelayExpr, axis: int, begin: int, end: int, step: int = 1) -> RelayExpr:
@@ -44,7 +44,7 @@ def _rotary(ctx, inputs):
         heads = int(ctx.attr("num_heads", 0))
         if heads <= 0 or shape[2] % heads:
             raise ctx.error(f"3-D input {shape} needs num_heads dividing {shape[2]}")
-        x = reshape(x, [shape[0], shape[1], heads, shape[2] // heads])
+        x = ctx.reshape(x, [shape[0], shape[1], heads, shape[2] // heads])
     else:
         raise ctx.error(f"input must be rank 3 or 4, got {shape}")
     b, s, h, d = ctx.shape(x)
@@ -56,8 +56,8 @@ def _rotary(ctx, inputs):
     if ctx.shape(cos)[-1] != half or ctx.shape(sin)[-1] != half:
         raise ctx.error(f"cos/sin caches must end in rotary_embedding_dim/2 = {half}, got "
                         f"{ctx.shape(cos)} and {ctx.shape(sin)}")
-    cos = reshape(cos, [b, s, 1, half])
-    sin = reshape(sin, [b, s, 1, half])
+    cos = ctx.reshape(cos, [b, s, 1, half])
+    sin = ctx.reshape(sin, [b, s, 1, half])
     rotate = _slice(x, 3, 0, rot) if rot < d else x
     interleaved = bool(ctx.attr("interleaved", 0))
     if interleaved:
@@ -67,13 +67,13 @@ def _rotary(ctx, inputs):
     real = op("subtract", op("multiply", cos, x1), op("multiply", sin, x2))
     imag = op("add", op("multiply", sin, x1), op("multiply", cos, x2))
     if interleaved:
-        rotated = reshape(op("stack", Tuple([real, imag]), axis=4), [b, s, h, rot])
+        rotated = ctx.reshape(op("stack", Tuple([real, imag]), axis=4), [b, s, h, rot])
     else:
         rotated = op("concatenate", Tuple([real, imag]), axis=3)
     if rot < d:
         rotated = op("concatenate", Tuple([rotated, _slice(x, 3, rot, d)]), axis=3)
     if len(shape) == 3:
-        return reshape(rotated, list(shape))
+        return ctx.reshape(rotated, list(shape))
     return op("transpose", rotated, axes=[0, 2, 1, 3])
 
 
@@ -141,17 +141,17 @@ def _col2im(ctx, inputs):
         raise ctx.error(f"input dim 2 ({length}) does not match the {grid} block positions "
                         f"of image {image}")
     c = ck // bl
-    x = reshape(data, [n, c, *block, *grid])
+    x = ctx.reshape(data, [n, c, *block, *grid])
     base = 2 + n_sp
     for i, s in enumerate(strides):  # spread each grid axis out to stride s (zeros between)
         if s == 1:
             continue
         cur = ctx.shape(x)
         axis = base + i
-        col = reshape(x, cur[:axis + 1] + (1,) + cur[axis + 1:])
+        col = ctx.reshape(x, cur[:axis + 1] + (1,) + cur[axis + 1:])
         zeros = const(np.zeros(cur[:axis + 1] + (s - 1,) + cur[axis + 1:]), ctx.dtype(x))
         wide = op("concatenate", Tuple([col, zeros]), axis=axis + 1)
-        spread = reshape(wide, list(cur[:axis]) + [cur[axis] * s] + list(cur[axis + 1:]))
+        spread = ctx.reshape(wide, list(cur[:axis]) + [cur[axis] * s] + list(cur[axis + 1:]))
         x = _slice(spread, axis, 0, (grid[i] - 1) * s + 1)
     span = [(g - 1) * s + 1 for g, s in zip(grid, strides)]
     total = None
@@ -159,7 +159,7 @@ def _col2im(ctx, inputs):
         part = x
         for i, k in enumerate(offset):  # pick block element k on each block axis
             part = _slice(part, 2 + i, k, k + 1)
-        part = reshape(part, [n, c, *span])
+        part = ctx.reshape(part, [n, c, *span])
         width = [[0, 0], [0, 0]] + [[k * dil[i], padded[i] - k * dil[i] - span[i]]
                                     for i, k in enumerate(offset)]
         part = op("nn.pad", part, const(0, ctx.dtype(data)), pad_width=width,
@@ -230,11 +230,11 @@ def _einsum_pair(ctx: NodeContext, a: RelayExpr, ta: str, b: RelayExpr, tb: str,
 
     nb, nl, nr, nc = (int(np.prod([size[ch] for ch in g])) for g in
                       (batch, left, right, contract))
-    a3 = reshape(arrange(a, ta, batch + left + contract), [nb, nl, nc])
-    b3 = reshape(arrange(b, tb, batch + right + contract), [nb, nr, nc])
+    a3 = ctx.reshape(arrange(a, ta, batch + left + contract), [nb, nl, nc])
+    b3 = ctx.reshape(arrange(b, tb, batch + right + contract), [nb, nr, nc])
     out = op("nn.batch_matmul", a3, b3, out_dtype="", transpose_a=False, transpose_b=True)
     term = "".join(batch + left + right)
-    return reshape(out, [size[ch] for ch in term]), term
+    return ctx.reshape(out, [size[ch] for ch in term]), term
 
 
 def _einsum_reduce(x: RelayExpr, term: str, keep: str) -> tuple[RelayExpr, str]:
@@ -287,11 +287,11 @@ def _causal_conv_with_state(ctx, inputs):
     src, w = cast(padded, ctx, wide_dtype), cast(w, ctx, wide_dtype)
     out = None  # depthwise causal conv: a sum of k shifted, per-channel-scaled slices
     for j in range(k):
-        tap = reshape(_slice(w, 2, j, j + 1), [channels, 1])
+        tap = ctx.reshape(_slice(w, 2, j, j + 1), [channels, 1])
         term = op("multiply", _slice(src, 2, j, j + length), tap)
         out = term if out is None else op("add", out, term)
     if bias is not None:
-        out = op("add", out, reshape(cast(bias, ctx, wide_dtype), [channels, 1]))
+        out = op("add", out, ctx.reshape(cast(bias, ctx, wide_dtype), [channels, 1]))
     out = cast(out, ctx, dtype)
     if act != "none":
         wide = cast(out, ctx, "float32")

@@ -15,7 +15,7 @@ import numpy as np
 
 from compiler.ir.expr import RelayExpr
 
-from .common import NodeContext, as_ints, cast, const, converter, op, reshape
+from .common import NodeContext, as_ints, cast, const, converter, op
 
 ML_DOMAIN = "ai.onnx.ml"
 
@@ -43,11 +43,11 @@ def _array_feature_extractor(ctx, inputs):
                             f"{width}")
         indices = const(np.where(flat < 0, flat + width, flat), "int64")
     else:
-        indices = reshape(cast(indices, ctx, "int64"), [count])
+        indices = ctx.reshape(cast(indices, ctx, "int64"), [count])
     picked = op("take", x, indices, axis=len(shape) - 1, batch_dims=0, mode="clip")
     # a 1-D input gives one row, as onnxruntime and the reference do
     out_shape = [1, count] if len(shape) == 1 else [*shape[:-1], count]
-    return reshape(picked, out_shape)
+    return ctx.reshape(picked, out_shape)
 
 
 # --- TreeEnsemble -----------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def _max_pool_indices(ctx: NodeContext, x, pooled, kernel, a):
     order = "F" if int(ctx.attr("storage_order", 0)) == 1 else "C"
     dtype = ctx.dtype(x)
     low = -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min
-    flat_x = reshape(x, [n, c, num_elements(spatial)])
+    flat_x = ctx.reshape(x, [n, c, num_elements(spatial)])
     grid = np.meshgrid(*[np.arange(d) for d in out_spatial], indexing="ij")
     starts = [g * s - p for g, s, p in zip(grid, a["strides"], a["begin"])]
     result = None
@@ -56,7 +56,7 @@ def _max_pool_indices(ctx: NodeContext, x, pooled, kernel, a):
         valid = np.logical_and.reduce([(q >= 0) & (q < d) for q, d in zip(coords, spatial)])
         coords = [np.clip(q, 0, d - 1) for q, d in zip(coords, spatial)]
         where = const(np.ravel_multi_index(coords, spatial).reshape(-1), "int64")
-        picked = reshape(op("take", flat_x, where, axis=2, batch_dims=0, mode="clip"),
+        picked = ctx.reshape(op("take", flat_x, where, axis=2, batch_dims=0, mode="clip"),
                          [n, c, *out_spatial])
         picked = op("where", const(valid, "bool"), picked, const(low, dtype))
         index = const(np.ravel_multi_index(coords, spatial, order=order), "int64")
@@ -86,14 +86,14 @@ def _lift(values: list, n: int, fill) -> list:
 
 def _to_2d(ctx, x):
     shape = ctx.shape(x)
-    return x if len(shape) == 4 else reshape(x, list(shape[:2]) + [1, shape[2]])
+    return x if len(shape) == 4 else ctx.reshape(x, list(shape[:2]) + [1, shape[2]])
 
 
 def _from_2d(ctx, y, n):
     if n == 2:
         return y
     shape = ctx.shape(y)
-    return reshape(y, [shape[0], shape[1], shape[3]])
+    return ctx.reshape(y, [shape[0], shape[1], shape[3]])
 
 
 @converter("Conv")
@@ -390,8 +390,8 @@ def _softmax_like(relay_name: str):
             axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank)
             return _apply_softmax(relay_name, ctx, x, axis)
         axis = norm_axis(ctx, int(ctx.attr("axis", 1)), rank)
-        flat = reshape(x, [num_elements(shape[:axis]), num_elements(shape[axis:])])
-        return reshape(_apply_softmax(relay_name, ctx, flat, 1), shape)
+        flat = ctx.reshape(x, [num_elements(shape[:axis]), num_elements(shape[axis:])])
+        return ctx.reshape(_apply_softmax(relay_name, ctx, flat, 1), shape)
     return convert
 
 

@@ -6,12 +6,12 @@ import numpy as np
 
 from compiler.ir.expr import Tuple, TupleGetItem
 
-from .common import const, converter, norm_axis, num_elements, op, reshape
+from .common import const, converter, norm_axis, num_elements, op
 
 
 def _channel(ctx, v, rank: int):
     """A per-channel vector shaped to broadcast against NC... data."""
-    return reshape(v, [ctx.shape(v)[0]] + [1] * (rank - 2))
+    return ctx.reshape(v, [ctx.shape(v)[0]] + [1] * (rank - 2))
 
 
 def _moments(x, axes: list):
@@ -45,8 +45,8 @@ def _batch_norm(ctx, inputs):
     y = op("add", op("multiply", op("multiply", centered, inv), _channel(ctx, scale, rank)),
            _channel(ctx, bias, rank))
     momentum = float(ctx.attr("momentum", 0.9))
-    flat_mean = reshape(bmean, [ctx.shape(x)[1]])
-    flat_var = reshape(bvar, [ctx.shape(x)[1]])
+    flat_mean = ctx.reshape(bmean, [ctx.shape(x)[1]])
+    flat_var = ctx.reshape(bvar, [ctx.shape(x)[1]])
     run_mean = op("add", op("multiply", mean, const(momentum, dtype)),
                   op("multiply", flat_mean, const(1 - momentum, dtype)))
     run_var = op("add", op("multiply", var, const(momentum, dtype)),
@@ -92,15 +92,15 @@ def _group_norm(ctx, inputs):
     groups = int(ctx.attr("num_groups"))
     eps = float(ctx.attr("epsilon", 1e-5))
     n, c = shape[0], shape[1]
-    grouped = reshape(x, [n, groups, num_elements(shape[1:]) // groups])
+    grouped = ctx.reshape(x, [n, groups, num_elements(shape[1:]) // groups])
     _, centered, var = _moments(grouped, [2])
     normed = op("multiply", centered, op("rsqrt", op("add", var, const(eps, dtype))))
     rank = len(shape)
     if ctx.shape(scale)[0] == groups and groups != c:  # opset 18: one scale per group
-        y = op("add", op("multiply", normed, reshape(scale, [groups, 1])),
-               reshape(bias, [groups, 1]))
-        return reshape(y, shape)
-    normed = reshape(normed, shape)
+        y = op("add", op("multiply", normed, ctx.reshape(scale, [groups, 1])),
+               ctx.reshape(bias, [groups, 1]))
+        return ctx.reshape(y, shape)
+    normed = ctx.reshape(normed, shape)
     return op("add", op("multiply", normed, _channel(ctx, scale, rank)),
               _channel(ctx, bias, rank))
 

@@ -11,7 +11,7 @@ import numpy as np
 from codegen.tir.dtype import SMALL_FLOATS
 
 from .common import (NodeContext, cast, const, converter, find_converter, norm_axis, onnx_dtype,
-                     op, reshape)
+                     op)
 from .elementwise import cast_to
 
 # integer quantized types and their saturation ranges; the small floats (float8, float4)
@@ -37,13 +37,13 @@ def _along_axis(ctx: NodeContext, param, x_shape: tuple, axis: int, block_size: 
     shape = ctx.shape(param)
     size = int(np.prod(shape)) if shape else 1
     if not shape or size == 1:
-        return reshape(param, []) if shape else param
+        return ctx.reshape(param, []) if shape else param
     axis = norm_axis(ctx, axis, len(x_shape))
     if block_size <= 0:
         if len(shape) != 1 or shape[0] != x_shape[axis]:
             raise ctx.error(f"a per-axis scale/zero point must have shape ({x_shape[axis]},) "
                             f"for axis {axis} of {x_shape}, got {shape}")
-        return reshape(param, [shape[0]] + [1] * (len(x_shape) - axis - 1))
+        return ctx.reshape(param, [shape[0]] + [1] * (len(x_shape) - axis - 1))
     expected = tuple(-(-d // block_size) if i == axis else d for i, d in enumerate(x_shape))
     if tuple(shape) != expected:
         raise ctx.error(f"blocked quantization with block_size {block_size} on axis {axis} of "
@@ -151,7 +151,7 @@ def _centered(ctx: NodeContext, q, zero_point, axis: int | None = None):
     if shape and int(np.prod(shape)) != 1 and axis is not None:
         zp = _along_axis(ctx, zp, ctx.shape(q), axis, 0)
     elif shape:
-        zp = reshape(zp, [])
+        zp = ctx.reshape(zp, [])
     return op("subtract", q32, op("cast", zp, dtype="int32"))
 
 
@@ -208,7 +208,7 @@ def _scalar_or(ctx: NodeContext, param, axis: int, shape: tuple):
     """A one-element parameter as a scalar; a vector broadcast along `axis` of a `shape` x."""
     pshape = ctx.shape(param)
     if not pshape or int(np.prod(pshape)) == 1:
-        return reshape(param, []) if pshape else param
+        return ctx.reshape(param, []) if pshape else param
     return _along_axis(ctx, param, shape, axis, 0)
 
 
@@ -219,7 +219,7 @@ def _qlinear_conv(ctx, inputs):
     acc = _conv(ctx, _centered(ctx, x, x_zp), _centered(ctx, w, w_zp, 0))
     rank = ctx.rank(acc)
     if bias is not None:
-        acc = op("add", acc, reshape(op("cast", bias, dtype="int32"),
+        acc = op("add", acc, ctx.reshape(op("cast", bias, dtype="int32"),
                                      [-1] + [1] * (rank - 2)))
     w_s = _scalar_or(ctx, w_scale, 1, ctx.shape(acc))  # per output channel
     multiplier = op("divide", op("multiply", _scalar_or(ctx, x_scale, 0, ()), w_s),

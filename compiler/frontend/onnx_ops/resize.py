@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.ir.dims import is_static_shape
+
 from .common import NodeContext, as_ints, const, converter, op
 
 
@@ -175,10 +177,59 @@ def _full_roi(roi, axes, rank):
     return full
 
 
+# (coordinate transform, nearest_mode) pairs under which nearest with a whole scale k picks
+# source i // k, as nn.upsampling's nearest does
+_NEAREST_AS_REPEAT = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"),
+                      ("half_pixel", "round_prefer_ceil"), ("pytorch_half_pixel",
+                                                            "round_prefer_floor"),
+                      ("pytorch_half_pixel", "round_prefer_ceil")}
+
+
+def _dynamic_resize(ctx, x, scales_expr, mode: str, transform: str):
+    """Resize of a tensor with dynamic dims, or with scales known at run time: nn.upsampling
+    (dyn.nn.upsampling) where its interpolation is ONNX's: a 4-D NCHW tensor, whole scales on
+    H and W only, nearest picking i // scale or linear asymmetric / align_corners. Otherwise
+    an error for dynamic dims, None for a static tensor (its scales must then be static)."""
+    nearest = ctx.attr("nearest_mode", "round_prefer_floor")
+    method = "nearest_neighbor" if mode == "nearest" and (transform, nearest) in \
+        _NEAREST_AS_REPEAT else "bilinear" if mode == "linear" and transform in \
+        ("asymmetric", "align_corners") else None
+    scales = None if scales_expr is None else ctx.maybe_value(scales_expr)
+    whole = scales is not None and len(scales) == 4 and \
+        all(float(s) == int(s) >= 1 for s in scales) and list(scales[:2]) == [1, 1]
+    if method is None or ctx.rank(x) != 4 or scales_expr is None or \
+            (scales is not None and not whole) or ctx.attr("axes") is not None:
+        if is_static_shape(ctx.shape(x)):
+            return None  # only the scales are dynamic: the caller asks for them static
+        raise ctx.error(f"Resize with dynamic shapes takes a 4-D NCHW input, scales (whole "
+                        f"numbers, 1 on N and C) and nearest mode picking i // scale or linear "
+                        f"asymmetric/align_corners; got mode={mode!r}, "
+                        f"coordinate_transformation_mode={transform!r}, nearest_mode="
+                        f"{nearest!r}, scales={None if scales is None else list(scales)}")
+    align = transform == "align_corners"
+    if scales is not None:
+        return op("nn.upsampling", x, scale_h=float(scales[2]), scale_w=float(scales[3]),
+                  layout="NCHW", method=method, align_corners=align)
+    picks = [op("take", op("cast", scales_expr, dtype="float32"),
+                const(np.int64(i), "int64"), axis=0, batch_dims=0, mode="fast") for i in (2, 3)]
+    return op("dyn.nn.upsampling", x, *picks, layout="NCHW", method=method, align_corners=align)
+
+
 @converter("Resize", since=10)
 def _resize(ctx, inputs):
     x = inputs[0]
     shape = ctx.shape(x)
+    scales_at = 1 if ctx.opset < 11 else 2
+    scale_input = inputs[scales_at] if len(inputs) > scales_at else None
+    if not is_static_shape(shape) or (scale_input is not None and
+                                      ctx.maybe_value(scale_input) is None):
+        transform = ctx.attr("coordinate_transformation_mode",
+                             "half_pixel" if ctx.opset >= 11 else "asymmetric")
+        if ctx.opset < 11:
+            ctx.attrs.setdefault("nearest_mode", "floor")
+        out = _dynamic_resize(ctx, x, scale_input, ctx.attr("mode", "nearest"), transform)
+        if out is not None:
+            return out
     if ctx.opset < 11:
         scales, sizes, roi = ctx.value(inputs[1], "scales"), None, None
     else:

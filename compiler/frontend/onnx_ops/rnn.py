@@ -196,7 +196,7 @@ def _recurrent(kind: str):
         acts = _activations(ctx, _DEFAULT_ACTS[kind], num_dirs)
         masks = _seq_masks(ctx, lens, seq, batch, dtype)
         zeros = const(np.zeros((batch, hidden)), dtype)
-        flat_x = reshape(x, [seq * batch, width])
+        flat_x = ctx.reshape(x, [seq * batch, width])
         ys, hs, cs = [], [], []
         for d in range(num_dirs):
             cell = _Cell(ctx, kind, acts[d], dtype, hidden)
@@ -212,7 +212,7 @@ def _recurrent(kind: str):
                     xw, rb = op("add", xw, op("add", wb, rb)), None
                 else:
                     xw = op("add", xw, wb)
-            steps = _split(reshape(xw, [seq, batch * gates * hidden]), seq, 0)
+            steps = _split(ctx.reshape(xw, [seq, batch * gates * hidden]), seq, 0)
             h = zeros if h0 is None else _pick(h0, d, (num_dirs, batch, hidden))
             c = zeros if c0 is None else _pick(c0, d, (num_dirs, batch, hidden))
             peep = None
@@ -223,7 +223,7 @@ def _recurrent(kind: str):
                                    direction != "reverse") else range(seq - 1, -1, -1)
             outs = [None] * seq
             for t in order:
-                xt = reshape(steps[t], [batch, gates * hidden])
+                xt = ctx.reshape(steps[t], [batch, gates * hidden])
                 h_new, c_new = cell.step(xt, h, c, r_d, rb, peep)
                 if masks is not None:
                     outs[t] = op("where", masks[t], h_new, zeros)

@@ -6,7 +6,7 @@ import numpy as np
 
 from compiler.ir.expr import Tuple
 
-from .common import NodeContext, as_ints, const, converter, norm_axis, onnx_dtype, op, reshape
+from .common import NodeContext, as_ints, const, converter, norm_axis, onnx_dtype, op
 
 
 def _dense_const(x, matrix: np.ndarray, dtype: str):
@@ -45,7 +45,7 @@ def dft(ctx: NodeContext, x, axis: int, length: int | None, inverse: bool, onesi
     def part(i: int):
         p = op("strided_slice", x, begin=[i], end=[i + 1], strides=[1], axes=[rank - 1],
                slice_mode="end")
-        return op("transpose", reshape(p, list(shape[:-1])), axes=perm)
+        return op("transpose", ctx.reshape(p, list(shape[:-1])), axes=perm)
 
     re = part(0)
     im = part(1) if shape[-1] == 2 else None
@@ -58,9 +58,9 @@ def dft(ctx: NodeContext, x, axis: int, length: int | None, inverse: bool, onesi
         weight = np.where((k == 0) | ((length % 2 == 0) & (k == length // 2)), 1.0, 2.0)
         angle = 2 * np.pi * k * n / length
         re_m, im_m = weight * np.cos(angle) / length, -weight * np.sin(angle) / length
-        out = _dense_const(reshape(_fit_length(ctx, re, bins), [rows, bins]), re_m, dtype)
+        out = _dense_const(ctx.reshape(_fit_length(ctx, re, bins), [rows, bins]), re_m, dtype)
         if im is not None:
-            out = op("add", out, _dense_const(reshape(_fit_length(ctx, im, bins),
+            out = op("add", out, _dense_const(ctx.reshape(_fit_length(ctx, im, bins),
                                                       [rows, bins]), im_m, dtype))
         parts = [out]
     else:
@@ -71,15 +71,15 @@ def dft(ctx: NodeContext, x, axis: int, length: int | None, inverse: bool, onesi
         scale = 1.0 / length if inverse else 1.0
         cos_m = np.cos(angle) * scale
         sin_m = (np.sin(angle) if inverse else -np.sin(angle)) * scale
-        re2 = reshape(_fit_length(ctx, re, length), [rows, length])
+        re2 = ctx.reshape(_fit_length(ctx, re, length), [rows, length])
         out_re, out_im = _dense_const(re2, cos_m, dtype), _dense_const(re2, sin_m, dtype)
         if im is not None:
-            im2 = reshape(_fit_length(ctx, im, length), [rows, length])
+            im2 = ctx.reshape(_fit_length(ctx, im, length), [rows, length])
             out_re = op("subtract", out_re, _dense_const(im2, sin_m, dtype))
             out_im = op("add", out_im, _dense_const(im2, cos_m, dtype))
         parts = [out_re, out_im]
     width = ctx.shape(parts[0])[-1]
-    restored = [op("transpose", reshape(p, lead + [width]), axes=back) for p in parts]
+    restored = [op("transpose", ctx.reshape(p, lead + [width]), axes=back) for p in parts]
     return op("stack", Tuple(restored), axis=rank - 1)
 
 
@@ -121,7 +121,7 @@ def _stft(ctx, inputs):
     if window is not None:
         if ctx.shape(window) != (frame,):
             raise ctx.error(f"window must have shape ({frame},), got {ctx.shape(window)}")
-        framed = op("multiply", framed, reshape(window, [1, 1, frame, 1]))
+        framed = op("multiply", framed, ctx.reshape(window, [1, 1, frame, 1]))
     return dft(ctx, framed, 2, frame, False, bool(ctx.attr("onesided", 1)))
 
 

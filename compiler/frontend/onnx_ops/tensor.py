@@ -10,7 +10,7 @@ from compiler.ir.expr import Tuple, TupleGetItem
 
 from . import dynamic_shapes
 from .common import (NodeContext, as_ints, const, converter, norm_axis, num_elements, onnx_dtype,
-                     op, reshape, static_ints)
+                     op, static_ints)
 
 
 @converter("Constant")
@@ -70,7 +70,7 @@ def _resolve_reshape(ctx: NodeContext, in_shape: tuple, target: list, allowzero:
 
 @converter("Reshape")
 def _reshape_v1(ctx, inputs):
-    return reshape(inputs[0], _resolve_reshape(ctx, ctx.shape(inputs[0]),
+    return ctx.reshape(inputs[0], _resolve_reshape(ctx, ctx.shape(inputs[0]),
                                                list(ctx.attr("shape")), False))
 
 
@@ -81,7 +81,7 @@ def _reshape_v5(ctx, inputs):
     if target is None or not is_static_shape(ctx.shape(inputs[0])):
         return dynamic_shapes.reshape(ctx, inputs[0], inputs[1], allowzero)
     shape = _resolve_reshape(ctx, ctx.shape(inputs[0]), target, allowzero)
-    return reshape(inputs[0], shape)
+    return ctx.reshape(inputs[0], shape)
 
 
 @converter("Flatten")
@@ -91,7 +91,7 @@ def _flatten(ctx, inputs):
     axis = axis + len(shape) if axis < 0 else axis
     if not 0 <= axis <= len(shape):
         raise ctx.error(f"axis {ctx.attr('axis')} is out of range for shape {shape}")
-    return reshape(inputs[0], [num_elements(shape[:axis]), num_elements(shape[axis:])])
+    return ctx.reshape(inputs[0], [num_elements(shape[:axis]), num_elements(shape[axis:])])
 
 
 @converter("Transpose")
@@ -126,10 +126,10 @@ def _squeeze(attr_until: int):
         if axes is None:
             axes = [i for i, d in enumerate(shape) if d == 1]
         axes = sorted(norm_axis(ctx, a, len(shape)) for a in axes)
-        for a in axes:
-            if shape[a] != 1:
+        for a in axes:  # a dynamic dim must be 1 at run time (the reshape checks it)
+            if not isinstance(shape[a], AnyDim) and shape[a] != 1:
                 raise ctx.error(f"cannot squeeze axis {a} of shape {shape} (size {shape[a]})")
-        return reshape(inputs[0], [d for i, d in enumerate(shape) if i not in axes])
+        return ctx.reshape(inputs[0], [d for i, d in enumerate(shape) if i not in axes])
     return convert
 
 
@@ -145,7 +145,7 @@ def _unsqueeze(attr_until: int):
             raise ctx.error(f"axes {axes} contain duplicates")
         for a in axes:
             shape.insert(a, 1)
-        return reshape(inputs[0], shape)
+        return ctx.reshape(inputs[0], shape)
     return convert
 
 
@@ -400,7 +400,7 @@ def _pad_v11(ctx, inputs):
     x = inputs[0]
     value = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     if value is not None and ctx.shape(value):
-        value = reshape(value, [])
+        value = ctx.reshape(value, [])
     axes = as_ints(ctx.value(inputs[3], "axes")) if len(inputs) > 3 and \
         inputs[3] is not None else None
     pads, mode = ctx.maybe_value(inputs[1]), ctx.attr("mode", "constant")
@@ -417,17 +417,17 @@ def _space_depth(to_depth: bool):
         n, c, h, w = ctx.shape(x)
         b = int(ctx.attr("blocksize"))
         if to_depth:
-            y = reshape(x, [n, c, h // b, b, w // b, b])
+            y = ctx.reshape(x, [n, c, h // b, b, w // b, b])
             crd = ctx.attr("mode", "DCR") == "CRD"
             y = op("transpose", y, axes=[0, 1, 3, 5, 2, 4] if crd else [0, 3, 5, 1, 2, 4])
-            return reshape(y, [n, c * b * b, h // b, w // b])
+            return ctx.reshape(y, [n, c * b * b, h // b, w // b])
         if ctx.attr("mode", "DCR") == "DCR":
-            y = reshape(x, [n, b, b, c // (b * b), h, w])
+            y = ctx.reshape(x, [n, b, b, c // (b * b), h, w])
             y = op("transpose", y, axes=[0, 3, 4, 1, 5, 2])
         else:
-            y = reshape(x, [n, c // (b * b), b, b, h, w])
+            y = ctx.reshape(x, [n, c // (b * b), b, b, h, w])
             y = op("transpose", y, axes=[0, 1, 4, 2, 5, 3])
-        return reshape(y, [n, c // (b * b), h * b, w * b])
+        return ctx.reshape(y, [n, c // (b * b), h * b, w * b])
     return convert
 
 
@@ -470,7 +470,7 @@ def _one_hot(ctx, inputs):
     iota_shape = [1] * (rank + 1)
     iota_shape[axis] = depth
     iota = const(np.arange(depth, dtype=idx_dtype).reshape(iota_shape), idx_dtype)
-    expanded = reshape(indices, [*ctx.shape(inputs[0])[:axis], 1,
+    expanded = ctx.reshape(indices, [*ctx.shape(inputs[0])[:axis], 1,
                                  *ctx.shape(inputs[0])[axis:]])
     hit = op("equal", expanded, iota)
     off = op("take", values, const(0, "int64"), axis=0, batch_dims=0, mode="clip")

@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 
 from compiler.ir.expr import Tuple
-from .common import NodeContext, as_ints, const, converter, norm_axis, op, reshape
+from .common import NodeContext, as_ints, const, converter, norm_axis, op
 
 _GRID_MODES = {"linear": "bilinear", "bilinear": "bilinear", "nearest": "nearest",
                "cubic": "bicubic", "bicubic": "bicubic"}
@@ -58,7 +58,7 @@ def _affine_grid(ctx: NodeContext, inputs):
     points = const(base[None].astype(dtype), dtype)
     grid = op("nn.batch_matmul", points, theta, out_dtype="", transpose_a=False,
               transpose_b=True)
-    return reshape(grid, [dims[0]] + dims[2:] + [nd])
+    return ctx.reshape(grid, [dims[0]] + dims[2:] + [nd])
 
 
 def _along(values: np.ndarray, axis: int, rank: int) -> np.ndarray:
@@ -76,7 +76,7 @@ def _reverse_sequence(ctx: NodeContext, inputs):
     if {t_axis, b_axis} != {0, 1}:
         raise ctx.error(f"time_axis and batch_axis must be 0 and 1, got {t_axis}, {b_axis}")
     t = const(_along(np.arange(shape[t_axis], dtype=np.int64), t_axis, rank), "int64")
-    n = reshape(op("cast", lens, dtype="int64"), _along(np.zeros(shape[b_axis]), b_axis,
+    n = ctx.reshape(op("cast", lens, dtype="int64"), _along(np.zeros(shape[b_axis]), b_axis,
                                                           rank).shape)
     flipped = op("subtract", op("subtract", n, const(1, "int64")), t)
     source = op("where", op("less", t, n), flipped, t)
@@ -100,7 +100,7 @@ def _tensor_scatter(ctx: NodeContext, inputs):
     if writes is None:
         k = s
     else:
-        start = reshape(op("cast", writes, dtype="int64"), [shape[0]] + [1] * (rank - 1))
+        start = ctx.reshape(op("cast", writes, dtype="int64"), [shape[0]] + [1] * (rank - 1))
         k = op("subtract", s, start)
     if mode == "circular":
         k = op("floor_mod", k, const(m, "int64"))
@@ -124,9 +124,9 @@ def _max_unpool(ctx: NodeContext, inputs):
                                   + kernel[i] for i in range(n)]
     dtype = ctx.dtype(x)
     flat = op("scatter_elements", const(np.zeros(int(np.prod(inferred)), dtype), dtype),
-              reshape(op("cast", indices, dtype="int64"), [-1]), reshape(x, [-1]), axis=0,
+              ctx.reshape(op("cast", indices, dtype="int64"), [-1]), ctx.reshape(x, [-1]), axis=0,
               reduction="update")
-    out = reshape(flat, inferred)
+    out = ctx.reshape(flat, inferred)
     if len(inputs) < 3 or inputs[2] is None:
         return out
     # indices address the inferred shape; a larger output_shape pads at the end (as ONNX's
@@ -181,7 +181,7 @@ def _det(ctx: NodeContext, inputs):
             total = term if _permutation_sign(perm) > 0 else op("negative", term)
         else:
             total = op("add" if _permutation_sign(perm) > 0 else "subtract", total, term)
-    return reshape(total, batch)
+    return ctx.reshape(total, batch)
 
 
 @converter("RoiAlign", since=10)
@@ -196,7 +196,7 @@ def _roi_align(ctx: NodeContext, inputs):
     if ratio <= 0:
         raise ctx.error("sampling_ratio=0 (adaptive) makes the sample count depend on the box "
                         "sizes; only a positive sampling_ratio is supported")
-    index = reshape(op("cast", batch, dtype=dtype), [ctx.shape(rois)[0], 1])
+    index = ctx.reshape(op("cast", batch, dtype=dtype), [ctx.shape(rois)[0], 1])
     boxes = op("concatenate", Tuple([index, op("cast", rois, dtype=dtype)]), axis=1)
     return op("vision.roi_align", x, boxes,
               pooled_size=(int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))),

@@ -17,7 +17,7 @@ from codegen import te
 from codegen.options import CodegenOptions
 from codegen.schedules.config import ScheduleConfig
 from compiler.errors import CompilerError
-from compiler.ir.types import TensorType
+from compiler.ir.types import TensorType, is_dynamic_type
 from ..registry import get_def
 
 __all__ = ["Implementation", "Workload", "CallInfo", "OpStrategy", "Choice", "STRATEGY",
@@ -174,8 +174,10 @@ def select(call: CallInfo, options: CodegenOptions) -> Choice | None:
     """The implementation (and its configuration) for a call, or None when the op has no
     strategy or none of its implementations applies (the op's generic compute rule runs).
     Every implementation is a vectorised schedule: without vectors (options.vectorize
-    False) none applies."""
-    if not options.vectorize:
+    False) none applies. A call with dynamic (Any) dims has no workload either (the VM
+    specialises the kernel at concrete shapes, where a strategy applies again)."""
+    if not options.vectorize or is_dynamic_type(call.out_type) or \
+            any(is_dynamic_type(t) for t in call.arg_types):
         return None
     fn = get_def(call.op).get_attr(STRATEGY)
     strategy = fn(call, options) if fn is not None else None
