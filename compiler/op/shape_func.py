@@ -188,8 +188,8 @@ class _Walk:
         return self._get(body, let_values)
 
     def _get(self, node, let_values):
-        if node in let_values and node not in self.types:
-            self.types[node] = self._get(let_values[node], let_values)
+        while node not in self.types and node in let_values:  # a let var: its value's type
+            node = let_values[node]
         return self.types[node]
 
     def _type(self, node: RelayExpr, let_values: dict) -> Type:
