@@ -332,6 +332,11 @@ def input_checks(func: Function) -> ShapeProgram:
     walk = _Walk(func, partial=True)
     walk.params()
     walk.run()
+    for ty in walk.types.values():  # compute every dim it can: broadcasts check as they go
+        for t in flatten_types(ty) if isinstance(ty, (TensorType, TupleType)) else ():
+            for d in t.shape:
+                if isinstance(d, Any) and walk._computable(d):
+                    walk.b.reg(d)
     return walk.program(None)
 
 

@@ -99,9 +99,12 @@ def strided_slice(data, begin, end, strides=None, axes=None, slice_mode="end"):
         if axes is not None:
             raise CompilerError("strided_slice: axes cannot be given with computed begin/end/"
                                 "strides (dyn.strided_slice slices the leading axes)")
-        n = next(len(v) for v, d in parts if d is None and v is not None) \
-            if any(d is None and v is not None for v, d in parts) else None
-        args = [d if d is not None else _int64_const(v if v is not None else [1] * n)
+        known = [len(v) for v, d in parts if d is None and v is not None]
+        computed = next(d for _, d in parts if d is not None)
+        # strides left out: ones, as many as the static bounds give, else as the computed ones
+        ones = _int64_const([1] * known[0]) if known else \
+            make_call("ones_like", [computed])
+        args = [d if d is not None else _int64_const(v) if v is not None else ones
                 for v, d in parts]
         return make_call("dyn.strided_slice", [data, *args], slice_mode=slice_mode)
 

@@ -103,7 +103,8 @@ def fuse_conv_max_pool(expr: RelayExpr) -> RelayExpr:
     for node in post_order(expr):
         for child in children(node):
             readers[child] = readers.get(child, 0) + 1
-            if type(node) is Call and isinstance(node.checked_type, TensorType):
+            if type(node) is Call and isinstance(node.checked_type, TensorType) \
+                    and not node.checked_type.is_dynamic:  # a dynamic reader: never a pool
                 largest_reader[child] = max(largest_reader.get(child, 0),
                                             _bytes(node.checked_type))
 

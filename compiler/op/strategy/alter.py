@@ -18,6 +18,7 @@ from typing import Callable
 
 from codegen.options import CodegenOptions
 from compiler.ir.expr import Call, RelayExpr
+from compiler.ir.types import is_dynamic_type
 from .. import nn_packed, nn_winograd
 from ..registry import get_def
 from .conv2d import PackedConvWeight, WinogradWeight
@@ -84,4 +85,7 @@ def alter_layout(call: Call, old: Call, pack: Packer, options: CodegenOptions
     """The call rewritten for its constant weight (argument 1), or None (the op has no
     layout to alter, or its chosen implementation reads the weight as it is)."""
     fn = get_def(call.op.name).get_attr(ALTER_LAYOUT)
-    return fn(call, old, pack, options) if fn is not None else None
+    if fn is None or any(is_dynamic_type(t) for t in (old.checked_type,
+                                                      *(a.checked_type for a in old.args))):
+        return None  # a dynamic (Any) shape: the implementation is chosen per concrete shape
+    return fn(call, old, pack, options)
