@@ -1,15 +1,18 @@
 """relay.vm.compile: a Relay program -> a runtime.vm Executable (TVM's relay.vm.compile).
 
 1. Bind `params` by name into main (they become constants), as relay.build does.
-2. Run relay.build's pass pipeline (compiler.driver.build.optimize: the same passes, the same
+2. Derive main's input checks (compiler.op.shape_func.input_checks: the constraints its
+   body puts on its dynamic inputs), which main runs first when it is called.
+3. Run relay.build's pass pipeline (compiler.driver.build.optimize: the same passes, the same
    PassContext gating), so primitive functions come out exactly as relay.build fuses them,
    then ToANormalForm and InferType.
-3. The backend (compiler.backend.vm) emits bytecode per global function and lifted closure
-   and resolves each primitive function to a kernel entry.
-4. Static kernels are lowered and compiled into one library through codegen.jit, the same
+4. The backend (compiler.backend.vm) emits bytecode per global function and lifted closure
+   and resolves each primitive function to a kernel entry; a dynamic one is preceded by a
+   ShapeFunc computing its output shapes (its shape program, from the op registry).
+5. Static kernels are lowered and compiled into one library through codegen.jit, the same
    compile path and caches (in memory and on disk) as relay.build: a static-shaped
    function is the same kernel, at the same speed, under either executor.
-5. The executable is validated; if it has specialised (Any-shaped) kernels, the compile hook
+6. The executable is validated; if it has specialised (Any-shaped) kernels, the compile hook
    that builds them per concrete shape is attached (compiler.backend.vm.specialise).
 """
 from __future__ import annotations
@@ -24,11 +27,14 @@ from compiler.driver.build import DISABLE_DISK_CACHE, build_target, optimize
 from compiler.errors import CompilerError
 from compiler.ir.expr import Function
 from compiler.ir.module import IRModule
+from compiler.ir.types import is_dynamic_type
+from compiler.op.shape_func import ShapeFuncError, input_checks
 from compiler.passes.bind_params import bind_params_by_name
 from compiler.passes.to_anf import ToANormalForm
 from compiler.target import Target, resolve as resolve_target
 from compiler.transform import PassContext
 from compiler.transform.pass_infra import InferType
+from runtime.shape_program import ShapeProgram
 from runtime.vm import Executable
 
 __all__ = ["compile"]
@@ -53,15 +59,30 @@ def compile(mod: IRModule | Function, target: Any = None,  # noqa: A001 (TVM's n
         mod["main"] = bind_params_by_name(mod["main"], params)
     no_disk = bool(PassContext.current().get_config(DISABLE_DISK_CACHE, False))
     with build_target(target) as options, disk_cache.disabled(no_disk):  # FoldConstant's too
+        mod = InferType()(mod)
+        checks = _main_input_checks(mod["main"])
         mod = optimize(mod)
         mod = InferType()(ToANormalForm()(mod))
         kernels = KernelResolver(options, mod_name)
-        compiler = ModuleCompiler(mod, kernels)
+        compiler = ModuleCompiler(mod, kernels, {"main": checks} if checks else None)
         functions = compiler.compile()
         lib = jit.build_library(kernels.prim_funcs, options=options) \
             if kernels.prim_funcs else None
-    exe = Executable(functions, compiler.constants, kernels.entries, lib)
+    exe = Executable(functions, compiler.constants, kernels.entries, lib,
+                     compiler.shape_programs)
     exe.target = target
     if kernels.dynamic:
         exe.compile_hook = Specialiser(kernels.dynamic, options)
     return exe
+
+
+def _main_input_checks(main: Function) -> ShapeProgram | None:
+    """The constraints main's body puts on its dynamic inputs (shared or broadcast dims,
+    a matmul's inner dim, ...), checked when it is called; None when its inputs are static
+    or the checks cannot be derived (each kernel's shape program still checks its own)."""
+    if not any(is_dynamic_type(p.checked_type) for p in main.params):
+        return None
+    try:
+        return input_checks(main)
+    except ShapeFuncError:
+        return None

@@ -33,6 +33,7 @@ from ..dtypes import numpy_dtype
 from ..errors import KernelError, VMError
 from ..library import status_message
 from ..memory import aligned_empty
+from ..shape_program import ShapeError
 from .bytecode import (ALLOC_ADT, ALLOC_CLOSURE, ALLOC_STORAGE, ALLOC_TENSOR, ALLOC_TENSOR_REG,
                        FATAL, GET_FIELD, GOTO, IF, INVOKE, INVOKE_CLOSURE, INVOKE_PACKED,
                        KILL_REGISTER, LOAD_CONST, LOAD_CONSTI, MOVE, RESHAPE_TENSOR, RET,
@@ -48,6 +49,7 @@ DEFAULT_MAX_CALLS = 1_000_000
 # register slots of all live frames together (8 bytes each): bounds the memory deep recursion
 # of functions with large register files can take, whatever the depth limit says
 MAX_LIVE_REGISTERS = 1 << 24
+MAX_SHAPE_MEMO = 4096  # remembered shape-program results (cleared when full)
 _INT64 = np.dtype("int64")
 _DTYPES: dict[str, np.dtype] = {}  # dtype name -> numpy dtype (validated names only)
 
@@ -88,6 +90,7 @@ class VirtualMachine:
         self.max_call_depth = max_call_depth
         self.max_calls = max_calls
         self.pool = StoragePool()
+        self._shape_memo: dict[tuple, tuple] = {}  # (program, input shapes) -> output shapes
         self._inputs: dict[str, list] = {}
         self._outputs: Any = None
         self._static = [self._static_kernel(i) for i in range(len(exe.kernels))]
@@ -257,7 +260,8 @@ class VirtualMachine:
                     raise VMError(f"the program executed Fatal: {inst[1]}")
                 pc += 1
         except (VMError, KernelError, MemoryError, ValueError) as err:
-            where = f"{_where(functions[fi].name, pc, inst)}: {err}"
+            where = f"VM function {functions[fi].name!r}: {err}" if type(err) is ShapeError \
+                else f"{_where(functions[fi].name, pc, inst)}: {err}"
             try:
                 located = type(err)(where)
             except TypeError:  # an exception class with another constructor
@@ -333,15 +337,29 @@ class VirtualMachine:
         return kernel.cfunc, _signature(kernel.library.signatures[kernel.name]), kernel.name
 
     def _shape_func(self, inst: tuple, regs: list) -> None:
-        program = self.exe.shape_programs[inst[1]]
+        index = inst[1]
+        program = self.exe.shape_programs[index]
         tensors = [_tensor(regs[r], "ShapeFunc") for r in inst[2]]
+        key = None
+        if not program.needs_values:  # shapes alone decide: computed once per input shapes
+            key = (index, *[t.shape for t in tensors])
+            shapes = self._shape_memo.get(key)
+            if shapes is not None:
+                for r, shape in zip(inst[3], shapes):
+                    regs[r] = shape
+                return
         values = {i: tensors[i] for i in program.needs_values}  # inputs whose data it reads
         shapes = program.evaluate([t.shape for t in tensors], values)
         if len(shapes) != len(inst[3]):
-            raise ValueError(f"shape program {inst[1]} gives {len(shapes)} shapes for "
+            raise ValueError(f"shape program {index} gives {len(shapes)} shapes for "
                              f"{len(inst[3])} outputs")
+        shapes = tuple(_shape_tensor(s, read_only=True) for s in shapes)
+        if key is not None:
+            if len(self._shape_memo) >= MAX_SHAPE_MEMO:
+                self._shape_memo.clear()
+            self._shape_memo[key] = shapes
         for r, shape in zip(inst[3], shapes):
-            regs[r] = _shape_tensor(shape)
+            regs[r] = shape
 
 
 def _where(func: str, pc: int, inst: tuple) -> str:
@@ -391,9 +409,10 @@ def _shape(value: Any) -> tuple[int, ...]:
     return dims
 
 
-def _shape_tensor(shape) -> np.ndarray:
+def _shape_tensor(shape, read_only: bool = False) -> np.ndarray:
     out = aligned_empty((len(shape),), _INT64)
     out[:] = shape
+    out.flags.writeable = not read_only
     return out
 
 

@@ -6,7 +6,7 @@ Layout (integers little-endian):
         program JSON (UTF-8): {"functions": [{"name", "params", "param_types", "registers",
                                               "code": [[opcode name, field, ...], ...]}],
                                "kernels": [[name, kind, inputs, outputs], ...],
-                               "shape_programs": [ShapeProgram.to_json(), ...]}
+                               "shape_programs": [ShapeProgram.to_dict(), ...]}
         constants: a params blob (runtime.params layout) naming them "0", "1", ...
     32-byte SHA-256 of everything before it
 
@@ -29,6 +29,7 @@ import struct
 from ..export import read_module, write_sections
 from ..library import KernelLibrary
 from ..params import load_param_dict, save_param_dict
+from ..shape_program import ShapeProgram, ShapeProgramFormatError
 from .bytecode import FIELDS, NAMES, OPCODES
 from .program import TENSOR, TUPLE, ANY, KernelEntry, VMFunction
 
@@ -47,7 +48,7 @@ def encode(functions, constants, kernels, shape_programs) -> bytes:
                        "code": [_instruction_json(inst) for inst in f.code]}
                       for f in functions],
         "kernels": [[k.name, k.kind, k.num_inputs, k.num_outputs] for k in kernels],
-        "shape_programs": [p.to_json() for p in shape_programs],
+        "shape_programs": [p.to_dict() for p in shape_programs],
     }
     sections = [json.dumps(program, separators=(",", ":")).encode("utf-8"),
                 save_param_dict({str(i): c for i, c in enumerate(constants)})]
@@ -69,10 +70,8 @@ def decode(code: bytes | bytearray | memoryview) -> tuple[list, list, list, list
             raise ValueError("the program section is not a JSON object")
         functions = [_function(f, i) for i, f in enumerate(_list(program, "functions"))]
         kernels = [_kernel(k, i) for i, k in enumerate(_list(program, "kernels"))]
-        shape_programs = _list(program, "shape_programs")
-        if shape_programs:
-            raise ValueError(f"the program has {len(shape_programs)} shape programs, which "
-                             f"this runtime cannot read yet")
+        shape_programs = [_shape_program(p, i)
+                          for i, p in enumerate(_list(program, "shape_programs"))]
         params = load_param_dict(blob)
         if list(params) != [str(i) for i in range(len(params))]:
             raise ValueError("constants must be named 0, 1, ... in order")
@@ -199,6 +198,13 @@ def _instruction(obj, where: str) -> tuple:
         else:
             fields.append(_int(value, what))
     return (code, *fields)
+
+
+def _shape_program(obj, index: int) -> ShapeProgram:
+    try:
+        return ShapeProgram.from_dict(obj)
+    except ShapeProgramFormatError as err:
+        raise ValueError(f"shape program {index}: {err}") from None
 
 
 def _kernel(obj, index: int) -> KernelEntry:

@@ -11,6 +11,9 @@ An executable may come from an untrusted file, so the checks assume nothing. Sta
     without calling, and calls are counted: VirtualMachine's limits bound every program),
     and no path runs off the end of the code;
   - every register is written before any path reads it (parameters count as written);
+  - shape programs are validated ShapePrograms (runtime.shape_program checks their own
+    registers, inputs and shape-function names), and ShapeFunc passes one register per
+    program input and one per output;
   - Invoke passes as many arguments as the callee has parameters; InvokePacked passes the
     kernel entry's arity with its output count; a static kernel exists in the library with a
     signature of that arity (its shapes and dtypes are checked again on every call, against
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 from ..dtypes import dtype_name
 from ..library import KernelLibrary
+from ..shape_program import ShapeProgram
 from .bytecode import (ALLOC_CLOSURE, ALLOC_TENSOR, FATAL, FIELDS, GOTO, IF, INVOKE, INVOKE_PACKED,
                        KILL_REGISTER, NAMES, RET, SHAPE_FUNC, instruction_text)
 from .program import ANY, KERNEL_KINDS, STATIC, TENSOR, TUPLE, KernelEntry, VMFunction
@@ -43,6 +47,10 @@ def check_program(functions: tuple[VMFunction, ...], constants: tuple, kernels: 
         raise TypeError(f"lib must be a KernelLibrary or None, got {type(lib).__name__}")
     for i, k in enumerate(kernels):
         _check_kernel(i, k, lib)
+    for i, p in enumerate(shape_programs):
+        if not isinstance(p, ShapeProgram):
+            raise TypeError(f"shape program {i} must be a ShapeProgram, got "
+                            f"{type(p).__name__}")
     counts = {"func": len(functions), "const": len(constants), "kernel": len(kernels),
               "shape": len(shape_programs)}
     names: set[str] = set()
@@ -52,7 +60,7 @@ def check_program(functions: tuple[VMFunction, ...], constants: tuple, kernels: 
         if f.name in names:
             raise ValueError(f"two functions are named {f.name!r}")
         names.add(f.name)
-        _check_function(f, functions, kernels, counts)
+        _check_function(f, functions, kernels, shape_programs, counts)
 
 
 def _check_kernel(index: int, k: KernelEntry, lib: KernelLibrary | None) -> None:
@@ -100,7 +108,7 @@ def _dtype(name, what: str) -> None:
         raise ValueError(f"{what}: {err}") from None
 
 
-def _check_function(f: VMFunction, functions, kernels, counts: dict) -> None:
+def _check_function(f: VMFunction, functions, kernels, shape_programs, counts: dict) -> None:
     where = f"function {f.name!r}"
     n = f.num_registers
     if not isinstance(n, int) or not len(f.params) <= n <= MAX_REGISTERS:
@@ -119,7 +127,7 @@ def _check_function(f: VMFunction, functions, kernels, counts: dict) -> None:
             raise ValueError(f"{at}: not an instruction: {inst!r:.60}")
         at = f"{at} ({NAMES[inst[0]]})"
         _check_fields(inst, at, n, len(f.code), pc, counts)
-        _check_arity(inst, at, functions, kernels)
+        _check_arity(inst, at, functions, kernels, shape_programs)
         if inst[0] not in _TERMINATORS and pc + 1 >= len(f.code):
             raise ValueError(f"{at}: the last instruction must be Ret, Goto, If or Fatal; "
                              f"execution would run off the end of the function")
@@ -168,7 +176,7 @@ def _check_fields(inst: tuple, at: str, registers: int, length: int, pc: int,
                          f"{TENSOR_ALIGNMENT}")
 
 
-def _check_arity(inst: tuple, at: str, functions, kernels) -> None:
+def _check_arity(inst: tuple, at: str, functions, kernels, shape_programs) -> None:
     if inst[0] == INVOKE:
         callee = functions[inst[1]]
         if len(inst[2]) != len(callee.params):
@@ -179,6 +187,12 @@ def _check_arity(inst: tuple, at: str, functions, kernels) -> None:
         if len(inst[2]) > len(callee.params):
             raise ValueError(f"{at}: captures {len(inst[2])} values for {callee.name!r}, which "
                              f"takes {len(callee.params)} parameters")
+    elif inst[0] == SHAPE_FUNC:
+        program = shape_programs[inst[1]]
+        if len(inst[2]) != len(program.inputs) or len(inst[3]) != len(program.outputs):
+            raise ValueError(f"{at}: passes {len(inst[2])} inputs for {len(inst[3])} output "
+                             f"shapes to shape program {inst[1]}, which takes "
+                             f"{len(program.inputs)} inputs and gives {len(program.outputs)}")
     elif inst[0] == INVOKE_PACKED:
         k = kernels[inst[1]]
         if inst[2] != k.num_outputs or len(inst[3]) != k.arity:

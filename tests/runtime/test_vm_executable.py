@@ -259,3 +259,43 @@ def test_fuzzed_code_is_refused_or_runs_never_crashes(compiled, tmp_path):
     assert len(refused) > len(results) // 2  # most edits break the program
     for kind, k, why in refused:
         assert len(why) > 20, f"{labels[k]}: unhelpful error {why!r}"
+
+
+def _dynamic_code() -> tuple[dict, bytes, object]:
+    """The saved program of a dynamic model: its shape programs (one reading a value)."""
+    x = relay.var("x", shape=(relay.Any(), 6))
+    shape = relay.var("shape", shape=(2,), dtype="int64")
+    y = relay.reshape(relay.exp(x), shape)
+    exe = relay.vm.compile(tvm.IRModule.from_expr(relay.Function([x, shape], y)))
+    code, lib = exe.save()
+    program, blob = _program(code)
+    assert program["shape_programs"]
+    return program, blob, lib
+
+
+SHAPE_PROGRAM_CORRUPTIONS = {
+    "register out of range": (
+        lambda p: p["shape_programs"][-1]["outputs"][0].__setitem__(0, 999),
+        "not an earlier int register"),
+    "unknown shape function": (
+        lambda p: next(i for sp in p["shape_programs"] for i in sp["instructions"]
+                       if i[0] == "call").__setitem__(1, "no.such.function"),
+        "no shape function named 'no.such.function'"),
+    "not a shape program": (lambda p: p["shape_programs"].__setitem__(0, [1, 2]),
+                            "not a shape program"),
+    "ShapeFunc given too few inputs": (
+        lambda p: next(inst for inst in p["functions"][0]["code"] if inst[0] == "ShapeFunc")
+        [2].pop(), "passes 1 inputs"),
+    "shape program index out of range": (
+        lambda p: next(inst for inst in p["functions"][0]["code"] if inst[0] == "ShapeFunc")
+        .__setitem__(1, 50), "shape index 50 out of range"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SHAPE_PROGRAM_CORRUPTIONS))
+def test_corrupted_shape_programs_are_refused(kind):
+    program, blob, lib = _dynamic_code()
+    corrupt, message = SHAPE_PROGRAM_CORRUPTIONS[kind]
+    corrupt(program)
+    with pytest.raises(ValueError, match=message):
+        Executable.load_exec(_code(program, blob), lib)

@@ -9,9 +9,9 @@ function: static ones are lowered through the same KernelTable as relay.build, d
 """
 from __future__ import annotations
 
-from .emitter import FunctionEmitter, param_type
-from .kernels import KernelResolver, has_any, is_dynamic
+from .emitter import FunctionEmitter
+from .kernels import KernelResolver
 from .module_compiler import ModuleCompiler
+from .value_types import is_dynamic, param_type
 
-__all__ = ["FunctionEmitter", "KernelResolver", "ModuleCompiler", "has_any", "is_dynamic",
-           "param_type"]
+__all__ = ["FunctionEmitter", "KernelResolver", "ModuleCompiler", "is_dynamic", "param_type"]

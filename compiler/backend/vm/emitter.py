@@ -36,33 +36,10 @@ from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, 
 from compiler.ir.traversal import children, post_order
 from compiler.ir.types import TensorType, TupleType, Type
 from runtime.vm import bytecode as bc
-from runtime.vm.program import ANY, TENSOR, TUPLE
+
+from .value_types import is_dynamic, tensor_types
 
 STORAGE_ALIGNMENT = 64
-
-
-def param_type(ty: Type | None) -> tuple:
-    """The runtime's description of a parameter type (runtime.vm.program)."""
-    if isinstance(ty, TensorType):
-        return (TENSOR, tuple(d if isinstance(d, int) else None for d in ty.shape), ty.dtype)
-    if isinstance(ty, TupleType):
-        return (TUPLE, tuple(param_type(f) for f in ty.fields))
-    return (ANY,)
-
-
-def tensor_types(ty: Type, where: str) -> list[TensorType]:
-    """The tensors of a (nested) tuple type, in order."""
-    out, stack = [], [ty]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, TensorType):
-            out.append(t)
-        elif isinstance(t, TupleType):
-            stack.extend(reversed(t.fields))
-        else:
-            raise CompilerError(f"relay.vm.compile: {where} has type {t}; a primitive "
-                                f"function takes and returns tensors and tuples of tensors")
-    return out
 
 
 class FunctionEmitter:
@@ -86,6 +63,16 @@ class FunctionEmitter:
                                             tuple(self.regs[v] for v in captured))
         self.body = body
         self.nested = nested_free_vars(body)
+
+    def check_params(self, program: int) -> None:
+        """A ShapeFunc with no outputs over the parameters' tensors: shape program `program`
+        checks them (its errors name the parameter, the shape expected and the one given)."""
+        tensors = []
+        for p in self.params:
+            ty = p._checked_type or p.type_annotation
+            reg = self.regs[p]
+            tensors.extend([reg] if isinstance(ty, TensorType) else self._flatten(reg, ty))
+        self._emit(bc.SHAPE_FUNC, program, tuple(tensors), ())
 
     # ---- registers and instructions ---------------------------------------------------------
     def _new_reg(self) -> int:
@@ -231,17 +218,40 @@ class FunctionEmitter:
                 temps.extend(fields)
         kernel = self.module.kernel_index(func)
         ret = func.ret_type or func.body.checked_type
+        out_types = tensor_types(ret, "a primitive function's result")
+        shapes = self._shape_func(func, inputs, len(out_types)) if is_dynamic(func) else None
         if kernel == NOP:
-            (src,) = inputs
-            out = tensor_types(ret, "the reshape's result")[0]
-            shape = self.module.constant_index(np.array(out.shape, dtype="int64"))
-            shape_reg = self._emit_dst(bc.LOAD_CONST, shape)
-            return self._emit_dst(bc.RESHAPE_TENSOR, src, shape_reg)
-        outputs = [self._alloc(t) for t in tensor_types(ret, "a primitive function's result")]
+            if shapes is None:
+                shape = self.module.constant_index(np.array(out_types[0].shape, dtype="int64"))
+                shapes = [self._emit_dst(bc.LOAD_CONST, shape)]
+            out = self._emit_dst(bc.RESHAPE_TENSOR, inputs[0], shapes[0])
+            self._kill(shapes + temps)
+            return out
+        outputs = [self._alloc(t) if shapes is None or not t.is_dynamic else
+                   self._alloc_dynamic(t, shape) for t, shape in zip(out_types, shapes or out_types)]
         self._emit(bc.INVOKE_PACKED, kernel, len(outputs), tuple(inputs + outputs))
-        for reg in temps:
-            self._emit(bc.KILL_REGISTER, reg)
+        self._kill((shapes or []) + temps)
         return self._regroup(ret, outputs)
+
+    def _shape_func(self, func: Function, inputs: list[int], num_outputs: int) -> list[int]:
+        """ShapeFunc: registers holding the output shapes of a dynamic primitive function at
+        run time (its shape program also checks the inputs against the function's
+        constraints)."""
+        program = self.module.shape_program_index(func)
+        shapes = [self._new_reg() for _ in range(num_outputs)]
+        self._emit(bc.SHAPE_FUNC, program, tuple(inputs), tuple(shapes))
+        return shapes
+
+    def _kill(self, regs: list[int]) -> None:
+        for reg in regs:
+            self._emit(bc.KILL_REGISTER, reg)
+
+    def _alloc_dynamic(self, ty: TensorType, shape: int) -> int:
+        """A tensor of the shape a register holds, in storage of its size."""
+        storage = self._emit_dst(bc.ALLOC_STORAGE, shape, STORAGE_ALIGNMENT, ty.dtype)
+        tensor = self._emit_dst(bc.ALLOC_TENSOR_REG, storage, 0, shape, ty.dtype)
+        self._emit(bc.KILL_REGISTER, storage)
+        return tensor
 
     def _alloc(self, ty: TensorType) -> int:
         nbytes = math.prod(ty.shape) * np.dtype(ty.dtype).itemsize

@@ -5,7 +5,8 @@ structural sharing, same names, same PrimFunc), except that concatenations get a
 VM has no memory plan to lay their inputs out in. Reshape-only functions need no kernel (the
 VM reshapes a view). A function whose types contain Any becomes a "specialised" entry: the
 VM asks the executable's compile hook for a kernel at the shapes it meets
-(compiler.backend.vm.specialise).
+(compiler.backend.vm.specialise); a reshape-only one needs none (the VM reshapes a view to
+the shape its shape program gives).
 """
 from __future__ import annotations
 
@@ -13,28 +14,11 @@ from codegen.options import CodegenOptions
 from compiler.backend.kernel_table import KernelTable, kernel_name_for
 from compiler.ir.expr import Function
 from compiler.ir.structural import structural_equal, structural_hash
-from compiler.ir.types import TensorType, TupleType, Type
+from compiler.ir.types import TensorType
 from runtime.vm.program import SPECIALISED, STATIC, KernelEntry
 
-from .emitter import NOP, tensor_types
-
-
-def has_any(ty: Type) -> bool:
-    """Whether a (tuple of) tensor type has a dim that is not a known int."""
-    stack = [ty]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, TensorType) and any(not isinstance(d, int) for d in t.shape):
-            return True
-        if isinstance(t, TupleType):
-            stack.extend(t.fields)
-    return False
-
-
-def is_dynamic(func: Function) -> bool:
-    """Whether a primitive function's parameters or result have Any dims."""
-    ret = func.ret_type or func.body.checked_type
-    return has_any(ret) or any(has_any(p.checked_type) for p in func.params)
+from .emitter import NOP
+from .value_types import is_dynamic, tensor_types
 
 
 class KernelResolver:
@@ -57,7 +41,7 @@ class KernelResolver:
     def resolve(self, func: Function) -> int | str:
         """The entry index for a primitive function, or NOP for a reshape-only one."""
         if is_dynamic(func):
-            return self._dynamic(func)
+            return NOP if _reshapes_first_input(func) else self._dynamic(func)
         name = self.table.add(func)
         if name == NOP:
             return NOP
@@ -81,6 +65,16 @@ class KernelResolver:
         self.dynamic[index] = func
         self._dynamic_by_hash.setdefault(key, []).append((func, index))
         return index
+
+
+def _reshapes_first_input(func: Function) -> bool:
+    """A reshape-only function of dynamic shapes: its result is its first input's bytes under
+    the shape its shape program computes (its other inputs, as dyn.reshape's new shape, are
+    only read by that program)."""
+    ret = func.ret_type or func.body.checked_type
+    return int(func.get_attr("relay.reshape_only", 0) or 0) == 1 and \
+        isinstance(ret, TensorType) and bool(func.params) and \
+        isinstance(func.params[0].checked_type, TensorType)
 
 
 def _counts(func: Function) -> tuple[int, int]:

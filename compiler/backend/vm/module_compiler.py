@@ -4,7 +4,9 @@ Every global function becomes a VMFunction (in module order; their indices are w
 names); every non-primitive function expression inside them is lifted into a VMFunction of
 its own, whose first parameters are the free variables it captures (lambda lifting, as TVM's
 LambdaLift, done while emitting). Constants are collected once each (by identity, and shape
-constants for ReshapeTensor by value). Primitive functions are resolved to kernel entries by
+constants for ReshapeTensor by value), shape programs once each (by value). A global function
+given input checks (relay.vm.compile gives main's: the constraints its body puts on its
+dynamic inputs) checks its arguments first, so a wrong shape is an error naming the input. Primitive functions are resolved to kernel entries by
 a KernelResolver: the same structural class, the same kernel.
 """
 from __future__ import annotations
@@ -15,22 +17,29 @@ from compiler.errors import CompilerError
 from compiler.ir.expr import Function, GlobalVar, Var
 from compiler.ir.module import IRModule
 from compiler.ir.vars import free_vars
+from compiler.op.shape_func import ShapeFuncError, shape_program
+from runtime.shape_program import ShapeProgram
 from runtime.vm.program import VMFunction
 
-from .emitter import FunctionEmitter, param_type
+from .emitter import FunctionEmitter
+from .value_types import param_type
 from .kernels import KernelResolver
 
 
 class ModuleCompiler:
     """Compiles every function of `mod` (see the module docstring)."""
 
-    def __init__(self, mod: IRModule, kernels: KernelResolver) -> None:
+    def __init__(self, mod: IRModule, kernels: KernelResolver,
+                 input_checks: dict[str, ShapeProgram] | None = None) -> None:
         self.mod = mod
         self.kernels = kernels
+        self.input_checks = input_checks or {}  # global name -> the checks of its inputs
         self.globals = {gv: i for i, (gv, _) in enumerate(mod.functions.items())}
         self.constants: list[np.ndarray] = []
         self._const_ids: dict[int, int] = {}
         self._shape_consts: dict[tuple, int] = {}
+        self.shape_programs: list[ShapeProgram] = []
+        self._program_index: dict[str, int] = {}  # a program's JSON -> its index
         # (index, name, function, captured vars, self var) of closures still to emit
         self._pending: list[tuple] = []
         self._lifted = 0
@@ -57,6 +66,21 @@ class ModuleCompiler:
     def kernel_index(self, func: Function):
         return self.kernels.resolve(func)
 
+    def shape_program_index(self, func: Function) -> int:
+        """Index of the ShapeProgram of a dynamic primitive function (equal programs shared)."""
+        try:
+            program = shape_program(func)
+        except ShapeFuncError as err:
+            raise CompilerError(f"relay.vm.compile: {err}") from None
+        return self.add_shape_program(program)
+
+    def add_shape_program(self, program: ShapeProgram) -> int:
+        key = program.to_json()
+        if key not in self._program_index:
+            self._program_index[key] = len(self.shape_programs)
+            self.shape_programs.append(program)
+        return self._program_index[key]
+
     def lift(self, func: Function, parent: str, var: Var | None) -> tuple[int, list[Var]]:
         """Index of the VMFunction a closure expression becomes, and the variables it
         captures (passed as its first arguments)."""
@@ -72,7 +96,8 @@ class ModuleCompiler:
         """The VMFunctions: the module's, then lifted closures in the order they were met."""
         functions: list[VMFunction] = []
         for gv, func in self.mod.functions.items():
-            functions.append(self._emit(gv.name_hint, list(func.params), func.body))
+            functions.append(self._emit(gv.name_hint, list(func.params), func.body,
+                                        checks=self.input_checks.get(gv.name_hint)))
         done = 0
         while done < len(self._pending):  # lifting can lift more: a worklist, no recursion
             index, name, func, captured, self_var = self._pending[done]
@@ -83,8 +108,11 @@ class ModuleCompiler:
             assert len(functions) - 1 == index
         return functions
 
-    def _emit(self, name: str, params: list[Var], body, self_closure=None) -> VMFunction:
+    def _emit(self, name: str, params: list[Var], body, self_closure=None,
+              checks: ShapeProgram | None = None) -> VMFunction:
         emitter = FunctionEmitter(self, name, params, body, self_closure)
+        if checks is not None:
+            emitter.check_params(self.add_shape_program(checks))
         code = emitter.run()
         types = tuple(param_type(p._checked_type or p.type_annotation) for p in params)
         return VMFunction(name, tuple(p.name_hint for p in params), types,

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 from compiler.backend.kernel_table import lower_kernel
 from compiler.errors import CompilerError
-from compiler.ir.expr import Function, Var
+from compiler.ir.expr import Call, Function, Tuple, TupleGetItem, Var
 from compiler.ir.module import IRModule
-from compiler.ir.traversal import rewrite_post_order
-from compiler.ir.types import TensorType, TupleType, Type
+from compiler.ir.traversal import post_order, rewrite_post_order
+from compiler.ir.types import TensorType, TupleType, Type, is_dynamic_type
 from compiler.transform.pass_infra import InferType
 from codegen import jit
 from codegen.options import CodegenOptions
 from runtime.library import Kernel
 
-from .emitter import tensor_types
+from .value_types import tensor_types
 
 
 class Specialiser:
@@ -61,7 +61,25 @@ def specialise(func: Function, inputs: tuple, outputs: tuple) -> Function:
                                            tensor_types(ret, "the result"))):
         raise CompilerError(f"specialising {func.attrs}: the result is {got} at these inputs, "
                             f"the shape program said {ret}")
+    _set_result_types(typed.body, ret)
     return Function(typed.params, typed.body, ret, typed.type_params, typed.attrs)
+
+
+def _set_result_types(body, ret: Type) -> None:
+    """Give the nodes computing the result the shapes the VM allocated where inference left
+    them Any (value-dependent shapes: dyn.* ops, argwhere); no other node may stay dynamic.
+    The result is a call or a tuple of them: ops with such shapes are OPAQUE, so alone."""
+    stack = [(body, ret)]
+    while stack:
+        node, ty = stack.pop()
+        if type(node) is Tuple and isinstance(ty, TupleType):
+            stack.extend(zip(node.fields, ty.fields))
+        elif is_dynamic_type(node.checked_type):
+            node._set_checked_type(ty)
+    for node in post_order(body):
+        if isinstance(node, (Call, Tuple, TupleGetItem)) and is_dynamic_type(node.checked_type):
+            raise CompilerError(f"specialising: a {type(node).__name__} inside the function "
+                                f"still has a dynamic type {node.checked_type} at these shapes")
 
 
 def _concrete(ty: Type, shapes, where: str) -> Type:
