@@ -11,7 +11,7 @@ Instruction set (bytecode.py; TVM's, with the differences noted there): Move, Re
 global function), InvokeClosure, InvokePacked (a kernel), AllocStorage, AllocTensor,
 AllocTensorReg (shape from a register), AllocADT (tuples), AllocClosure, GetField, If, Goto,
 LoadConst, LoadConsti, ShapeOf, ReshapeTensor, ShapeFunc (output shapes by a shape program),
-KillRegister, Fatal. Each function has a register file; its parameters arrive in registers
+KillRegister, Fatal, StaticStorage. Each function has a register file; its parameters arrive in registers
 0..n-1; an instruction names registers by index.
 
 Calling conventions. Global functions and closures: Invoke copies the argument registers
@@ -24,10 +24,15 @@ convention (runtime.library: `int32 fn(void **buffers)`, inputs then outputs); t
 are tensors the program allocated before the call. Every buffer is checked against the
 kernel's signature before native code runs.
 
-Storage (pool.py): AllocStorage leases a buffer from the VM's StoragePool, AllocTensor views
-part of it as a tensor. Buffers return to the pool when Python's reference count says nothing
-holds them any more (the compiler emits KillRegister after a value's last use), so memory is
-reused within a run and a steady-state run at a repeated shape allocates nothing new.
+Storage (pool.py): StaticStorage gives a buffer the VirtualMachine allocated once for that
+instruction; the compiler's memory plan places there the static-shaped tensors that never
+escape their function (compiler.backend.vm.storage_plan), sharing bytes as relay.build's plan
+does, concatenations laid out in place, residuals written over. AllocStorage leases a buffer
+from the VM's StoragePool (dynamic shapes, results, tensors that escape); AllocTensor views
+part of a storage as a tensor. Leases return to the pool when Python's reference count says
+nothing holds them any more (the compiler emits KillRegister after a value's last use), so
+memory is reused within a run and a steady-state run at a repeated shape allocates nothing
+new.
 
 Specialisation (executable.py): a kernel entry is "static" (compiled ahead of time, as
 relay.build compiles it) or "specialised" (a primitive function with Any dims, compiled for

@@ -9,7 +9,7 @@ serialiser, the validator and the printer need to know about an opcode:
     "func"    an index into Executable.functions   "const"  an index into .constants
     "kernel"  an index into Executable.kernels     "shape"  an index into .shape_programs
     "dtype"   an element type ("float32", ...)     "jump"   a pc offset from this instruction
-    "index"   a non-negative field index or count  "align"  a power-of-two byte alignment
+    "index"   a non-negative index, count or size   "align"  a power-of-two byte alignment
     "message" a string (Fatal's reason)
 
 The set follows TVM's VM (src/runtime/vm/executable.cc); where relayjit differs it says so.
@@ -37,6 +37,7 @@ ALLOC_CLOSURE = 16
 INVOKE_CLOSURE = 17
 SHAPE_FUNC = 18
 FATAL = 19
+STATIC_STORAGE = 20
 
 NAMES = {
     ALLOC_STORAGE: "AllocStorage", ALLOC_TENSOR: "AllocTensor", INVOKE_PACKED: "InvokePacked",
@@ -45,6 +46,7 @@ NAMES = {
     ALLOC_TENSOR_REG: "AllocTensorReg", LOAD_CONSTI: "LoadConsti", SHAPE_OF: "ShapeOf",
     RESHAPE_TENSOR: "ReshapeTensor", ALLOC_CLOSURE: "AllocClosure",
     INVOKE_CLOSURE: "InvokeClosure", SHAPE_FUNC: "ShapeFunc", FATAL: "Fatal",
+    STATIC_STORAGE: "StaticStorage",
 }
 OPCODES = {name: code for code, name in NAMES.items()}
 
@@ -91,6 +93,11 @@ FIELDS: dict[int, tuple[str, ...]] = {
     # executable needs no compiler to compute them). Inputs, then one register per output.
     SHAPE_FUNC: ("shape", "regs", "regs"),
     FATAL: ("message",),
+    # storage of `size` bytes the VirtualMachine allocates once and gives every time this
+    # instruction runs (relayjit's: the compiler's memory plan places the tensors of a
+    # function that never escape it there, so a repeated run allocates nothing and the VM
+    # can precompute kernel arguments over it)
+    STATIC_STORAGE: ("index", "reg"),
 }
 
 assert set(FIELDS) == set(NAMES)

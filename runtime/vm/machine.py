@@ -37,11 +37,11 @@ from ..shape_program import ShapeError
 from .bytecode import (ALLOC_ADT, ALLOC_CLOSURE, ALLOC_STORAGE, ALLOC_TENSOR, ALLOC_TENSOR_REG,
                        FATAL, GET_FIELD, GOTO, IF, INVOKE, INVOKE_CLOSURE, INVOKE_PACKED,
                        KILL_REGISTER, LOAD_CONST, LOAD_CONSTI, MOVE, RESHAPE_TENSOR, RET,
-                       SHAPE_FUNC, SHAPE_OF, instruction_text)
+                       SHAPE_FUNC, SHAPE_OF, STATIC_STORAGE, instruction_text)
 from .executable import Executable
 from .inputs import check_arguments, wrap_output
 from .objects import ADT, VMClosure
-from .pool import StoragePool
+from .pool import StoragePool, static_storages
 from .program import STATIC, SYMBOLIC
 
 DEFAULT_MAX_CALL_DEPTH = 10_000
@@ -93,6 +93,7 @@ class VirtualMachine:
         self._shape_memo: dict[tuple, tuple] = {}  # (program, input shapes) -> output shapes
         self._inputs: dict[str, list] = {}
         self._outputs: Any = None
+        self._storages = static_storages(exe.functions)
         self._static = [self._static_kernel(i) for i in range(len(exe.kernels))]
         self._tails = [_tail_calls(f.code) for f in exe.functions]
         # per function, per InvokePacked pc: the argument pointer array it fills and passes
@@ -256,6 +257,8 @@ class VirtualMachine:
                     regs[inst[3]] = VMClosure(inst[1], tuple([regs[r] for r in inst[2]]))
                 elif op == SHAPE_FUNC:
                     self._shape_func(inst, regs)
+                elif op == STATIC_STORAGE:
+                    regs[inst[2]] = self._storages[fi][pc]
                 elif op == FATAL:
                     raise VMError(f"the program executed Fatal: {inst[1]}")
                 pc += 1

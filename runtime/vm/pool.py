@@ -22,6 +22,7 @@ import weakref
 import numpy as np
 
 from ..memory import ALIGNMENT, aligned_bytes, check_memory
+from .bytecode import STATIC_STORAGE
 
 SMALL = 4096
 CLASSES_PER_OCTAVE = 8
@@ -86,3 +87,21 @@ class StoragePool:
         return {"system_allocations": self.system_allocations, "reuses": self.reuses,
                 "held_bytes": self.held_bytes, "leased_bytes": self.leased_bytes,
                 "free_buffers": sum(len(b) for b in self._free.values())}
+
+
+def static_storages(functions) -> list[dict[int, np.ndarray]]:
+    """Per function, {pc of a StaticStorage: its buffer}: one arena for all of them, taken once
+    per VirtualMachine (checked against the memory budget first), each buffer 64-byte aligned."""
+    sizes = [{pc: -(-inst[1] // ALIGNMENT) * ALIGNMENT for pc, inst in enumerate(f.code)
+              if inst[0] == STATIC_STORAGE} for f in functions]
+    total = sum(sum(s.values()) for s in sizes)
+    check_memory(total, f"the VM's static storage ({sum(map(len, sizes))} buffers)")
+    arena = aligned_bytes(total, huge_pages=True)
+    out, at = [], 0
+    for per_function in sizes:
+        buffers = {}
+        for pc, n in per_function.items():
+            buffers[pc] = arena[at:at + n]
+            at += n
+        out.append(buffers)
+    return out

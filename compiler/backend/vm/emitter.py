@@ -8,8 +8,12 @@ let chains: each let's value becomes a few instructions writing the let var's re
   tuple / proj.   AllocADT / GetField
   If              If cond, <true branch>, Move, Goto, <false branch>, Move (a branch in tail
                   position ends in its own Ret instead)
-  call of         a primitive function: allocate each output (LoadConsti size, AllocStorage,
-                  AllocTensor), InvokePacked; a reshape-only one is ReshapeTensor (no kernel)
+  call of         a primitive function: allocate each output, InvokePacked; a reshape-only
+                  one is ReshapeTensor (no kernel). A static-shaped output is a placeholder
+                  storage_plan.py resolves once the function is complete (static storage of
+                  the function's memory plan, or the pool's when it escapes); a dynamic
+                  function is preceded by ShapeFunc (its shape program) and its dynamic
+                  outputs are AllocStorage + AllocTensorReg of the shapes computed
                   a global function: Invoke;  a closure value: InvokeClosure
   fn (non-prim.)  AllocClosure of a lifted function whose first parameters are the captured
                   free variables (a let-bound function calling itself re-makes its closure
@@ -18,7 +22,7 @@ let chains: each let's value becomes a few instructions writing the let var's re
 
 Registers: parameters first, then one per let var and temporary, never reused; after the
 let that last uses a variable (uses inside a nested branch or closure count at the let that
-holds them), KillRegister drops it, so its storage goes back to the pool for the next
+holds them), KillRegister drops it, so pool storage goes back to the pool for the next
 allocation. If branches nest through a trampoline (an explicit stack of generators), never
 through Python recursion.
 """
@@ -37,9 +41,8 @@ from compiler.ir.traversal import children, post_order
 from compiler.ir.types import TensorType, TupleType, Type
 from runtime.vm import bytecode as bc
 
+from .storage_plan import PLANNED, STORAGE_ALIGNMENT, PlannedTensor
 from .value_types import is_dynamic, tensor_types
-
-STORAGE_ALIGNMENT = 64
 
 
 class FunctionEmitter:
@@ -54,6 +57,7 @@ class FunctionEmitter:
         self.regs: dict[Var, int] = {}
         self.num_registers = 0
         self.primitive: dict[Var, Function] = {}  # let-bound primitive functions
+        self.planned: list[PlannedTensor] = []  # static tensors, by PLANNED placeholder
         self.params = params
         for p in params:
             self.regs[p] = self._new_reg()
@@ -254,12 +258,11 @@ class FunctionEmitter:
         return tensor
 
     def _alloc(self, ty: TensorType) -> int:
+        """A static-shaped tensor: a placeholder storage_plan replaces once the function is
+        complete (static storage of the function's memory plan, or the pool's)."""
         nbytes = math.prod(ty.shape) * np.dtype(ty.dtype).itemsize
-        size = self._emit_dst(bc.LOAD_CONSTI, nbytes)
-        storage = self._emit_dst(bc.ALLOC_STORAGE, size, STORAGE_ALIGNMENT, ty.dtype)
-        tensor = self._emit_dst(bc.ALLOC_TENSOR, storage, 0, tuple(ty.shape), ty.dtype)
-        self._emit(bc.KILL_REGISTER, storage)
-        return tensor
+        self.planned.append(PlannedTensor(nbytes, tuple(ty.shape), ty.dtype))
+        return self._emit_dst(PLANNED, len(self.planned) - 1)
 
     def _flatten(self, reg: int, ty: Type) -> list[int]:
         """Registers of the tensors of a tuple value, in order (GetField, nested)."""

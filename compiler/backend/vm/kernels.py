@@ -2,7 +2,8 @@
 
 A static-shaped primitive function goes through the same KernelTable as relay.build (same
 structural sharing, same names, same PrimFunc), except that concatenations get a kernel: the
-VM has no memory plan to lay their inputs out in. Reshape-only functions need no kernel (the
+VM's memory plan (storage_plan.py) lays their inputs out inside their output where it can
+and drops the call, else the kernel copies. Reshape-only functions need no kernel (the
 VM reshapes a view). A function whose types contain Any becomes a "specialised" entry: the
 VM asks the executable's compile hook for a kernel at the shapes it meets
 (compiler.backend.vm.specialise); a reshape-only one needs none (the VM reshapes a view to
@@ -10,7 +11,10 @@ the shape its shape program gives).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from codegen.options import CodegenOptions
+from compiler.backend.graph_codegen import is_byte_concat
 from compiler.backend.kernel_table import KernelTable, kernel_name_for
 from compiler.ir.expr import Function
 from compiler.ir.structural import structural_equal, structural_hash
@@ -19,6 +23,16 @@ from runtime.vm.program import SPECIALISED, STATIC, KernelEntry
 
 from .emitter import NOP
 from .value_types import is_dynamic, tensor_types
+
+
+class KernelArguments(NamedTuple):
+    """Per kernel entry: its input count; for static ones, {output argument: the input
+    argument it may overwrite} (runtime.library.InPlace); the entries that only concatenate
+    their inputs' bytes (the memory plan may lay the inputs out inside the output instead)."""
+
+    num_inputs: dict[int, int]
+    in_place: dict[int, dict[int, int]]
+    concats: frozenset[int]
 
 
 class KernelResolver:
@@ -30,6 +44,7 @@ class KernelResolver:
         self.mod_name = mod_name
         self.entries: list[KernelEntry] = []
         self.dynamic: dict[int, Function] = {}  # entry index -> its primitive function
+        self.concats: set[int] = set()  # entries that only concatenate their inputs' bytes
         self._by_name: dict[str, int] = {}
         self._dynamic_by_hash: dict[int, list[tuple[Function, int]]] = {}
 
@@ -37,6 +52,17 @@ class KernelResolver:
     def prim_funcs(self) -> list:
         """The PrimFuncs of the static kernels (what jit.build_library compiles)."""
         return self.table.prim_funcs
+
+    def arguments(self) -> KernelArguments:
+        """What the VM's memory plan needs to know of each kernel entry."""
+        by_name = {f.name: f for f in self.table.prim_funcs}
+        in_place = {}
+        for i, e in enumerate(self.entries):
+            pairs = by_name[e.name].attrs.get("in_place") if e.kind == STATIC else None
+            if pairs:
+                in_place[i] = dict(pairs)
+        return KernelArguments({i: e.num_inputs for i, e in enumerate(self.entries)},
+                               in_place, frozenset(self.concats))
 
     def resolve(self, func: Function) -> int | str:
         """The entry index for a primitive function, or NOP for a reshape-only one."""
@@ -48,6 +74,8 @@ class KernelResolver:
         if name not in self._by_name:
             self._by_name[name] = len(self.entries)
             self.entries.append(KernelEntry(name, STATIC, *_counts(func)))
+            if is_byte_concat(func):
+                self.concats.add(self._by_name[name])
         return self._by_name[name]
 
     def _dynamic(self, func: Function) -> int:

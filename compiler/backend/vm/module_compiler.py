@@ -22,6 +22,7 @@ from runtime.shape_program import ShapeProgram
 from runtime.vm.program import VMFunction
 
 from .emitter import FunctionEmitter
+from .storage_plan import plan_storage
 from .value_types import param_type
 from .kernels import KernelResolver
 
@@ -113,7 +114,8 @@ class ModuleCompiler:
         emitter = FunctionEmitter(self, name, params, body, self_closure)
         if checks is not None:
             emitter.check_params(self.add_shape_program(checks))
-        code = emitter.run()
+        code, registers = plan_storage(emitter.run(), emitter.planned, emitter.num_registers,
+                                       self.kernels.arguments())
         types = tuple(param_type(p._checked_type or p.type_annotation) for p in params)
         return VMFunction(name, tuple(p.name_hint for p in params), types,
-                          max(emitter.num_registers, 1), tuple(code))
+                          max(registers, 1), tuple(code))
