@@ -13,6 +13,9 @@ from .memory import aligned_empty, is_aligned
 __all__ = ["NDArray", "Device", "array", "empty", "cpu", "device"]
 
 
+_CPU = cpu(0)
+
+
 class NDArray:
     """A tensor whose storage kernels may read and write through `data_ptr`."""
 
@@ -34,6 +37,15 @@ class NDArray:
             data = copy
         self._data = data
         self._device = device if device is not None else cpu(0)
+
+    @classmethod
+    def _wrap(cls, data: np.ndarray, device: Device | None = None) -> NDArray:
+        """An NDArray over the runtime's own buffer (aligned, C-contiguous, native, writable:
+        what the constructor would keep as it is), without the constructor's checks."""
+        obj = cls.__new__(cls)
+        obj._data = data
+        obj._device = device if device is not None else _CPU
+        return obj
 
     @property
     def shape(self) -> tuple[int, ...]:

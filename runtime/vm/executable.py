@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import VMError
 from ..library import Kernel, KernelLibrary
+from ..memory import ALIGNMENT, aligned_bytes, check_memory
 from .bytecode import instruction_text
 from .program import KERNEL_KINDS, SPECIALISED, STATIC, KernelEntry, VMFunction
 from .serialize import decode, encode, write_file
@@ -44,7 +45,7 @@ class Executable:
                  kernels: list[KernelEntry], lib: KernelLibrary | None = None,
                  shape_programs: list | None = None) -> None:
         self.functions = tuple(functions)
-        self.constants = tuple(_read_only(c) for c in constants)
+        self.constants = _in_one_arena([_array(c) for c in constants])
         self.kernels = tuple(kernels)
         self.lib = lib
         self.shape_programs = tuple(shape_programs or ())
@@ -168,13 +169,29 @@ class Executable:
                 f"{len(self.constants)} constants)")
 
 
-def _read_only(array: Any) -> np.ndarray:
-    """Constants are shared by every run and every VM: kernels only read them, and nobody else
-    may write them (an output that is a constant reaches the user as a copy)."""
-    if hasattr(array, "_view"):
-        array = array._view()
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"executable constants must be arrays, got {type(array).__name__}")
-    view = array.view()
-    view.flags.writeable = False
-    return view
+def _array(value: Any) -> np.ndarray:
+    if hasattr(value, "_view"):
+        value = value._view()
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"executable constants must be arrays, got {type(value).__name__}")
+    return value
+
+
+def _in_one_arena(arrays: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Read-only copies of the constants, each 64-byte aligned, in one arena (on huge pages
+    when large, as the graph executor keeps its params: kernels stream the weights). They
+    are shared by every run and every VM: kernels only read them, and nobody else may write
+    them (a result that is a constant reaches the user as a copy)."""
+    starts, total = [], 0
+    for a in arrays:
+        starts.append(total)
+        total += -(-a.nbytes // ALIGNMENT) * ALIGNMENT
+    check_memory(total, f"the executable's {len(arrays)} constants")
+    arena = aligned_bytes(total, huge_pages=True)
+    out = []
+    for a, at in zip(arrays, starts):
+        c = arena[at:at + a.nbytes].view(a.dtype).reshape(a.shape)
+        np.copyto(c, a)
+        c.flags.writeable = False
+        out.append(c)
+    return tuple(out)

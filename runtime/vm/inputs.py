@@ -13,13 +13,19 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import numpy_dtype
+from ..memory import ALIGNMENT
 from ..ndarray import NDArray
 from .objects import ADT
 from .program import TENSOR, TUPLE, VMFunction
 
+_DTYPES: dict[str, np.dtype] = {}  # dtype name -> numpy dtype (validated names only)
 
-def check_arguments(func: VMFunction, args: tuple, kwargs: dict) -> list:
-    """func's arguments, positional then by name, checked and made kernel-ready."""
+
+def check_arguments(func: VMFunction, args: tuple, kwargs: dict,
+                    addresses: dict | None = None) -> list:
+    """func's arguments, positional then by name, checked and made kernel-ready; the
+    tensors' addresses go into `addresses` ({id: (tensor, address)}) when given."""
     params = func.params
     if len(args) > len(params):
         raise TypeError(f"{func.name!r} takes {len(params)} arguments {list(params)}, "
@@ -36,17 +42,19 @@ def check_arguments(func: VMFunction, args: tuple, kwargs: dict) -> list:
             raise TypeError(f"{func.name!r}: missing argument {name!r} (it takes "
                             f"{list(params)})")
         values.append(kwargs[name])
-    return [_checked(name, ty, v) for name, ty, v in zip(params, func.param_types, values)]
+    addresses = {} if addresses is None else addresses
+    return [_checked(name, ty, v, addresses)
+            for name, ty, v in zip(params, func.param_types, values)]
 
 
-def _checked(name: str, ty: tuple, value: Any) -> Any:
+def _checked(name: str, ty: tuple, value: Any, addresses: dict) -> Any:
     """value as the VM holds it, after checking it against ty (iterative over nested tuples)."""
     root: list = [None]
     stack = [(name, ty, value, root, 0)]
     while stack:
         what, t, v, out, slot = stack.pop()
         if t[0] == TENSOR:
-            out[slot] = _tensor(what, t, v)
+            out[slot] = _tensor(what, t, v, addresses)
         elif t[0] == TUPLE:
             if not isinstance(v, (tuple, list)) or len(v) != len(t[1]):
                 got = f"{len(v)} fields" if isinstance(v, (tuple, list)) else type(v).__name__
@@ -82,8 +90,16 @@ def symbolic_shape(dims: tuple) -> str:
     return f"({inner}{',' if len(dims) == 1 else ''})"
 
 
-def _tensor(what: str, ty: tuple, value: Any) -> np.ndarray:
+def _tensor(what: str, ty: tuple, value: Any, addresses: dict) -> np.ndarray:
     _, dims, dtype = ty
+    if type(value) is np.ndarray and value.ndim == len(dims) and \
+            value.dtype == _numpy_dtype(dtype) and value.flags.c_contiguous and \
+            value.flags.writeable and value.dtype.isnative and \
+            all(d is None or d == s for d, s in zip(dims, value.shape)):
+        address = value.ctypes.data
+        if address % ALIGNMENT == 0:  # kernel-ready as it is: the common case, checked fast
+            addresses[id(value)] = (value, address)
+            return value
     if isinstance(value, NDArray):
         array = value._view()
     elif isinstance(value, np.ndarray):
@@ -121,6 +137,13 @@ def wrap_output(value: Any) -> Any:
 
 
 def _wrap_leaf(value: Any) -> Any:
+    if type(value) is np.ndarray and value.flags.writeable:
+        return NDArray._wrap(value)  # the VM's own storage, or an input made kernel-ready
     if isinstance(value, np.ndarray):
         return NDArray(value)  # a read-only array (a constant) is copied by NDArray
     return value
+
+
+def _numpy_dtype(name: str) -> np.dtype:
+    dt = _DTYPES.get(name)
+    return dt if dt is not None else _DTYPES.setdefault(name, numpy_dtype(name))

@@ -32,6 +32,7 @@ from ..device import Device
 from ..dtypes import numpy_dtype
 from ..errors import KernelError, VMError
 from ..library import status_message
+from ..native import native_support
 from ..memory import aligned_empty
 from ..shape_program import ShapeError
 from .bytecode import (ALLOC_ADT, ALLOC_CLOSURE, ALLOC_STORAGE, ALLOC_TENSOR, ALLOC_TENSOR_REG,
@@ -42,6 +43,8 @@ from .executable import Executable
 from .inputs import check_arguments, wrap_output
 from .objects import ADT, VMClosure
 from .pool import StoragePool, static_storages
+from .prepare import (FIXED, NATIVE, PACKED, POOL_TENSOR, NativeRun, describe, place,
+                      prepare_function)
 from .program import STATIC, SYMBOLIC
 
 DEFAULT_MAX_CALL_DEPTH = 10_000
@@ -50,8 +53,8 @@ DEFAULT_MAX_CALLS = 1_000_000
 # of functions with large register files can take, whatever the depth limit says
 MAX_LIVE_REGISTERS = 1 << 24
 MAX_SHAPE_MEMO = 4096  # remembered shape-program results (cleared when full)
+MAX_REMEMBERED = 1 << 16  # pool tensors' addresses kept during a run (cleared when full)
 _INT64 = np.dtype("int64")
-_DTYPES: dict[str, np.dtype] = {}  # dtype name -> numpy dtype (validated names only)
 
 
 class _Frame:
@@ -61,6 +64,14 @@ class _Frame:
 
     def __init__(self, func: int, regs: list, pc: int, dst: int) -> None:
         self.func, self.regs, self.pc, self.dst = func, regs, pc, dst
+
+
+class _Fault(Exception):
+    """An error in a native run, with the offset of the instruction it belongs to."""
+
+    def __init__(self, offset: int, error: Exception) -> None:
+        super().__init__(offset, error)
+        self.offset, self.error = offset, error
 
 
 class VirtualMachine:
@@ -93,13 +104,19 @@ class VirtualMachine:
         self._shape_memo: dict[tuple, tuple] = {}  # (program, input shapes) -> output shapes
         self._inputs: dict[str, list] = {}
         self._outputs: Any = None
-        self._storages = static_storages(exe.functions)
         self._static = [self._static_kernel(i) for i in range(len(exe.kernels))]
         self._tails = [_tail_calls(f.code) for f in exe.functions]
-        # per function, per InvokePacked pc: the argument pointer array it fills and passes
-        self._pointers = [{pc: (ctypes.c_void_p * max(len(inst[3]), 1))()
-                           for pc, inst in enumerate(f.code) if inst[0] == INVOKE_PACKED}
-                          for f in exe.functions]
+        # the VM's own view of each function's code (prepare.py), and the addresses of the
+        # values it fixed; pool tensors' addresses are kept while a run holds them
+        self._code: list[list[tuple]] = []
+        self._fixed_addresses: dict[int, int] = {}
+        for f, storages in zip(exe.functions, static_storages(exe.functions)):
+            code, addresses = prepare_function(f.code, exe.constants, storages, self._static)
+            self._code.append(code)
+            self._fixed_addresses.update(addresses)
+        self._addresses: dict[int, tuple[np.ndarray, int]] = {}  # id -> (tensor, address)
+        self._status = ctypes.c_int32(0)
+        self._native = native_support()
 
     def _static_kernel(self, index: int):
         entry = self.exe.kernels[index]
@@ -112,16 +129,19 @@ class VirtualMachine:
     def set_input(self, func_name: str, *args: Any, **kwargs: Any) -> None:
         """Check and keep the arguments invoke_stateful(func_name) will pass."""
         func = self.exe.function(func_name)
-        self._inputs[func_name] = check_arguments(func, args, kwargs)
+        addresses: dict = {}
+        self._inputs[func_name] = check_arguments(func, args, kwargs, addresses), addresses
 
     def invoke(self, func_name: str, *args: Any, **kwargs: Any) -> Any:
         """Run a global function on these arguments; an NDArray, an ADT of results, or a
         closure. With no arguments, those set_input gave."""
         func = self.exe.function(func_name)
         if args or kwargs or func_name not in self._inputs:
-            values = check_arguments(func, args, kwargs)
+            addresses: dict = {}
+            values = check_arguments(func, args, kwargs, addresses)
         else:
-            values = self._inputs[func_name]
+            values, addresses = self._inputs[func_name]
+        self._addresses.update(addresses)  # the inputs' addresses, found while checking them
         return wrap_output(self._execute(self.exe.func_index[func_name], values))
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
@@ -135,7 +155,7 @@ class VirtualMachine:
             if func.params:
                 raise ValueError(f"invoke_stateful({func_name!r}): call set_input("
                                  f"{func_name!r}, ...) first; it takes {list(func.params)}")
-            self._inputs[func_name] = []
+            self._inputs[func_name] = [], {}
         self._outputs = self.invoke(func_name)
 
     def get_outputs(self) -> list:
@@ -173,11 +193,19 @@ class VirtualMachine:
 
     # ---- the interpreter loop ---------------------------------------------------------------
     def _execute(self, func_index: int, args: list) -> Any:
+        try:
+            return self._interpret(func_index, args)
+        finally:
+            self._addresses.clear()  # let go of the run's pool tensors
+
+    def _interpret(self, func_index: int, args: list) -> Any:
         functions = self.exe.functions
         constants = self.exe.constants
+        codes = self._code
+        addresses = self._addresses
         frames: list[_Frame] = []
         fi = func_index
-        code = functions[fi].code
+        code = codes[fi]
         tails = self._tails[fi]
         regs: list = [None] * functions[fi].num_registers
         regs[:len(args)] = args
@@ -187,14 +215,31 @@ class VirtualMachine:
             while True:
                 inst = code[pc]
                 op = inst[0]
-                if op == ALLOC_STORAGE:
+                if op == NATIVE:
+                    try:
+                        self._run_native(inst[1], regs)
+                    except _Fault as fault:
+                        pc += fault.offset  # the failing call's InvokePacked
+                        raise fault.error from None
+                    pc += inst[2]
+                    continue
+                if op == FIXED:
+                    regs[inst[2]] = inst[1]
+                elif op == POOL_TENSOR:
+                    regs[inst[4]] = self._pool_tensor(inst)
+                    pc += inst[5]
+                    continue
+                elif op == PACKED:
+                    self._invoke_packed(inst, regs)
+                elif op == ALLOC_STORAGE:
                     regs[inst[4]] = self._alloc_storage(regs[inst[1]], inst[3])
                 elif op == ALLOC_TENSOR:
-                    regs[inst[5]] = _place(regs[inst[1]], inst[2], inst[3], inst[4])
-                elif op == INVOKE_PACKED:
-                    self._invoke_packed(inst, regs, self._pointers[fi][pc])
+                    regs[inst[5]] = self._place(regs[inst[1]], inst[2], inst[3], inst[4])
                 elif op == KILL_REGISTER:
-                    regs[inst[1]] = None
+                    value = regs[inst[1]]
+                    if value is not None:
+                        addresses.pop(id(value), None)
+                        regs[inst[1]] = None
                 elif op == MOVE:
                     regs[inst[2]] = regs[inst[1]]
                 elif op == LOAD_CONST:
@@ -226,7 +271,7 @@ class VirtualMachine:
                                           f"(recursion too deep); VirtualMachine("
                                           f"max_call_depth=...) raises the limit")
                     fi, pc = callee, 0
-                    code, tails = functions[fi].code, self._tails[fi]
+                    code, tails = codes[fi], self._tails[fi]
                     slots += functions[fi].num_registers
                     if slots > MAX_LIVE_REGISTERS:
                         raise VMError(f"the live frames hold more than {MAX_LIVE_REGISTERS} "
@@ -242,11 +287,11 @@ class VirtualMachine:
                     frame = frames.pop()
                     slots -= len(regs)
                     fi, regs, pc = frame.func, frame.regs, frame.pc
-                    code, tails = functions[fi].code, self._tails[fi]
+                    code, tails = codes[fi], self._tails[fi]
                     regs[frame.dst] = value
                 elif op == ALLOC_TENSOR_REG:
-                    regs[inst[5]] = _place(regs[inst[1]], inst[2], _shape(regs[inst[3]]),
-                                           inst[4])
+                    regs[inst[5]] = self._place(regs[inst[1]], inst[2], _shape(regs[inst[3]]),
+                                                inst[4])
                 elif op == LOAD_CONSTI:
                     regs[inst[2]] = inst[1]
                 elif op == SHAPE_OF:
@@ -257,21 +302,19 @@ class VirtualMachine:
                     regs[inst[3]] = VMClosure(inst[1], tuple([regs[r] for r in inst[2]]))
                 elif op == SHAPE_FUNC:
                     self._shape_func(inst, regs)
-                elif op == STATIC_STORAGE:
-                    regs[inst[2]] = self._storages[fi][pc]
                 elif op == FATAL:
                     raise VMError(f"the program executed Fatal: {inst[1]}")
                 pc += 1
         except (VMError, KernelError, MemoryError, ValueError) as err:
             where = f"VM function {functions[fi].name!r}: {err}" if type(err) is ShapeError \
-                else f"{_where(functions[fi].name, pc, inst)}: {err}"
+                else f"{_where(functions[fi], pc)}: {err}"
             try:
                 located = type(err)(where)
             except TypeError:  # an exception class with another constructor
                 located = ValueError(where)
             raise located from None
         except (TypeError, AttributeError, IndexError, KeyError, OverflowError) as err:
-            raise ValueError(f"{_where(functions[fi].name, pc, inst)}: the program is "
+            raise ValueError(f"{_where(functions[fi], pc)}: the program is "
                              f"malformed: {type(err).__name__}: {err}") from None
 
     def _callee(self, inst: tuple, regs: list) -> tuple[int, list]:
@@ -280,7 +323,7 @@ class VirtualMachine:
             return inst[1], [regs[r] for r in inst[2]]
         closure = regs[inst[1]]
         if not isinstance(closure, VMClosure):
-            raise ValueError(f"InvokeClosure of a {_kind(closure)}, not a closure")
+            raise ValueError(f"InvokeClosure of a {describe(closure)}, not a closure")
         values = [*closure.captured, *(regs[r] for r in inst[2])]
         callee = self.exe.functions[closure.func_index]
         if len(values) != len(callee.params):
@@ -296,11 +339,36 @@ class VirtualMachine:
             nbytes = size
         else:
             raise ValueError(f"AllocStorage size must be an int or a shape tensor, got "
-                             f"{_kind(size)}")
-        return self.pool.alloc(nbytes, f"a {dtype} tensor")
+                             f"{describe(size)}")
+        lease, address = self.pool.alloc_at(nbytes, f"a {dtype} tensor")
+        self._remember(lease, address)
+        return lease
 
-    def _invoke_packed(self, inst: tuple, regs: list, pointers) -> None:
-        index, num_outputs, arg_regs = inst[1], inst[2], inst[3]
+    def _remember(self, tensor: np.ndarray, address: int) -> None:
+        """Keep a run's tensor's address beside it (until it is killed or the run ends)."""
+        if len(self._addresses) >= MAX_REMEMBERED:
+            self._addresses.clear()
+        self._addresses[id(tensor)] = (tensor, address)
+
+    def _address(self, a: np.ndarray) -> int:
+        known = self._addresses.get(id(a))
+        if known is not None:
+            return known[1]
+        address = self._fixed_addresses.get(id(a))
+        if address is None:
+            address = a.ctypes.data
+            self._remember(a, address)
+        return address
+
+    def _place(self, storage: Any, offset: int, shape: tuple, dtype: str) -> np.ndarray:
+        tensor = place(storage, offset, shape, dtype)
+        base = self._addresses.get(id(storage))
+        if base is not None:
+            self._remember(tensor, base[1] + offset)
+        return tensor
+
+    def _invoke_packed(self, inst: tuple, regs: list) -> None:
+        _, index, num_outputs, arg_regs, pointers = inst
         arrays = [regs[r] for r in arg_regs]
         resolved = self._static[index]
         if resolved is None:
@@ -309,22 +377,60 @@ class VirtualMachine:
         first_output = len(arrays) - num_outputs
         for i, (a, (shape, dtype)) in enumerate(zip(arrays, signature)):
             if type(a) is not np.ndarray:
-                raise ValueError(f"argument {i} of kernel {name!r} is {_kind(a)}, not a tensor")
+                raise ValueError(f"argument {i} of kernel {name!r} is {describe(a)}, not a tensor")
             if a.shape != shape or a.dtype != dtype:
                 raise ValueError(f"argument {i} of kernel {name!r} must be {shape} "
                                  f"{dtype.name}, the program gives {a.shape} {a.dtype.name}")
-            address = a.ctypes.data
-            if not a.flags.c_contiguous or (address % 64 and a.size):  # empty: never read
-                raise ValueError(f"argument {i} of kernel {name!r} is not a contiguous "
-                                 f"64-byte-aligned buffer")
-            if i >= first_output and not a.flags.writeable:
-                raise ValueError(f"output {i - first_output} of kernel {name!r} is a "
-                                 f"read-only tensor (a constant)")
-            pointers[i] = address
+            pointers[i] = self._checked_address(a, i >= first_output, name, i)
         status = cfunc(pointers)
         if status:
             raise KernelError(f"kernel {name!r} returned a nonzero status: "
                               f"{status_message(status)}")
+
+    def _checked_address(self, a: np.ndarray, output: bool, kernel: str, i: int) -> int:
+        """The address of a buffer a kernel may be given: C-contiguous, 64-byte aligned (an
+        empty one is never read), writable when the kernel writes it."""
+        address = self._address(a)
+        if not a.flags.c_contiguous or (address % 64 and a.size):
+            raise ValueError(f"argument {i} of kernel {kernel!r} is not a contiguous "
+                             f"64-byte-aligned buffer")
+        if output and not a.flags.writeable:
+            raise ValueError(f"argument {i} of kernel {kernel!r} is an output and read-only "
+                             f"(a constant)")
+        return address
+
+    def _pool_tensor(self, inst: tuple) -> np.ndarray:
+        tensor, address = self.pool.alloc_tensor(inst[1], inst[2], inst[3])
+        self._remember(tensor, address)
+        return tensor
+
+    def _run_native(self, run: NativeRun, regs: list) -> None:
+        """Kernel calls over precomputed argument arrays, one native call (prepare.py)."""
+        for inst in run.allocations:
+            regs[inst[4]] = self._pool_tensor(inst)
+        for p in run.patches:
+            a = regs[p.reg]
+            try:
+                if type(a) is not np.ndarray:
+                    raise ValueError(f"argument {p.slot} of kernel {p.kernel!r} is "
+                                     f"{describe(a)}, not a tensor")
+                if a.shape != p.shape or a.dtype != p.dtype:
+                    raise ValueError(f"argument {p.slot} of kernel {p.kernel!r} must be "
+                                     f"{p.shape} {p.dtype.name}, the program gives {a.shape} "
+                                     f"{a.dtype.name}")
+                p.pointers[p.slot] = self._checked_address(a, p.output, p.kernel, p.slot)
+            except ValueError as err:
+                raise _Fault(p.offset, err) from None
+        failed = self._native.run_steps(run.fns, run.args, run.count, self._status)
+        if failed:
+            raise _Fault(run.offsets[failed - 1], KernelError(
+                f"kernel {run.kernels[failed - 1]!r} returned a nonzero status: "
+                f"{status_message(self._status.value)}"))
+        addresses = self._addresses
+        for r, value in run.stores:
+            if value is None and regs[r] is not None:
+                addresses.pop(id(regs[r]), None)
+            regs[r] = value
 
     def _specialised(self, index: int, arrays: list) -> tuple:
         entry = self.exe.kernels[index]
@@ -333,7 +439,7 @@ class VirtualMachine:
                           f"run yet")
         for i, a in enumerate(arrays):
             if type(a) is not np.ndarray:
-                raise ValueError(f"argument {i} of kernel {entry.name!r} is {_kind(a)}, not a "
+                raise ValueError(f"argument {i} of kernel {entry.name!r} is {describe(a)}, not a "
                                  f"tensor")
         key = tuple((a.shape, a.dtype.name) for a in arrays)
         kernel = self.exe.specialised_kernel(index, key)
@@ -365,39 +471,30 @@ class VirtualMachine:
             regs[r] = shape
 
 
-def _where(func: str, pc: int, inst: tuple) -> str:
+def _where(func, pc: int) -> str:
+    inst = func.code[pc]
     try:
         text = instruction_text(inst)
     except (KeyError, TypeError, ValueError):
         text = repr(inst)[:60]
-    return f"VM function {func!r} instruction {pc} ({text})"
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "an empty register"
-    if isinstance(value, tuple):
-        return f"a tuple of {len(value)}"
-    if isinstance(value, np.ndarray):
-        return f"a tensor {value.shape} {value.dtype.name}"
-    return f"a {type(value).__name__}"
+    return f"VM function {func.name!r} instruction {pc} ({text})"
 
 
 def _tensor(value: Any, what: str) -> np.ndarray:
     if type(value) is not np.ndarray:
-        raise ValueError(f"{what} needs a tensor, the register holds {_kind(value)}")
+        raise ValueError(f"{what} needs a tensor, the register holds {describe(value)}")
     return value
 
 
 def _truth(value: Any) -> bool:
     if type(value) is not np.ndarray or value.size != 1:
-        raise ValueError(f"If needs a scalar condition, the register holds {_kind(value)}")
+        raise ValueError(f"If needs a scalar condition, the register holds {describe(value)}")
     return bool(value.reshape(()))
 
 
 def _field(value: Any, index: int) -> Any:
     if not isinstance(value, tuple) or index >= len(value):
-        raise ValueError(f"GetField {index} of {_kind(value)}")
+        raise ValueError(f"GetField {index} of {describe(value)}")
     return value[index]
 
 
@@ -405,7 +502,7 @@ def _shape(value: Any) -> tuple[int, ...]:
     """A shape held in a register: an int64 1-d tensor of non-negative dims."""
     if type(value) is not np.ndarray or value.ndim != 1 or value.dtype != _INT64:
         raise ValueError(f"a shape must be an int64 1-d tensor, the register holds "
-                         f"{_kind(value)}")
+                         f"{describe(value)}")
     dims = tuple(int(d) for d in value)
     if any(d < 0 for d in dims):
         raise ValueError(f"shape {dims} has a negative dimension")
@@ -417,18 +514,6 @@ def _shape_tensor(shape, read_only: bool = False) -> np.ndarray:
     out[:] = shape
     out.flags.writeable = not read_only
     return out
-
-
-def _place(storage: Any, offset: int, shape: tuple, dtype: str) -> np.ndarray:
-    """The tensor at byte `offset` of a storage lease (AllocTensor)."""
-    if type(storage) is not np.ndarray or storage.dtype != np.uint8 or storage.ndim != 1:
-        raise ValueError(f"AllocTensor needs a storage, the register holds {_kind(storage)}")
-    dt = _DTYPES.get(dtype) or _DTYPES.setdefault(dtype, numpy_dtype(dtype))
-    nbytes = math.prod(shape) * dt.itemsize
-    if offset < 0 or offset + nbytes > storage.nbytes:
-        raise ValueError(f"a {shape} {dtype} tensor at offset {offset} does not fit in a "
-                         f"storage of {storage.nbytes} bytes")
-    return storage[offset:offset + nbytes].view(dt).reshape(shape)
 
 
 def _reshape(value: Any, shape: tuple[int, ...]) -> np.ndarray:

@@ -17,6 +17,7 @@ a MemoryError naming the size, never an out-of-memory kill.
 """
 from __future__ import annotations
 
+import math
 import weakref
 
 import numpy as np
@@ -44,6 +45,7 @@ class StoragePool:
         self._free: dict[int, list[np.ndarray]] = {}
         # id(weak ref to a live lease) -> (that ref, its buffer, size class)
         self._leases: dict[int, tuple[weakref.ref, np.ndarray, int]] = {}
+        self._address: dict[int, int] = {}  # id(buffer the pool owns) -> its address
         self.system_allocations = 0  # buffers taken from the system
         self.reuses = 0  # leases served from the free list
         self.held_bytes = 0  # bytes of all buffers the pool owns (leased or free)
@@ -52,6 +54,18 @@ class StoragePool:
     def alloc(self, nbytes: int, what: str = "a tensor") -> np.ndarray:
         """A zero-offset uint8 lease of at least nbytes (64-byte aligned), 'what' naming the
         allocation in a MemoryError."""
+        return self.alloc_at(nbytes, what)[0]
+
+    def alloc_at(self, nbytes: int, what: str = "a tensor") -> tuple[np.ndarray, int]:
+        """(alloc's lease, the address of its first byte), the address known beside it."""
+        return self._lease(nbytes, what, np.uint8, None)
+
+    def alloc_tensor(self, nbytes: int, shape: tuple, dtype: np.dtype) -> tuple[np.ndarray, int]:
+        """(a tensor of this shape and dtype leasing storage of nbytes of its own, its
+        address): one lease viewed as the tensor, as AllocStorage + AllocTensor make it."""
+        return self._lease(nbytes, "a tensor", dtype, shape)
+
+    def _lease(self, nbytes: int, what: str, dtype: np.dtype, shape) -> tuple[np.ndarray, int]:
         if nbytes < 0:
             raise ValueError(f"storage for {what}: size must be >= 0 bytes, got {nbytes}")
         size = size_class(nbytes)
@@ -62,13 +76,17 @@ class StoragePool:
         else:
             check_memory(size, f"the VM's storage for {what}")
             buffer = aligned_bytes(size, huge_pages=True)
+            self._address[id(buffer)] = buffer.ctypes.data
             self.system_allocations += 1
             self.held_bytes += size
         self.leased_bytes += size
-        lease = np.frombuffer(memoryview(buffer), dtype=np.uint8)
+        if shape is None:
+            lease = np.frombuffer(memoryview(buffer), dtype=np.uint8)
+        else:  # the tensor's views keep it (their base), as a storage's tensors keep it
+            lease = np.frombuffer(memoryview(buffer), dtype=dtype, count=math.prod(shape))
         ref = weakref.ref(lease, self._release)  # cheaper than weakref.finalize
         self._leases[id(ref)] = (ref, buffer, size)
-        return lease
+        return (lease if shape is None else lease.reshape(shape)), self._address[id(buffer)]
 
     def _release(self, ref: weakref.ref) -> None:
         _, buffer, size = self._leases.pop(id(ref))
@@ -78,6 +96,9 @@ class StoragePool:
     def trim(self) -> int:
         """Give every free buffer back to the system; returns the bytes freed."""
         freed = sum(len(buffers) * size for size, buffers in self._free.items())
+        for buffers in self._free.values():
+            for buffer in buffers:
+                del self._address[id(buffer)]
         self._free.clear()
         self.held_bytes -= freed
         return freed

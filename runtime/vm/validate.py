@@ -201,7 +201,7 @@ def _check_arity(inst: tuple, at: str, functions, kernels, shape_programs) -> No
                              f"{k.num_outputs} outputs")
 
 
-def _reads_writes(inst: tuple) -> tuple[list[int], list[int]]:
+def reads_writes(inst: tuple) -> tuple[list[int], list[int]]:
     """Registers an instruction reads and writes (the destination is the last 'reg' field;
     InvokePacked writes into its output tensors, which must already exist, so it reads all)."""
     kinds = FIELDS[inst[0]]
@@ -233,7 +233,7 @@ def _check_defined_before_use(f: VMFunction, where: str) -> None:
             reachable = True
         if not reachable:
             continue
-        reads, writes = _reads_writes(inst)
+        reads, writes = reads_writes(inst)
         for r in reads:
             if r not in current:
                 raise ValueError(f"{where} instruction {pc} ({instruction_text(inst)}): "

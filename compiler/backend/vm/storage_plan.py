@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from compiler.backend.memory_plan import Step, StepKind, plan_memory
 from runtime.vm import bytecode as bc
+from runtime.vm.validate import reads_writes
 
 PLANNED = -1  # the emitter's placeholder opcode: (PLANNED, tensor index, destination)
 STORAGE_ALIGNMENT = 64
@@ -157,16 +158,7 @@ def _uses_and_escapes(code: list[tuple]) -> tuple[list[list[frozenset]], set[int
 
 def _operands(inst: tuple) -> tuple[list[int], list[int]]:
     """(registers read, registers written) of an instruction or a placeholder."""
-    if inst[0] == PLANNED:
-        return [], [inst[2]]
-    kinds = bc.FIELDS[inst[0]]
-    regs = [(k, v) for k, v in zip(kinds, inst[1:]) if k in ("reg", "regs")]
-    if inst[0] == bc.SHAPE_FUNC:
-        return list(inst[2]), list(inst[3])
-    if inst[0] in (bc.INVOKE_PACKED, bc.KILL_REGISTER, bc.RET, bc.IF, bc.GOTO, bc.FATAL):
-        return [r for k, v in regs for r in (v if k == "regs" else (v,))], []
-    reads = [r for k, v in regs[:-1] for r in (v if k == "regs" else (v,))]
-    return reads, [regs[-1][1]] if regs else []
+    return ([], [inst[2]]) if inst[0] == PLANNED else reads_writes(inst)
 
 
 def _steps(code: list[tuple], uses: list[list[frozenset]], escaping: set[int], kernels):
