@@ -34,7 +34,7 @@ from compiler.passes.to_anf import ToANormalForm
 from compiler.target import Target, resolve as resolve_target
 from compiler.transform import PassContext
 from compiler.transform.pass_infra import InferType
-from runtime.shape_program import ShapeProgram
+from runtime.shape_program import ShapeProgram, ShapeProgramFormatError
 from runtime.vm import Executable
 
 __all__ = ["compile"]
@@ -84,5 +84,5 @@ def _main_input_checks(main: Function) -> ShapeProgram | None:
         return None
     try:
         return input_checks(main)
-    except ShapeFuncError:
+    except (ShapeFuncError, ShapeProgramFormatError):
         return None

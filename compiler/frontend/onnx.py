@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from compiler.errors import CompilerError, OpNotImplemented
-from compiler.ir.dims import Any as AnyDim
+from compiler.ir.dims import Any as AnyDim, DynamicDimError
 from compiler.ir.expr import Constant, Function, RelayExpr, Tuple, Var
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order
@@ -315,6 +315,9 @@ class GraphConverter:
             result = fn(ctx, inputs)
         except CompilerError:
             raise
+        except DynamicDimError as err:  # the converter computes with static dims only
+            raise ctx.error(f"dynamic (Any) input dims are not supported by this converter "
+                            f"yet ({err})") from err
         except _CONVERTER_FAILURES as err:  # a converter's unchecked case: still name the node
             raise ctx.error(f"cannot convert: {type(err).__name__}: {err}") from err
         outputs = list(result) if isinstance(result, (list, tuple)) else [result]

@@ -103,6 +103,10 @@ def dim_key(d) -> tuple:
     return (0, int(d))
 
 
+class DynamicDimError(TypeError):
+    """Code that needs a static dim (an int, an order, a truth value) met a dynamic one."""
+
+
 class Any:
     """An unknown dimension (relay.Any(), tvm.tir.Any()): a fresh symbol, or an expression of
     symbols made by arithmetic. `name` is a hint for messages (an ONNX dim_param)."""
@@ -268,8 +272,9 @@ class Any:
 
     # ----- what a dynamic dim cannot do
     def _no(self, what: str):
-        raise TypeError(f"a dynamic dimension (?) has no {what}; compare dims with "
-                        "compiler.op.type_relations helpers (equal_dims, broadcast_dim, ...)")
+        raise DynamicDimError(f"a dynamic dimension (?) has no {what}; compare dims with "
+                              "compiler.op.type_relations helpers (equal_dims, broadcast_dim, "
+                              "...)")
 
     def __bool__(self):
         self._no("truth value")

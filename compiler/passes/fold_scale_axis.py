@@ -50,8 +50,8 @@ def _shape(node) -> tuple | None:
             ty = node.checked_type
         except Exception:  # noqa: BLE001 - untyped node: not foldable here
             return None
-    if not isinstance(ty, TensorType) or ty.dtype != F32:
-        return None
+    if not isinstance(ty, TensorType) or ty.dtype != F32 or ty.is_dynamic:
+        return None  # a dynamic (Any) shape: nothing is folded through it
     return tuple(int(d) for d in ty.shape)
 
 

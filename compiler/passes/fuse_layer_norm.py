@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.ir.dims import Any as AnyDim
 from compiler.ir.expr import Call, Constant, Function, Op, RelayExpr, const
 from compiler.ir.traversal import children, post_order, rewrite_post_order
 from compiler.ir.types import TensorType
@@ -132,8 +133,8 @@ def fuse_layer_norm(expr: RelayExpr) -> RelayExpr:
     def rewrite(old: RelayExpr, new: RelayExpr) -> RelayExpr:
         ty = old.checked_type if type(old) is Call else None
         if not isinstance(ty, TensorType) or ty.dtype != F32 or not ty.shape or \
-                any(d == 0 for d in ty.shape):
-            return new
+                isinstance(ty.shape[-1], AnyDim) or any(d == 0 for d in ty.shape):
+            return new  # the normalised axis must be static: its gamma and beta are constants
         found = _normalised(old)
         if found is not None and found[0].checked_type == ty:
             x, eps = found

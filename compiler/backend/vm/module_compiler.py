@@ -18,7 +18,7 @@ from compiler.ir.expr import Function, GlobalVar, Var
 from compiler.ir.module import IRModule
 from compiler.ir.vars import free_vars
 from compiler.op.shape_func import ShapeFuncError, shape_program
-from runtime.shape_program import ShapeProgram
+from runtime.shape_program import ShapeProgram, ShapeProgramFormatError
 from runtime.vm.program import VMFunction
 
 from .emitter import FunctionEmitter
@@ -71,8 +71,10 @@ class ModuleCompiler:
         """Index of the ShapeProgram of a dynamic primitive function (equal programs shared)."""
         try:
             program = shape_program(func)
-        except ShapeFuncError as err:
-            raise CompilerError(f"relay.vm.compile: {err}") from None
+        except (ShapeFuncError, ShapeProgramFormatError) as err:
+            raise CompilerError(f"relay.vm.compile: a dynamic-shaped function whose output "
+                                f"shapes cannot be computed at run time is not supported: "
+                                f"{err}") from None
         return self.add_shape_program(program)
 
     def add_shape_program(self, program: ShapeProgram) -> int:
