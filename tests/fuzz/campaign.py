@@ -12,7 +12,7 @@ import json
 import re
 import time
 import traceback
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from .generate import generate, validate
@@ -58,6 +58,7 @@ class Campaign:
         self.opsets: Counter = Counter()
         self.dtypes: Counter = Counter()
         self.unsupported: Counter = Counter()
+        self.engines: dict = defaultdict(Counter)  # relayjit engine -> its statuses
         self.ort: Counter = Counter()
         self.ort_disagreements: list = []
         self.failures: list = []
@@ -88,6 +89,11 @@ class Campaign:
             self.ops_passed.update(kinds)
         elif status == "unsupported":
             self.unsupported[_short(result.get("detail", ""))] += 1
+        for engine, outcome in result.get("engines", {}).items():
+            if engine.startswith("relayjit"):
+                self.engines[engine][outcome["status"]] += 1
+                if outcome["status"] == "unsupported" and status == PASS:
+                    self.unsupported[f"{engine}: {_short(outcome.get('detail', ''))}"] += 1
         ort = result.get("engines", {}).get("onnxruntime", {})
         self.ort[ort.get("status", "not run")] += 1
         if ort.get("status") == "disagrees" and len(self.ort_disagreements) < 50:
@@ -223,6 +229,7 @@ class Campaign:
             "shrink_seconds": round(self.shrink_time, 1),
             "graphs_run": onnx_runs, "relay_programs_run": sum(self.relay_status.values()),
             "onnx": dict(self.onnx_status), "relay": dict(self.relay_status),
+            "engines": {k: dict(v) for k, v in sorted(self.engines.items())},
             "passes": self.onnx_status[PASS] + self.relay_status[PASS],
             "unsupported": self.onnx_status["unsupported"] + self.relay_status["unsupported"],
             "mismatches": fails["mismatch"], "crashes": fails["crash"], "hangs": fails["hang"],

@@ -207,7 +207,7 @@ def _unary_rule(op: str, v: Value):
         err = mag * e + 4 * eps * mag
     if mag > 1e30 or not math.isfinite(mag):
         return None
-    if op not in ("Relu", "Abs", "Neg", "Identity", "LeakyRelu", "HardSigmoid") or err:
+    if op not in ("Relu", "Abs", "Neg", "Identity", "LeakyRelu") or err:  # alpha * x + beta rounds
         err = max(err, 0.0) + eps * mag
     return mag, err, lo, nonfinite
 

@@ -6,7 +6,8 @@ blaming relayjit:
 
 - Conv lets a NaN at an input position that a dilated window skips reach the output.
 - Softmax / LogSoftmax / Hardmax before opset 13 coerce the input to 2-D at `axis` (default
-  1); the reference only has the opset-13 per-axis semantics.
+  1); the reference only has the opset-13 per-axis semantics. LogSoftmax of an empty tensor
+  fails (a max over an empty axis).
 - ConvTranspose with group > 1 computes garbage or fails to reshape; patched to run the
   reference's own group=1 implementation per group.
 - Integer ReduceSumSquare / ReduceL1 / ReduceSum / ReduceProd return int64 for int32 input
@@ -106,6 +107,8 @@ class LogSoftmax(_SoftmaxFamily):
     def fix(self, x):
         if self.opset < 13:
             return super().fix(x)
+        if x.size == 0:  # np.max of an empty axis fails; the result is as empty as x
+            return (x.copy(),)
         wide = _log_softmax(x.astype(np.float64), self.attrs.get("axis", -1))
         return (wide.astype(x.dtype),)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from .oracle import LEVELS
 from .worker import RESULT_PREFIX, STAGE_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +126,7 @@ class Worker:
                 "detail": f"worker died (exit code {code}) in {self.stage}",
                 "stderr": tail, "time": time.perf_counter() - start}
 
-    def run_onnx(self, model: onnx.ModelProto, feeds: dict, levels=(0, 3), ort: bool = True,
+    def run_onnx(self, model: onnx.ModelProto, feeds: dict, levels=LEVELS, ort: bool = True,
                  timeout: float | None = None) -> dict:
         """One case; a crash or hang inside an oracle (not relayjit) is retried without
         onnxruntime, or reported as "oracle_crash"."""

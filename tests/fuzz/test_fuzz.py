@@ -7,6 +7,7 @@ a .txt saying what was wrong).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,8 @@ import pytest
 from onnx import helper, numpy_helper
 
 from .generate import MAX_OPSET, MIN_OPSET, generate, validate
-from .oracle import CRASH, PASS, REJECTED, UNSUPPORTED, classify_error, compare
+from .dynamic import dynamic_variant
+from .oracle import CRASH, PASS, REJECTED, UNSUPPORTED, classify_error, compare, verdict
 from .reference import run_reference
 from .runner import Worker
 from .shrink import shrink
@@ -38,13 +40,18 @@ def _summary(failures: list) -> str:
 
 
 def test_fixed_seed_batch(worker):
-    """80 ONNX graphs and 20 Relay programs: relayjit agrees with the reference on all."""
-    failures, statuses = [], {}
+    """80 ONNX graphs and 20 Relay programs: relayjit agrees with the reference on all, on
+    the graph executor and on the VM, with and without dynamic dims (If and Loop on the VM)."""
+    failures, statuses, engines = [], {}, Counter()
+    control_flow_on_vm = 0
     for seed in ONNX_SEEDS:
         case = generate(seed)
         validate(case)
         result = worker.run_onnx(case.model, case.feeds)
         statuses[result["status"]] = statuses.get(result["status"], 0) + 1
+        engines.update((k, v["status"]) for k, v in result.get("engines", {}).items())
+        if "If" in case.ops and result["engines"]["relayjit-vm"]["status"] == PASS:
+            control_flow_on_vm += 1
         if result["status"] not in (PASS, UNSUPPORTED):
             failures.append(("onnx", seed, result))
     for seed in RELAY_SEEDS:
@@ -54,6 +61,9 @@ def test_fixed_seed_batch(worker):
             failures.append(("relay", seed, result))
     assert not failures, f"{len(failures)} failing cases ({statuses}):\n{_summary(failures)}"
     assert statuses.get(PASS, 0) >= 0.9 * (len(ONNX_SEEDS) + len(RELAY_SEEDS)), statuses
+    assert engines["relayjit-vm", PASS] >= 0.85 * len(ONNX_SEEDS), engines
+    assert engines["relayjit-vm-dynamic", PASS] >= 0.2 * len(ONNX_SEEDS), engines
+    assert control_flow_on_vm >= 3, engines
 
 
 # -- the fuzzer's own machinery -------------------------------------------------------------
@@ -105,6 +115,35 @@ def test_error_classification():
     assert classify_error(CompilerError("shapes (2, 3) and (4,) disagree")) == REJECTED
     assert classify_error(ValueError("operands could not be broadcast")) == CRASH
     assert classify_error(KeyError("x")) == CRASH
+    from compiler.frontend.onnx_ops.common import FrontendError
+    refusal = FrontendError("node 'sq' (Squeeze): cannot squeeze axis 0 of shape (?, 3)")
+    assert classify_error(refusal) == REJECTED
+    assert classify_error(refusal, dynamic=True) == UNSUPPORTED  # static form converted
+    assert classify_error(TypeError("x"), dynamic=True) == CRASH
+
+
+def test_verdict_passes_a_case_one_engine_runs_and_fails_any_failure():
+    ok, no = {"status": PASS}, {"status": UNSUPPORTED, "detail": "no control flow"}
+    bad = {"status": "mismatch", "detail": "1/4 elements differ"}
+    assert verdict({"relayjit-O0": no, "relayjit-vm": ok}, 0)["status"] == PASS
+    assert verdict({"relayjit-O0": no, "relayjit-vm": no}, 0)["status"] == UNSUPPORTED
+    assert verdict({"relayjit-vm": ok, "relayjit-vm-dynamic": bad}, 0)["status"] == "mismatch"
+
+
+def test_the_dynamic_variant_imports_its_input_dims_as_any():
+    from compiler import relay
+    from compiler.ir.dims import Any
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3, 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = dynamic_variant(helper.make_model(graph), seed=1)
+    onnx.checker.check_model(model)
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_param for d in dims] == ["n3", "s4"]
+    assert not any(d.HasField("dim_value")
+               for d in model.graph.output[0].type.tensor_type.shape.dim)
+    mod, _ = relay.frontend.from_onnx(model)
+    assert all(isinstance(d, Any) for d in mod["main"].params[0].type_annotation.shape)
 
 
 def test_shrinker_finds_the_culprit_node():

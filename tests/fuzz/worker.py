@@ -1,6 +1,6 @@
 """The worker process: runs cases for runner.Worker, one JSON request per stdin line.
 
-    {"kind": "onnx", "model": path, "feeds": path.npz, "levels": [0, 3], "ort": true}
+    {"kind": "onnx", "model": path, "feeds": path.npz, "levels": [0, 3, "vm", ...], "ort": true}
     {"kind": "relay", "seed": 7, "steps": null, "pipeline": null, "level": null}
     {"kind": "ping"}
     {"kind": "selftest", "action": "sleep" | "segfault" | "raise"}   (the runner's own tests)
@@ -41,11 +41,11 @@ def handle(request: dict, progress=lambda stage: None) -> dict:
         import numpy as np
         import onnx
 
-        from .oracle import evaluate
+        from .oracle import LEVELS, evaluate
         model = onnx.load(request["model"])
         with np.load(request["feeds"], allow_pickle=False) as data:
             feeds = {k: data[k] for k in data.files}
-        return evaluate(model, feeds, tuple(request.get("levels", (0, 3))),
+        return evaluate(model, feeds, tuple(request.get("levels", LEVELS)),
                         bool(request.get("ort", True)), progress)
     if kind == "relay":
         from .relay_fuzz import run_relay_case
