@@ -115,7 +115,9 @@ def _tensor(what: str, ty: tuple, value: Any, addresses: dict) -> np.ndarray:
             d is not None and d != s for d, s in zip(dims, array.shape)):
         raise ValueError(f"input {what!r}: expected shape {symbolic_shape(dims)} dtype {dtype}, "
                          f"got shape {array.shape} dtype {array.dtype.name}")
-    return NDArray(array)._view()  # copies only what kernels cannot read in place
+    ready = NDArray(array)._view()  # copies only what kernels cannot read in place
+    addresses[id(ready)] = (ready, ready.ctypes.data)
+    return ready
 
 
 def wrap_output(value: Any) -> Any:

@@ -406,8 +406,12 @@ class VirtualMachine:
 
     def _run_native(self, run: NativeRun, regs: list) -> None:
         """Kernel calls over precomputed argument arrays, one native call (prepare.py)."""
-        for inst in run.allocations:
-            regs[inst[4]] = self._pool_tensor(inst)
+        for nbytes, shape, dtype, reg, targets in run.allocations:
+            tensor, address = self.pool.alloc_tensor(nbytes, shape, dtype)
+            self._remember(tensor, address)
+            regs[reg] = tensor
+            for pointers, slot in targets:
+                pointers[slot] = address
         for p in run.patches:
             a = regs[p.reg]
             try:

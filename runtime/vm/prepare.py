@@ -67,7 +67,9 @@ class NativeRun(NamedTuple):
     count: int
     patches: tuple[Patch, ...]
     stores: tuple[tuple[int, Any], ...]  # (register, value; None for a kill), in order
-    allocations: tuple[tuple, ...]  # the POOL_TENSORs in it, made before the call
+    # the POOL_TENSORs in it, made before the call: (bytes, shape, dtype, register,
+    # (argument array, slot) per use of it in the run)
+    allocations: tuple[tuple, ...]
     kernels: tuple[str, ...]
     offsets: tuple[int, ...]  # of each call's InvokePacked from the run's first instruction
     keepalive: tuple  # the argument arrays
@@ -93,7 +95,7 @@ def prepare_function(code: tuple, constants: tuple, storages: dict[int, np.ndarr
         else:
             prepared.append(inst)
     _pool_tensors(code, prepared)
-    _native_runs(prepared, fixed, addresses, static_kernels)
+    _native_runs(prepared, code, fixed, addresses, static_kernels)
     return prepared, addresses
 
 
@@ -189,9 +191,10 @@ def describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _native_runs(prepared: list[tuple], fixed: dict, addresses: dict,
+def _native_runs(prepared: list[tuple], code: tuple, fixed: dict, addresses: dict,
                  static_kernels: list) -> None:
     """Replace the first instruction of each native run (module docstring) in place."""
+    reads = _reads(code)
     pc, n = 0, len(prepared)
     while pc < n:
         end, calls = pc, []
@@ -208,8 +211,20 @@ def _native_runs(prepared: list[tuple], fixed: dict, addresses: dict,
                 break
             end += 1
         if calls:
-            prepared[pc] = (NATIVE, _run(prepared[pc:end], calls), end - pc)
+            inside = _reads(code[pc:end])
+            outside = {r for r, k in reads.items() if k > inside.get(r, 0)}
+            prepared[pc] = (NATIVE, _run(prepared[pc:end], calls, fixed, outside), end - pc)
         pc = end + 1 if end == pc else end
+
+
+def _reads(code) -> dict[int, int]:
+    """{register: how many instructions read it} (a KillRegister is not a read)."""
+    count: dict[int, int] = {}
+    for inst in code:
+        if inst[0] != KILL_REGISTER:
+            for r in reads_writes(inst)[0]:
+                count[r] = count.get(r, 0) + 1
+    return count
 
 
 def _native_call(inst: tuple, offset: int, fixed: dict, addresses: dict,
@@ -237,21 +252,32 @@ def _native_call(inst: tuple, offset: int, fixed: dict, addresses: dict,
     return cfunc, pointers, patches, name, offset
 
 
-def _run(span: list[tuple], calls: list) -> NativeRun:
+def _run(span: list[tuple], calls: list, fixed: dict, outside: set) -> NativeRun:
+    """The NativeRun of a span of prepared instructions and its kernel calls. Only what the
+    interpreter may see is stored after it: fixed registers read outside the run, kills of
+    values from the pool or the caller. A tensor the run allocates has its address written
+    into the argument arrays when it is made, unchecked where the kernel takes its shape and
+    dtype (the VM makes it C-contiguous and aligned)."""
     fns = (ctypes.c_void_p * len(calls))(*(ctypes.cast(c[0], ctypes.c_void_p).value
                                            for c in calls))
     args = (ctypes.c_void_p * len(calls))(*(ctypes.addressof(c[1]) for c in calls))
+    patches = [p for c in calls for p in c[2]]
     stores, allocations, at = [], [], 0
     while at < len(span):
         inst = span[at]
-        if inst[0] == FIXED:
+        if inst[0] == FIXED and inst[2] in outside:
             stores.append((inst[2], inst[1]))
-        elif inst[0] == KILL_REGISTER:
+        elif inst[0] == KILL_REGISTER and inst[1] not in fixed:
             stores.append((inst[1], None))
         elif inst[0] == POOL_TENSOR:
-            allocations.append(inst)
+            reg = inst[4]
+            fits = [p for p in patches if p.reg == reg and p.shape == tuple(inst[2]) and
+                    p.dtype == inst[3]]  # others stay checked: the interpreter's error
+            targets = tuple((p.pointers, p.slot) for p in fits)
+            patches = [p for p in patches if p not in fits]
+            allocations.append((inst[1], inst[2], inst[3], reg, targets))
             at += inst[5] - 1
         at += 1
-    return NativeRun(fns, args, len(calls), tuple(p for c in calls for p in c[2]),
-                     tuple(stores), tuple(allocations), tuple(c[3] for c in calls),
-                     tuple(c[4] for c in calls), tuple(c[1] for c in calls))
+    return NativeRun(fns, args, len(calls), tuple(patches), tuple(stores), tuple(allocations),
+                     tuple(c[3] for c in calls), tuple(c[4] for c in calls),
+                     tuple(c[1] for c in calls))
