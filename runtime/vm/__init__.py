@@ -11,8 +11,8 @@ Instruction set (bytecode.py; TVM's, with the differences noted there): Move, Re
 global function), InvokeClosure, InvokePacked (a kernel), AllocStorage, AllocTensor,
 AllocTensorReg (shape from a register), AllocADT (tuples), AllocClosure, GetField, If, Goto,
 LoadConst, LoadConsti, ShapeOf, ReshapeTensor, ShapeFunc (output shapes by a shape program),
-KillRegister, Fatal, StaticStorage. Each function has a register file; its parameters arrive in registers
-0..n-1; an instruction names registers by index.
+KillRegister, Fatal, StaticStorage. Each function has a register file; its parameters arrive
+in registers 0..n-1; an instruction names registers by index.
 
 Calling conventions. Global functions and closures: Invoke copies the argument registers
 into a fresh register file for the callee, whose Ret value lands in the caller's destination

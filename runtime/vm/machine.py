@@ -36,9 +36,9 @@ from ..native import native_support
 from ..memory import aligned_empty
 from ..shape_program import ShapeError
 from .bytecode import (ALLOC_ADT, ALLOC_CLOSURE, ALLOC_STORAGE, ALLOC_TENSOR, ALLOC_TENSOR_REG,
-                       FATAL, GET_FIELD, GOTO, IF, INVOKE, INVOKE_CLOSURE, INVOKE_PACKED,
-                       KILL_REGISTER, LOAD_CONST, LOAD_CONSTI, MOVE, RESHAPE_TENSOR, RET,
-                       SHAPE_FUNC, SHAPE_OF, STATIC_STORAGE, instruction_text)
+                       FATAL, GET_FIELD, GOTO, IF, INVOKE, INVOKE_CLOSURE, KILL_REGISTER,
+                       LOAD_CONST, LOAD_CONSTI, MOVE, RESHAPE_TENSOR, RET, SHAPE_FUNC, SHAPE_OF,
+                       instruction_text)
 from .executable import Executable
 from .inputs import check_arguments, wrap_output
 from .objects import ADT, VMClosure
@@ -226,7 +226,7 @@ class VirtualMachine:
                 if op == FIXED:
                     regs[inst[2]] = inst[1]
                 elif op == POOL_TENSOR:
-                    regs[inst[4]] = self._pool_tensor(inst)
+                    regs[inst[4]] = self._pool_tensor(inst[1], inst[2], inst[3])[0]
                     pc += inst[5]
                     continue
                 elif op == PACKED:
@@ -399,17 +399,16 @@ class VirtualMachine:
                              f"(a constant)")
         return address
 
-    def _pool_tensor(self, inst: tuple) -> np.ndarray:
-        tensor, address = self.pool.alloc_tensor(inst[1], inst[2], inst[3])
+    def _pool_tensor(self, nbytes: int, shape: tuple, dtype: np.dtype) -> tuple:
+        """(a tensor with pool storage of its own, its address) (prepare.POOL_TENSOR)."""
+        tensor, address = self.pool.alloc_tensor(nbytes, shape, dtype)
         self._remember(tensor, address)
-        return tensor
+        return tensor, address
 
     def _run_native(self, run: NativeRun, regs: list) -> None:
         """Kernel calls over precomputed argument arrays, one native call (prepare.py)."""
         for nbytes, shape, dtype, reg, targets in run.allocations:
-            tensor, address = self.pool.alloc_tensor(nbytes, shape, dtype)
-            self._remember(tensor, address)
-            regs[reg] = tensor
+            regs[reg], address = self._pool_tensor(nbytes, shape, dtype)
             for pointers, slot in targets:
                 pointers[slot] = address
         for p in run.patches:
@@ -443,8 +442,8 @@ class VirtualMachine:
                           f"run yet")
         for i, a in enumerate(arrays):
             if type(a) is not np.ndarray:
-                raise ValueError(f"argument {i} of kernel {entry.name!r} is {describe(a)}, not a "
-                                 f"tensor")
+                raise ValueError(f"argument {i} of kernel {entry.name!r} is {describe(a)}, "
+                                 f"not a tensor")
         key = tuple((a.shape, a.dtype.name) for a in arrays)
         kernel = self.exe.specialised_kernel(index, key)
         return kernel.cfunc, _signature(kernel.library.signatures[kernel.name]), kernel.name

@@ -232,7 +232,8 @@ class FunctionEmitter:
             self._kill(shapes + temps)
             return out
         outputs = [self._alloc(t) if shapes is None or not t.is_dynamic else
-                   self._alloc_dynamic(t, shape) for t, shape in zip(out_types, shapes or out_types)]
+                   self._alloc_dynamic(t, shape)
+                   for t, shape in zip(out_types, shapes or out_types)]
         self._emit(bc.INVOKE_PACKED, kernel, len(outputs), tuple(inputs + outputs))
         self._kill((shapes or []) + temps)
         return self._regroup(ret, outputs)

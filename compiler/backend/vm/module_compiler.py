@@ -6,8 +6,10 @@ its own, whose first parameters are the free variables it captures (lambda lifti
 LambdaLift, done while emitting). Constants are collected once each (by identity, and shape
 constants for ReshapeTensor by value), shape programs once each (by value). A global function
 given input checks (relay.vm.compile gives main's: the constraints its body puts on its
-dynamic inputs) checks its arguments first, so a wrong shape is an error naming the input. Primitive functions are resolved to kernel entries by
-a KernelResolver: the same structural class, the same kernel.
+dynamic inputs) checks its arguments first, so a wrong shape is an error naming the input.
+Primitive functions are resolved to kernel entries by a KernelResolver: the same structural
+class, the same kernel. Each function's static tensors are then placed by its memory plan
+(storage_plan.py).
 """
 from __future__ import annotations
 
