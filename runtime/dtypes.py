@@ -52,6 +52,7 @@ if ml_dtypes is not None:
                      "int2": DLDataType(DL_INT, 2), "uint2": DLDataType(DL_UINT, 2)})
 _BY_DL: dict[DLDataType, str] = {v: k for k, v in _BY_NAME.items()}
 SUPPORTED_DTYPES: tuple[str, ...] = tuple(_BY_NAME)
+_NUMPY_DTYPES: dict[str, np.dtype] = {}  # supported name -> its numpy dtype (a memo)
 
 
 def dtype_name(dtype: object) -> str:
@@ -66,7 +67,13 @@ def dtype_name(dtype: object) -> str:
 
 
 def numpy_dtype(name: str) -> np.dtype:
-    """The little-endian numpy dtype for a runtime dtype name."""
+    """The little-endian numpy dtype for a runtime dtype name (remembered per name: the
+    executors ask for the same few on every kernel call)."""
+    if type(name) is str:
+        dt = _NUMPY_DTYPES.get(name)
+        if dt is None:
+            dt = _NUMPY_DTYPES.setdefault(name, np.dtype(dtype_name(name)).newbyteorder("<"))
+        return dt
     return np.dtype(dtype_name(name)).newbyteorder("<")
 
 

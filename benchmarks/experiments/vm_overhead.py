@@ -93,8 +93,12 @@ def main() -> None:
           f"{'vm/ort':>7} {'graph/ort':>9} {'new allocs':>10}")
     for name in args.models:
         for dynamic in (False, True) if args.dynamic else (False,):
-            t = measure(name, args.rounds, dynamic)
             label = f"{name}{' dyn' if dynamic else ''}"
+            try:
+                t = measure(name, args.rounds, dynamic)
+            except Exception as err:  # noqa: BLE001 - report and go on to the next row
+                print(f"{label:<14} {type(err).__name__}: {str(err)[:150]}", flush=True)
+                continue
             print(f"{label:<14} {t['graph']:>9.4g} {t['vm']:>9.4g} {t['ort']:>9.4g} "
                   f"{t['vm'] / t['graph']:>9.3f} {t['vm'] / t['ort']:>7.3f} "
                   f"{t['graph'] / t['ort']:>9.3f} {t['new_allocations']:>10}", flush=True)

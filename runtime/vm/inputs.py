@@ -19,8 +19,6 @@ from ..ndarray import NDArray
 from .objects import ADT
 from .program import TENSOR, TUPLE, VMFunction
 
-_DTYPES: dict[str, np.dtype] = {}  # dtype name -> numpy dtype (validated names only)
-
 
 def check_arguments(func: VMFunction, args: tuple, kwargs: dict,
                     addresses: dict | None = None) -> list:
@@ -93,7 +91,7 @@ def symbolic_shape(dims: tuple) -> str:
 def _tensor(what: str, ty: tuple, value: Any, addresses: dict) -> np.ndarray:
     _, dims, dtype = ty
     if type(value) is np.ndarray and value.ndim == len(dims) and \
-            value.dtype == _numpy_dtype(dtype) and value.flags.c_contiguous and \
+            value.dtype == numpy_dtype(dtype) and value.flags.c_contiguous and \
             value.flags.writeable and value.dtype.isnative and \
             all(d is None or d == s for d, s in zip(dims, value.shape)):
         address = value.ctypes.data
@@ -145,7 +143,3 @@ def _wrap_leaf(value: Any) -> Any:
         return NDArray(value)  # a read-only array (a constant) is copied by NDArray
     return value
 
-
-def _numpy_dtype(name: str) -> np.dtype:
-    dt = _DTYPES.get(name)
-    return dt if dt is not None else _DTYPES.setdefault(name, numpy_dtype(name))

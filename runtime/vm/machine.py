@@ -102,6 +102,8 @@ class VirtualMachine:
         self.max_calls = max_calls
         self.pool = StoragePool()
         self._shape_memo: dict[tuple, tuple] = {}  # (program, input shapes) -> output shapes
+        self._shape_tuples: dict[int, tuple] = {}  # id(a memo's shape tensor) -> its dims
+        self._specialisations: dict[tuple, tuple] = {}  # (kernel, argument types) -> kernel
         self._inputs: dict[str, list] = {}
         self._outputs: Any = None
         self._static = [self._static_kernel(i) for i in range(len(exe.kernels))]
@@ -290,14 +292,14 @@ class VirtualMachine:
                     code, tails = codes[fi], self._tails[fi]
                     regs[frame.dst] = value
                 elif op == ALLOC_TENSOR_REG:
-                    regs[inst[5]] = self._place(regs[inst[1]], inst[2], _shape(regs[inst[3]]),
-                                                inst[4])
+                    regs[inst[5]] = self._place(regs[inst[1]], inst[2],
+                                                self._dims(regs[inst[3]]), inst[4])
                 elif op == LOAD_CONSTI:
                     regs[inst[2]] = inst[1]
                 elif op == SHAPE_OF:
                     regs[inst[2]] = _shape_tensor(_tensor(regs[inst[1]], "ShapeOf").shape)
                 elif op == RESHAPE_TENSOR:
-                    regs[inst[3]] = _reshape(regs[inst[1]], _shape(regs[inst[2]]))
+                    regs[inst[3]] = _reshape(regs[inst[1]], self._dims(regs[inst[2]]))
                 elif op == ALLOC_CLOSURE:
                     regs[inst[3]] = VMClosure(inst[1], tuple([regs[r] for r in inst[2]]))
                 elif op == SHAPE_FUNC:
@@ -334,7 +336,7 @@ class VirtualMachine:
 
     def _alloc_storage(self, size: Any, dtype: str) -> np.ndarray:
         if type(size) is np.ndarray:  # a shape: its elements' bytes
-            nbytes = math.prod(_shape(size)) * numpy_dtype(dtype).itemsize
+            nbytes = math.prod(self._dims(size)) * numpy_dtype(dtype).itemsize
         elif isinstance(size, int) and not isinstance(size, bool):
             nbytes = size
         else:
@@ -343,6 +345,11 @@ class VirtualMachine:
         lease, address = self.pool.alloc_at(nbytes, f"a {dtype} tensor")
         self._remember(lease, address)
         return lease
+
+    def _dims(self, value: Any) -> tuple[int, ...]:
+        """The dims a shape register holds (known at once for a shape program's result)."""
+        known = self._shape_tuples.get(id(value))
+        return known[1] if known is not None else _shape(value)
 
     def _remember(self, tensor: np.ndarray, address: int) -> None:
         """Keep a run's tensor's address beside it (until it is killed or the run ends)."""
@@ -373,7 +380,7 @@ class VirtualMachine:
         resolved = self._static[index]
         if resolved is None:
             resolved = self._specialised(index, arrays)
-        cfunc, signature, name = resolved
+        cfunc, signature, name = resolved[:3]
         first_output = len(arrays) - num_outputs
         for i, (a, (shape, dtype)) in enumerate(zip(arrays, signature)):
             if type(a) is not np.ndarray:
@@ -444,9 +451,20 @@ class VirtualMachine:
             if type(a) is not np.ndarray:
                 raise ValueError(f"argument {i} of kernel {entry.name!r} is {describe(a)}, "
                                  f"not a tensor")
-        key = tuple((a.shape, a.dtype.name) for a in arrays)
-        kernel = self.exe.specialised_kernel(index, key)
-        return kernel.cfunc, _signature(kernel.library.signatures[kernel.name]), kernel.name
+        key = (index, *[(a.shape, a.dtype) for a in arrays])
+        resolved = self._specialisations.get(key)
+        if resolved is not None:
+            self.exe.specialisation_stats["hits"] += 1
+        else:  # the executable's cache (or its compile hook), then ours
+            kernel = self.exe.specialised_kernel(index, tuple((a.shape, a.dtype.name)
+                                                              for a in arrays))
+            # the Kernel keeps its library (the machine code) alive while we hold it
+            resolved = (kernel.cfunc, _signature(kernel.library.signatures[kernel.name]),
+                        kernel.name, kernel)
+            if len(self._specialisations) >= self.exe.max_specialisations:
+                self._specialisations.pop(next(iter(self._specialisations)))
+            self._specialisations[key] = resolved
+        return resolved
 
     def _shape_func(self, inst: tuple, regs: list) -> None:
         index = inst[1]
@@ -469,7 +487,9 @@ class VirtualMachine:
         if key is not None:
             if len(self._shape_memo) >= MAX_SHAPE_MEMO:
                 self._shape_memo.clear()
+                self._shape_tuples.clear()
             self._shape_memo[key] = shapes
+            self._shape_tuples.update((id(t), (t, tuple(t.tolist()))) for t in shapes)
         for r, shape in zip(inst[3], shapes):
             regs[r] = shape
 

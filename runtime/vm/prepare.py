@@ -42,7 +42,6 @@ FIXED = -1  # (FIXED, value, register)
 NATIVE = -2  # (NATIVE, NativeRun, number of instructions it covers)
 PACKED = -3  # (PACKED, kernel index, output count, argument registers, pointer array)
 POOL_TENSOR = -4  # (POOL_TENSOR, bytes, shape, numpy dtype, register, 4 instructions covered)
-_DTYPES: dict[str, np.dtype] = {}  # dtype name -> numpy dtype (validated names only)
 
 
 class Patch(NamedTuple):
@@ -172,7 +171,7 @@ def place(storage: Any, offset: int, shape: tuple, dtype: str) -> np.ndarray:
     if type(storage) is not np.ndarray or storage.dtype != np.uint8 or storage.ndim != 1:
         raise ValueError(f"AllocTensor needs a storage, the register holds "
                          f"{describe(storage)}")
-    dt = _DTYPES.get(dtype) or _DTYPES.setdefault(dtype, numpy_dtype(dtype))
+    dt = numpy_dtype(dtype)
     nbytes = math.prod(shape) * dt.itemsize
     if offset < 0 or offset + nbytes > storage.nbytes:
         raise ValueError(f"a {shape} {dtype} tensor at offset {offset} does not fit in a "
