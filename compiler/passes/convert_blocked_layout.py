@@ -141,7 +141,7 @@ def _op_name(node: RelayExpr) -> str | None:
 def _nchw_channels(ty, x: int) -> int | None:
     """C of a 4-D float32 tensor type whose channels are whole blocks of x, else None."""
     if isinstance(ty, TensorType) and ty.dtype == F32 and len(ty.shape) == 4 \
-            and ty.shape[1] % x == 0 and ty.shape[1] > 0:
+            and not ty.is_dynamic and ty.shape[1] % x == 0 and ty.shape[1] > 0:
         return ty.shape[1]
     return None
 
@@ -149,7 +149,7 @@ def _nchw_channels(ty, x: int) -> int | None:
 def _any_channels(ty) -> int | None:
     """C of a 4-D float32 tensor type (blocked padded to whole blocks when C % x), else None."""
     if isinstance(ty, TensorType) and ty.dtype == F32 and len(ty.shape) == 4 \
-            and ty.shape[1] > 0:
+            and not ty.is_dynamic and ty.shape[1] > 0:  # a dynamic (Any) shape stays NCHW
         return ty.shape[1]
     return None
 

@@ -70,6 +70,27 @@ def test_any_batch_and_spatial_dims_in_a_conv2d():
     assert out is vm
 
 
+def test_a_dynamic_batch_cnn_through_relay_builds_layout_passes():
+    """Bias, residual and pooling over a dynamic batch: the layout passes (AlterOpLayout,
+    ConvertBlockedLayout, FoldScaleAxis) leave the dynamic shapes alone."""
+    x = relay.var("x", shape=(Any(), 16, 10, 10))
+    y = relay.nn.conv2d(x, relay.const(_f32(16, 16, 3, 3) * 0.1), padding=(1, 1))
+    y = relay.nn.relu(relay.nn.bias_add(y, relay.const(_f32(16))))
+    y = relay.add(relay.nn.batch_norm(y, *[relay.const(v) for v in (
+        np.ones(16, "float32"), _f32(16) * 0.1, _f32(16) * 0.1, np.ones(16, "float32"))])[0],
+        x)
+    y = relay.nn.batch_flatten(relay.nn.global_avg_pool2d(y))
+    func = relay.Function([x], relay.nn.dense(y, relay.const(_f32(5, 16))))
+    vm = _vm(func)
+    for n in (1, 3):
+        _check(func, _f32(n, 16, 10, 10), vm=vm, rtol=1e-4, atol=1e-4)
+    heads = relay.var("heads", shape=(1, Any(), 4, 8))  # (batch, sequence, heads, dim)
+    func = relay.Function([heads], relay.nn.relu(relay.add(heads, relay.const(_f32(8)))))
+    vm = _vm(func)
+    for n in (2, 9):
+        _check(func, _f32(1, n, 4, 8), vm=vm)
+
+
 def _transformer_block(d: int = 32, heads: int = 4):
     """Self-attention over a dynamic-length sequence, residual, layer norm, MLP."""
     x = relay.var("x", shape=(Any(), d))
