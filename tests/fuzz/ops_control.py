@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from .graph import FLOATS, INTS, GraphBuilder, rounding, spec, tensor_proto_dtype
+from .graph import FLOATS, INTS, MAX_INPUTS, GraphBuilder, rounding, spec, tensor_proto_dtype
 from .ops_math import fresh
 
 MAX_TRIPS = 4
@@ -75,15 +75,17 @@ def t_loop(b: GraphBuilder) -> bool:
                v.mag <= 4, fresh(b, FLOATS))
     if x is None or not b.room(1):
         return False
-    if b.chance(0.5) and b.room(1):
+    v0 = b.pick(lambda v: v.dtype == x.dtype and v.shape == x.shape and not v.nonfinite and
+                v.mag <= 4, lambda: b.operand(x.shape, x.dtype))
+    if v0 is None:
+        return False
+    if b.chance(0.5) and len(b.inputs) < MAX_INPUTS:
         trips = b.fresh_input((), "int64", "positive")  # 1..5, known only at run time
         bound = 5
     else:
         bound = int(b.rng.integers(1, MAX_TRIPS + 1))
         trips = b.constant(np.array(bound, dtype="int64"))
     keep = b.constant(np.array(True))
-    v0 = b.pick(lambda v: v.dtype == x.dtype and v.shape == x.shape and not v.nonfinite and
-                v.mag <= 4, lambda: b.operand(x.shape, x.dtype))
     scan = len(x.shape) == 1 and b.chance(0.7)  # onnx.reference vstacks other ranks
     names = {k: b.name(f"loop_{k}") for k in ("i", "c_in", "v_in", "c_out", "t", "h",
                                               "half", "v_out", "scan")}
