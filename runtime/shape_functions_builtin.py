@@ -1,5 +1,6 @@
 """The built-in shape functions: output shapes of the ops whose shapes depend on input values
-(the dyn.* ops, arange with tensor bounds), in TVM's signature fn(attrs, inputs, out_ndims).
+(the dyn.* ops, arange with tensor bounds, argwhere), in TVM's signature fn(attrs, inputs,
+out_ndims).
 
 inputs[i] is op input i's shape (int64 vector) or, where the op reads it (its ShapeFuncDef),
 its value. Each returns one int64 shape vector per output and raises ValueError, naming the
@@ -179,3 +180,10 @@ def _arange(attrs, inputs, out_ndims):
     if step == 0:
         raise ValueError("arange: step must not be 0")
     return [_shape(max(0, math.ceil((stop - start) / step)))]
+
+
+@shape_function("argwhere")
+def _argwhere(attrs, inputs, out_ndims):
+    """(nonzero count, rank) of the input's value."""
+    data = np.asarray(inputs[0])
+    return [_shape(np.count_nonzero(data), data.ndim)]

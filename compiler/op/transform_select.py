@@ -1,4 +1,8 @@
-"""Ops whose result depends on which elements the data holds: unique (and argwhere).
+"""Ops whose result depends on which elements the data holds: argwhere and unique.
+
+argwhere is TVM's: the coordinates of the nonzero elements, one row each, so its row count
+is an Any dim known only from the data; its shape function (runtime.shape_functions_builtin)
+reads the input's value, and the kernel then fills the rows it was given.
 
 unique is TVM's op: as the number of distinct values is known only at run time, its outputs
 have the input's length and a count says how much of them is meaningful (`num_unique`, a
@@ -11,12 +15,33 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.ir.dims import Any
 from compiler.ir.expr import TupleWrapper
 from compiler.ir.types import TensorType, TupleType
-from .registry import OpDef, OpPattern, make_call, register
+from .registry import OpDef, OpPattern, ShapeFuncDef, make_call, register
 from .type_relations import check_arity, fail, tensor_arg
 
-__all__ = ["unique"]
+__all__ = ["argwhere", "unique"]
+
+
+def _argwhere_rel(types, attrs):
+    check_arity("argwhere", types, 1)
+    data = tensor_arg("argwhere", types, 0, "data")
+    return TensorType((Any(), len(data.shape)), "int32")
+
+
+def _argwhere_ref(inputs, attrs):
+    return np.argwhere(inputs[0]).astype(np.int32)
+
+
+register(OpDef(name="argwhere", num_inputs=1, type_rel=_argwhere_rel, pattern=OpPattern.OPAQUE,
+               reference=_argwhere_ref, shape_func=ShapeFuncDef("argwhere", (True,))))
+
+
+def argwhere(condition):
+    """relay.argwhere: the (count, rank) int32 coordinates of condition's nonzero elements,
+    in row-major order."""
+    return make_call("argwhere", [condition])
 
 
 def _unique_rel(types, attrs):

@@ -1,4 +1,4 @@
-"""Kernels of the ops whose results depend on the data's values (unique,
+"""Kernels of the ops whose results depend on the data's values (argwhere, unique,
 vision.all_class_non_max_suppression) against their numpy references, on random data with
 repeats, NaNs, ties and degenerate boxes."""
 from __future__ import annotations
@@ -6,9 +6,36 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from codegen import te
+from codegen.jit import build_library
+from codegen.lower import lower
+import compiler.op.compute  # noqa: F401  (registers the compute rules)
+from compiler.ir.attrs import Attrs
+from compiler.ir.types import TensorType
+from compiler.op.registry import get_def
+from runtime.shape_functions import get_shape_function
 from tests.codegen_ops.lowering_harness import check_op, run_op
 
-OPS_TESTED = {"unique", "vision.all_class_non_max_suppression"}
+OPS_TESTED = {"argwhere", "unique", "vision.all_class_non_max_suppression"}
+
+
+@pytest.mark.parametrize("shape,dtype", [((3, 5), "float32"), ((7,), "bool"),
+                                         ((2, 3, 4), "int64"), ((4,), "float32")])
+def test_argwhere_at_the_count_its_shape_function_gives(shape, dtype):
+    """argwhere's kernel as the VM specialises it: the rows its shape function counted."""
+    rng = np.random.default_rng(8)
+    x = (rng.integers(0, 3, shape) * rng.integers(0, 2, shape)).astype(dtype)
+    if dtype == "float32" and x.size > 2:
+        x.reshape(-1)[1] = np.nan  # nonzero, as numpy says
+    if shape == (4,):
+        x[:] = 0
+    rows = int(get_shape_function("argwhere")(None, [x], [2])[0][0])
+    data = te.placeholder(x.shape, dtype, "x")
+    out = get_def("argwhere").compute([data], Attrs({}), TensorType((rows, x.ndim), "int32"))
+    lib = build_library([lower("argwhere_kernel", [data], [out])])
+    got = np.full((rows, x.ndim), -1, np.int32)
+    lib["argwhere_kernel"](x, got)
+    np.testing.assert_array_equal(got, get_def("argwhere").reference([x], Attrs({})))
 
 
 @pytest.mark.parametrize("is_sorted", [True, False])

@@ -142,6 +142,8 @@ EXAMPLES: list = [
     E("nn.upsampling", T(1, 3, 4, 5), scale_h=2.0, scale_w=3.0),
     E("image.grid_sample", T(1, 3, 5, 5), T(1, 2, 4, 6)),
     E("vision.roi_align", T(1, 3, 8, 8), T(4, 5), pooled_size=(2, 2), spatial_scale=0.5),
+    E("argwhere", T(3, 4), values={0: [[0, 1, 0, 2], [3, 0, 0, 0], [0, 0, 5, 0]]}),
+    E("argwhere", T(5, dtype="bool"), values={0: [True, False, True, True, False]}),
     E("sum", T(2, 3, 4), **_RED), E("mean", T(2, 3, 4), axis=(0, 2), keepdims=True,
                                      exclude=False),
     E("max", T(2, 3, 4), axis=None, keepdims=False, exclude=False),

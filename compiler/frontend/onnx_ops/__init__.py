@@ -8,4 +8,5 @@ from . import deform  # noqa: F401
 from . import flex_attention, ml  # noqa: F401  (non-default domains)
 from . import control_flow, optional, sequence  # noqa: F401
 from . import training  # noqa: F401  (ai.onnx.preview.training)
+from . import loop, select  # noqa: F401
 from .common import CONVERTERS, converter, find_converter  # noqa: F401

@@ -505,3 +505,13 @@ def cast(x: RelayExpr, ctx: NodeContext, dtype: str) -> RelayExpr:
 
 def scalar_like(ctx: NodeContext, x: RelayExpr, value: float) -> Constant:
     return const(value, ctx.dtype(x))
+
+
+def scalar_bool(ctx, cond, what: str):
+    """A one-element bool tensor as the bool scalar relay.If tests."""
+    shape = ctx.shape(cond)
+    if int(np.prod(shape, dtype=np.int64)) != 1:
+        raise ctx.error(f"the {what} must have one element, got shape {shape}")
+    if ctx.dtype(cond) != "bool":
+        cond = op("not_equal", cond, const(0, ctx.dtype(cond)))
+    return cond if shape == () else op("reshape", cond, newshape=[])

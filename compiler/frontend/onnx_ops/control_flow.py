@@ -7,7 +7,8 @@ If: a condition known at import picks its branch there; otherwise a relay.If ove
 branches (a tuple of their outputs when there are several). Scan: its length is a static
 dimension of the scan inputs, so it is unrolled, the body converted once per step over
 `take` slices of the scan inputs, and each scan output stacked (in reverse for a reverse
-direction); a scan longer than MAX_UNROLLED_SCAN steps is refused.
+direction); a scan longer than MAX_UNROLLED_SCAN steps runs as a Relay loop instead
+(loop.recursive_loop, on the VM).
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import numpy as np
 from compiler.ir.expr import If, Tuple, TupleGetItem
 from compiler.ir.types import TupleType
 
-from .common import OptionalValue, const, converter, infer_type, norm_axis, op
+from .common import OptionalValue, const, converter, infer_type, norm_axis, op, scalar_bool
+from .loop import recursive_loop
 
 MAX_UNROLLED_SCAN = 64  # steps; a longer Scan runs as a Relay loop
 
@@ -26,16 +28,6 @@ def _graph_attr(ctx, name: str):
     if attr is None:
         raise ctx.error(f"the {name} attribute is required")
     return attr.g
-
-
-def scalar_bool(ctx, cond, what: str):
-    """A one-element bool tensor as the bool scalar relay.If tests."""
-    shape = ctx.shape(cond)
-    if int(np.prod(shape, dtype=np.int64)) != 1:
-        raise ctx.error(f"the {what} must have one element, got shape {shape}")
-    if ctx.dtype(cond) != "bool":
-        cond = op("not_equal", cond, const(0, ctx.dtype(cond)))
-    return cond if shape == () else op("reshape", cond, newshape=[])
 
 
 def _present(ctx, values: list, branch: str) -> list:
@@ -98,8 +90,8 @@ def _scan_steps(ctx, body, states: list, scans: list, in_axes: list, in_reverse:
                         f"{sorted(lengths)}")
     length = lengths.pop()
     if length > MAX_UNROLLED_SCAN:
-        raise ctx.error(f"a scan of {length} steps (more than {MAX_UNROLLED_SCAN}) is not "
-                        "supported")
+        return _scan_loop(ctx, body, states, scans, in_axes, in_reverse, out_axes, out_reverse,
+                          length)
     if length == 0:
         raise ctx.error("a scan of 0 steps has empty scan outputs of unknown shape")
     num_outputs = len(body.output) - len(states)
@@ -117,6 +109,31 @@ def _scan_steps(ctx, body, states: list, scans: list, in_axes: list, in_reverse:
             items = items[::-1]
         rank = ctx.rank(items[0]) + 1
         results.append(op("stack", Tuple(items), axis=norm_axis(ctx, out_axes[k], rank)))
+    return results
+
+
+def _scan_loop(ctx, body, states: list, scans: list, in_axes: list, in_reverse: list,
+               out_axes: list, out_reverse: list, length: int) -> list:
+    """A long scan as a Relay loop (loop.recursive_loop) over `take` at the step index."""
+    last = const(length - 1, "int64")
+
+    def step(i, cond, carried):
+        slices = [op("take", x, op("subtract", last, i) if rev else i, axis=a, mode="clip")
+                  for x, a, rev in zip(scans, in_axes, in_reverse)]
+        outs = ctx.graph.subgraph(body, [*carried, *slices], f"{ctx.where} step")
+        return const(True, "bool"), outs[:len(carried)], outs[len(carried):]
+    outs = recursive_loop(ctx, const(length, "int64"), const(True, "bool"), states, step)
+    results = outs[:len(states)]
+    for k, stacked in enumerate(outs[len(states):]):
+        element = infer_type(stacked, ctx.graph.types).shape[1:]
+        stacked = op("reshape", stacked, newshape=[length, *element])  # static again
+        if out_reverse[k]:
+            stacked = op("reverse", stacked, axis=0)
+        axis = norm_axis(ctx, out_axes[k], len(element) + 1)
+        if axis:
+            order = list(range(1, len(element) + 1))
+            stacked = op("transpose", stacked, axes=order[:axis] + [0] + order[axis:])
+        results.append(stacked)
     return results
 
 

@@ -1,4 +1,4 @@
-"""unique as counting reductions (O(n^2) comparisons, as the sorts in index.py: exact, stable,
+"""argwhere as a sequential kernel; unique as counting reductions (O(n^2) comparisons, as the sorts in index.py: exact, stable,
 no data-dependent control flow).
 
 For items i, j (elements, or rows of 2-D data): first[i] is the smallest j holding the same
@@ -7,8 +7,15 @@ counts the first occurrences that sort before it (sorted) or come before it (not
 Every output is then a reduction or a gather over those: sel[p] = the first occurrence at
 place p, counts[p] = how many items have first == sel[p], inverse[j] = pos[first[j]]. Rows
 compare lexicographically through diff[i, j], the first column where they differ.
+
+argwhere's output has as many rows as the data has nonzero elements (its shape function
+counted them before the kernel runs): one pass in row-major order appends each nonzero
+element's coordinates, never writing past the rows it was given.
 """
 from __future__ import annotations
+
+from codegen.tir.expr import Load
+from codegen.tir.stmt import Allocate, Buffer, For, IfThenElse, Store, seq
 
 from .common import rule, te, tir
 from .index import _before, _same
@@ -37,6 +44,28 @@ def _item_relations(x: te.Tensor):
         col = tir.min(d, _c(m - 1))  # a column that exists, read only when d < m
         return tir.logical_and(tir.lt(d, _c(m)), _before(x[j, col], x[i, col], True))
     return (lambda i, j: tir.ge(diff[i, j], _c(m))), before
+
+
+@rule("argwhere")
+def _argwhere(inputs, attrs, out_type):
+    (x,) = inputs
+    rows, rank = (int(d) for d in out_type.shape)
+    dt = out_type.dtype
+
+    def fcompute(ins, outs):
+        data, out = ins[0], outs[0]
+        count = Buffer("argwhere_count", (1,), _I64)
+        loops = [tir.Var(f"argwhere_i{d}", _I64) for d in range(rank)]
+        at = Load(count, (_c(0),), _I64)
+        nonzero = tir.ne(Load(data, tuple(loops), data.dtype), tir.const(0, data.dtype))
+        body = IfThenElse(tir.logical_and(nonzero, tir.lt(at, _c(rows))), seq(
+            *(Store(out, (at, _c(d)), tir.cast(loops[d], dt)) for d in range(rank)),
+            Store(count, (_c(0),), at + _c(1))))
+        for var, extent in reversed(list(zip(loops, x.shape))):
+            body = For(var, int(extent), body)
+        return Allocate(count, seq(Store(count, (_c(0),), _c(0)), body))
+
+    return te.extern((rows, rank), [x], fcompute, dtype=dt, name="T_argwhere")
 
 
 @rule("unique")
