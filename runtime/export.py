@@ -16,7 +16,8 @@ section is one object file itself, still load.
 A Relay VM executable is the same container with "executor": "vm" in its metadata: its first
 section holds the executable's code (runtime.vm.serialize) instead of graph JSON, the params
 section is empty (constants live in the code), and the object files may number zero (a
-program that calls no kernel).
+program that calls no kernel). A model with dynamic axes exported for specialisation at load
+says "executor": "dynamic": its first section is the model (runtime.dynamic_module).
 
 The triple, CPU and features are what the object code was built for (runtime.target); a host
 lacking one of those features refuses the file before any of its code runs. The LLVM and
@@ -146,7 +147,7 @@ def read_module(path: str | os.PathLike) -> ModuleContents:
         first, params_blob, objects, meta = _parse(data)
         target = TargetInfo(*(_string_field(meta, k) for k in TargetInfo._fields))
         _check_triple(target)
-        if meta.get("executor") == "vm":
+        if meta.get("executor") in ("vm", "dynamic"):
             contents = ModuleContents("", params_blob, objects, meta, target, bytes(first))
         else:
             if not objects:

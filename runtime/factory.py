@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .device import Device, device as to_device
+from .dynamic_module import DynamicModule
 from .export import read_module, write_module
 from .graph_runtime import GraphExecutor
 from .graph_json import parse_graph
@@ -83,12 +84,19 @@ class GraphExecutorFactoryModule:
         )
 
 
-def load_module(path: str | os.PathLike) -> GraphExecutorFactoryModule | Executable:
-    """Read a module written by export_library: a graph factory, or the Executable of a Relay
-    VM export; ValueError naming `path` when it is not one (FileNotFoundError when there is
-    no such file)."""
+def load_module(path: str | os.PathLike
+                ) -> GraphExecutorFactoryModule | Executable | DynamicModule:
+    """Read a module written by export_library: a graph factory, the Executable of a Relay
+    VM export, or a DynamicModule (a model with dynamic axes, built per shape by
+    compiler.load); ValueError naming `path` when it is not one (FileNotFoundError when
+    there is no such file)."""
     path = os.fspath(path)
     contents = read_module(path)
+    if contents.meta.get("executor") == "dynamic":
+        try:
+            return DynamicModule.from_contents(contents)
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{path}: not a loadable relayjit module: {err}") from err
     if contents.code is not None:  # a Relay VM executable
         try:
             return Executable.load_exec(*read_file(path, contents))

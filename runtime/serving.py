@@ -7,11 +7,14 @@
     GET  /healthz    {"status": "ok"} once the replica has loaded the module
 
 A bad request (unreadable body, unknown or missing input, wrong shape or dtype) is answered
-with HTTP 400 and the message the Python API (GraphModule.set_input) gives for it. Each replica
-loads the module once, from the bytes the driver read (so the file need not exist on the other
-machines of a cluster), and runs its kernels on its own thread count. A model compiled for a
-batch size B > 1 (every input and output leading with B) also takes single-sample requests
-(leading dimension 1) and groups them into batches of up to B with `serve.batch`.
+with HTTP 400 and the message the Python API (compiler.load's run: runtime.specialised) gives
+for it. Each replica loads the module once, from the bytes the driver read (so the file need
+not exist on the other machines of a cluster), and runs its kernels on its own thread count.
+A model compiled for a batch size B > 1 (every input and output leading with B) also takes
+single-sample requests (leading dimension 1) and groups them into batches of up to B with
+`serve.batch`. A model with dynamic axes (a dynamic artefact, loaded with the compiler's
+loader, as `relayjit serve` does) takes requests of any valid shape: each replica compiles a
+shape the first time it meets it and keeps the executors of the recent ones.
 
 ModelService is the part without Ray (decode, check, run, encode); Ray is an optional
 dependency (`pip install relayjit[serve]`), imported only by the functions that need it.
@@ -24,16 +27,15 @@ import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from . import threadpool
-from .device import cpu
 from .errors import KernelError
-from .factory import load_module
-from .graph_executor import GraphModule
-from .graph_runtime import check_input_value
+from .specialised import SpecialisedModel, TensorSpec, bind_signature, load_model
+from .target import host_info
 
 __all__ = ["ModelService", "RequestError", "Server", "JSON_TYPE", "NPZ_TYPE", "application",
            "start"]
@@ -41,6 +43,7 @@ __all__ = ["ModelService", "RequestError", "Server", "JSON_TYPE", "NPZ_TYPE", "a
 JSON_TYPE = "application/json"
 NPZ_TYPE = "application/x-npz"
 _MAX_BODY_SLACK = 1 << 20  # request bodies may exceed 32 bytes per input element by this much
+MAX_DYNAMIC_BODY_BYTES = 256 << 20  # a model with dynamic axes: no size to derive it from
 
 
 class RequestError(ValueError):
@@ -48,37 +51,44 @@ class RequestError(ValueError):
 
 
 class ModelService:
-    """One loaded module answering requests: what a serving replica holds."""
+    """One loaded model answering requests: what a serving replica holds. The model is a
+    runtime.specialised.SpecialisedModel: `loader(path)` gives it (default: load_model, a
+    static or VM module; compiler.tools.session.load_model also builds dynamic artefacts and
+    ONNX files per input shape, so requests of any valid length are served)."""
 
-    def __init__(self, path: str | os.PathLike, threads: int | None = None) -> None:
-        factory = load_module(path)
+    def __init__(self, path: str | os.PathLike, threads: int | None = None,
+                 loader: Callable[[str], SpecialisedModel] | None = None) -> None:
+        self.model = (loader or load_model)(os.fspath(path))
         if threads is not None:
             threadpool.set_num_threads(threads)
-        self.target = factory.get_lib().target
-        self.module = GraphModule(factory["default"](cpu()))
-        shapes, dtypes = self.module.get_input_info()
-        self.inputs = {name: (tuple(shapes[name]), dtypes[name]) for name in shapes}
-        self.outputs = [(tuple(out.shape), out.dtype.name) for out in
-                        (self.module.module.output_array(i)
-                         for i in range(self.module.get_num_outputs()))]
-        self.batch_size = _batch_size([*self.inputs.values(), *self.outputs])
-        element_bytes = sum(int(np.prod(shape)) for shape, _ in self.inputs.values())
-        self.max_body_bytes = 32 * element_bytes + _MAX_BODY_SLACK
+        self.target = self.model.target or host_info()
+        self.inputs = {s.name: (s.shape, s.dtype) for s in self.model.inputs}
+        self.outputs = [(o.shape, o.dtype) for o in self.model.outputs]
+        static = all(s.is_static for s in self.model.inputs)
+        self.batch_size = _batch_size([*self.inputs.values(), *self.outputs]) if static else 1
+        self.bound_params = _bound_params(self.model)
+        if static:
+            element_bytes = sum(int(np.prod(shape)) for shape, _ in self.inputs.values())
+            self.max_body_bytes = 32 * element_bytes + _MAX_BODY_SLACK
+        else:  # the inputs' sizes are known per request only
+            self.max_body_bytes = MAX_DYNAMIC_BODY_BYTES
 
     @classmethod
-    def from_bytes(cls, module_bytes: bytes, threads: int | None = None) -> ModelService:
+    def from_bytes(cls, module_bytes: bytes, threads: int | None = None,
+                   loader: Callable[[str], SpecialisedModel] | None = None) -> ModelService:
         """A service for a module file's contents (what travels to replicas and actors)."""
         with tempfile.NamedTemporaryFile(suffix=".rjit") as f:
             f.write(module_bytes)
             f.flush()
-            return cls(f.name, threads)
+            return cls(f.name, threads, loader)
 
     # ---- what the model takes and gives ---------------------------------------------------
 
     def metadata(self) -> dict:
-        """Inputs and outputs ({name: {"shape", "dtype"}}), batch size and target CPU."""
+        """Inputs and outputs ({name: {"shape", "dtype"}}; a dynamic dim by its name, or
+        null), batch size and target CPU."""
         def spec(shape, dtype):
-            return {"shape": list(shape), "dtype": dtype}
+            return {"shape": None if shape is None else list(shape), "dtype": dtype}
         return {
             "inputs": {name: spec(*sd) for name, sd in self.inputs.items()},
             "outputs": {_output_name(i): spec(*sd) for i, sd in enumerate(self.outputs)},
@@ -142,37 +152,28 @@ class ModelService:
         except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
             raise RequestError(f"request body is not a readable .npz archive: {err}") from None
 
-    def _check_names(self, arrays: dict[str, np.ndarray]) -> None:
+    def _check_params(self, arrays: dict[str, np.ndarray]) -> None:
         for name in arrays:
-            if name not in self.inputs:
-                if self.module.get_input_index(name) >= 0:
-                    raise RequestError(f"input {name!r} is a parameter bound into the model, "
-                                       f"not a request input; inputs are {list(self.inputs)}")
-                try:
-                    self.module.set_input(name)  # the API's message for an unknown name
-                except KeyError as err:
-                    raise RequestError(err.args[0]) from None
-        missing = [name for name in self.inputs if name not in arrays]
-        if missing:
-            raise RequestError(f"missing input(s) {missing}; the model takes "
-                               + ", ".join(f"{n} {s} {d}" for n, (s, d) in self.inputs.items()))
+            if name in self.bound_params:
+                raise RequestError(f"input {name!r} is a parameter bound into the model, "
+                                   f"not a request input; inputs are {list(self.inputs)}")
 
     def check(self, arrays: dict[str, np.ndarray]) -> None:
         """Names, shapes and dtypes against the model's (one sample's, for is_sample requests);
-        RequestError with GraphModule.set_input's message."""
-        self._check_names(arrays)
-        sample = self.is_sample(arrays)
-        for name, value in arrays.items():
-            shape, dtype = self.inputs[name]
-            try:
-                check_input_value(name, value, (1, *shape[1:]) if sample else shape, dtype)
-            except (TypeError, ValueError) as err:
-                raise RequestError(str(err)) from None
+        RequestError with the message compiler.load's run gives (runtime.specialised)."""
+        self._check_params(arrays)
+        specs = self.model.inputs
+        if self.is_sample(arrays):
+            specs = [TensorSpec(s.name, (1, *s.shape[1:]), s.dtype) for s in specs]
+        try:
+            bind_signature(specs, arrays)
+        except (KeyError, TypeError, ValueError) as err:
+            raise RequestError(err.args[0]) from None
 
     def run(self, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """Outputs for a checked full-size request."""
-        self.module.run(**arrays)
-        return [self.module.get_output(i).numpy() for i in range(len(self.outputs))]
+        """Outputs for a checked full-size request (a new shape of a dynamic model is
+        compiled first)."""
+        return self.model.run(arrays)
 
     def run_samples(self, samples: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
         """Outputs per checked sample, run batch_size samples at a time (the last batch padded
@@ -208,6 +209,11 @@ def _media_type(header: str | None) -> str:
     return (header or "").split(";")[0].split(",")[0].strip().lower()
 
 
+def _bound_params(model: SpecialisedModel) -> set[str]:
+    """Names of params bound into a graph module (a request may not set them)."""
+    return {name for module in model.modules() for name in getattr(module, "params", ())}
+
+
 def _batch_size(specs: list[tuple[tuple[int, ...], str]]) -> int:
     """B when every shape leads with the same B > 1 (the model batches), else 1."""
     leading = {shape[0] if shape else 1 for shape, _ in specs}
@@ -225,8 +231,8 @@ def _deployment_class():
 
     @serve.deployment(name="relayjit", max_ongoing_requests=64)
     class RelayjitModel:
-        def __init__(self, module_bytes: bytes, threads: int) -> None:
-            self.service = ModelService.from_bytes(module_bytes, threads)
+        def __init__(self, module_bytes: bytes, threads: int, loader) -> None:
+            self.service = ModelService.from_bytes(module_bytes, threads, loader)
             if self.service.batch_size > 1:
                 self.run_batch.set_max_batch_size(self.service.batch_size)
 
@@ -260,25 +266,26 @@ def _deployment_class():
             return self.service.run_samples(samples)
 
         def check_health(self) -> None:
-            if self.service.module.get_num_outputs() != len(self.service.outputs):
-                raise RuntimeError("the loaded module lost its outputs")
+            if not self.service.model.inputs and not self.service.model.outputs:
+                raise RuntimeError("the loaded model has neither inputs nor outputs")
 
     return RelayjitModel
 
 
 def application(path: str | os.PathLike, replicas: int = 1, threads: int = 1,
-                num_cpus: float | None = None):
+                num_cpus: float | None = None,
+                loader: Callable[[str], SpecialisedModel] | None = None):
     """A Ray Serve application serving the module at `path` (checked here first): `replicas`
-    replicas, each running kernels on `threads` threads and reserving `num_cpus` CPUs
-    (default: threads)."""
+    replicas, each loading it with `loader` (see ModelService), running kernels on `threads`
+    threads and reserving `num_cpus` CPUs (default: threads)."""
     if replicas < 1 or threads < 1:
         raise ValueError(f"replicas and threads must be >= 1, got {replicas} and {threads}")
-    load_module(path)  # a bad or unsupported file fails here, with its message, not in replicas
+    (loader or load_model)(os.fspath(path))  # a bad file fails here, not in the replicas
     with open(path, "rb") as f:
         data = f.read()
     options = {"num_cpus": threads if num_cpus is None else num_cpus}
     return _deployment_class().options(num_replicas=replicas,
-                                       ray_actor_options=options).bind(data, threads)
+                                       ray_actor_options=options).bind(data, threads, loader)
 
 
 class Server:
@@ -304,10 +311,11 @@ class Server:
 
 def start(path: str | os.PathLike, replicas: int = 1, port: int = 8000, threads: int = 1,
           address: str | None = None, host: str = "127.0.0.1", name: str = "relayjit",
-          num_cpus: float | None = None) -> Server:
+          num_cpus: float | None = None,
+          loader: Callable[[str], SpecialisedModel] | None = None) -> Server:
     """Serve the module at `path` with `replicas` replicas on a local Ray instance (or the
     cluster at `address`: "auto" or "ray://host:port"), listening on host:port."""
-    app = application(path, replicas, threads, num_cpus)  # checks the file before Ray starts
+    app = application(path, replicas, threads, num_cpus, loader)  # checks the file first
     import ray
     from ray import serve
 

@@ -30,15 +30,19 @@ import numpy as np
 
 from .device import Device, cpu
 from .digest import content_digest
-from .factory import GraphExecutorFactoryModule
+from .dynamic_module import DynamicModule
+from .factory import GraphExecutorFactoryModule, load_module
+from .graph_json import parse_graph
 from .memory import ALIGNMENT, aligned_bytes, view_as
 from .ndarray import NDArray
+from .target import TargetInfo
 from .vm.executable import Executable
 from .vm.machine import VirtualMachine
 from .vm.objects import ADT
+from .vm.program import TENSOR
 
-__all__ = ["TensorSpec", "SpecialisedModel", "SharedParams", "bind_signature",
-           "DEFAULT_MAX_SPECIALIZATIONS"]
+__all__ = ["TensorSpec", "SpecialisedModel", "SharedParams", "bind_signature", "make_runner",
+           "module_specs", "load_model", "model_of", "DEFAULT_MAX_SPECIALIZATIONS"]
 
 DEFAULT_MAX_SPECIALIZATIONS = 8  # TorchInductor's recompile limit per frame is 8 too
 
@@ -77,10 +81,10 @@ def bind_signature(specs: Sequence[TensorSpec], feeds: Mapping[str, Any]
     names = [s.name for s in specs]
     unknown = sorted(set(feeds) - set(names))
     if unknown:
-        raise KeyError(f"run: unknown input(s) {unknown}; the model's inputs are {names}")
+        raise KeyError(f"unknown input(s) {unknown}; the model's inputs are {names}")
     missing = [n for n in names if n not in feeds]
     if missing:
-        raise ValueError(f"run: missing input(s) {missing}; the model's inputs are "
+        raise ValueError(f"missing input(s) {missing}; the model takes "
                          + ", ".join(f"{s.name} {s.shape_text()} {s.dtype}" for s in specs))
     bound: dict[str, tuple[int, str]] = {}  # symbol -> (value, the input that set it)
     arrays = []
@@ -201,6 +205,63 @@ def _unwrap(value: Any) -> Any:
 Built = Union[GraphExecutorFactoryModule, Executable]
 
 
+def make_runner(module: Built, device: Device | None = None):
+    """An executor of `module` with run(names, arrays) -> outputs (numpy arrays; a sequence
+    output of the VM as a list of them)."""
+    if isinstance(module, GraphExecutorFactoryModule):
+        return _GraphRunner(module, device or cpu())
+    if isinstance(module, Executable):
+        return _VMRunner(module, device or cpu())
+    raise TypeError(f"expected a GraphExecutorFactoryModule or a VM Executable, got "
+                    f"{type(module).__name__}")
+
+
+def module_specs(module: Built) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    """(inputs, outputs) of a built module: a graph module's inputs that are not params, and
+    its outputs (output_0, ...), all static; a VM program's tensor parameters (an Any dim is
+    None) and no outputs (their shapes are known when it runs)."""
+    if isinstance(module, GraphExecutorFactoryModule):
+        plan = parse_graph(module.graph_json)
+        inputs = [TensorSpec(n, tuple(plan.shapes[e]), plan.dtypes[e])
+                  for n, e in zip(plan.input_names, plan.input_entries)
+                  if n not in module.params]
+        outputs = [TensorSpec(f"output_{i}", tuple(plan.shapes[e]), plan.dtypes[e])
+                   for i, e in enumerate(plan.outputs)]
+        return inputs, outputs
+    main = module.function("main")
+    inputs = [TensorSpec(n, tuple(t[1]), t[2]) for n, t in zip(main.params, main.param_types)
+              if t[0] == TENSOR]
+    if len(inputs) != len(main.params):
+        raise ValueError("the VM program's main takes tuples or closures; run it with "
+                         "runtime.vm.VirtualMachine")
+    return inputs, []
+
+
+def load_model(path, max_specializations: int = DEFAULT_MAX_SPECIALIZATIONS
+               ) -> SpecialisedModel:
+    """The SpecialisedModel of a module file, without the compiler (model_of)."""
+    return model_of(load_module(path), max_specializations, path)
+
+
+def model_of(module: Built | DynamicModule,
+             max_specializations: int = DEFAULT_MAX_SPECIALIZATIONS, path: Any = "the module"
+             ) -> SpecialisedModel:
+    """The SpecialisedModel of a loaded module: a graph module (its one static signature)
+    or a VM executable (any shape its main accepts). A dynamic artefact needs the compiler
+    (compiler.tools.session.load_model) and is refused with that advice."""
+    if isinstance(module, DynamicModule):
+        raise ValueError(f"{path}: a model with dynamic axes, compiled per input shape when "
+                         "run: load it with compiler.load(path) (relayjit serve does)")
+    inputs, outputs = module_specs(module)
+    lib = module.get_lib() if isinstance(module, GraphExecutorFactoryModule) else module.lib
+    build = (lambda shapes: module) if isinstance(module, Executable) else None
+    model = SpecialisedModel(inputs, outputs, build, max_specializations,
+                             per_shape=build is None,
+                             target=lib.target if lib is not None else None)
+    model.add(tuple(s.shape for s in inputs), module)
+    return model
+
+
 class SpecialisedModel:
     """Inputs, outputs and one executor per shape signature (see the module docstring).
 
@@ -212,7 +273,8 @@ class SpecialisedModel:
     def __init__(self, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec],
                  build: Callable[[dict[str, tuple[int, ...]]], Built] | None,
                  max_specializations: int = DEFAULT_MAX_SPECIALIZATIONS,
-                 per_shape: bool = True, device: Device | None = None) -> None:
+                 per_shape: bool = True, device: Device | None = None,
+                 target: TargetInfo | None = None) -> None:
         if isinstance(max_specializations, bool) or not isinstance(max_specializations, int) \
                 or max_specializations < 1:
             raise ValueError(f"max_specializations must be an int >= 1, got "
@@ -224,6 +286,7 @@ class SpecialisedModel:
         self.max_specializations = max_specializations
         self.per_shape = per_shape
         self.device = device or cpu()
+        self.target = target  # the CPU its code is built for (None: this host's)
         self.shared_params = SharedParams()
         self._runners: OrderedDict[Signature, Any] = OrderedDict()
         self.builds = self.hits = self.evictions = 0
@@ -269,11 +332,7 @@ class SpecialisedModel:
     def _runner(self, module: Built):
         if isinstance(module, GraphExecutorFactoryModule):
             self.shared_params.adopt(module)
-            return _GraphRunner(module, self.device)
-        if isinstance(module, Executable):
-            return _VMRunner(module, self.device)
-        raise TypeError(f"a specialisation must be a GraphExecutorFactoryModule or a VM "
-                        f"Executable, got {type(module).__name__}")
+        return make_runner(module, self.device)
 
     def _remember(self, key, runner) -> None:
         self._runners[key] = runner

@@ -43,14 +43,16 @@ import numpy as np
 
 import runtime
 from compiler.errors import CompilerError
+from compiler.target import cpu_target, resolve as resolve_target
 from runtime.export import MAGIC
 from runtime.factory import GraphExecutorFactoryModule
-from runtime.graph_json import parse_graph
-from runtime.specialised import DEFAULT_MAX_SPECIALIZATIONS, SpecialisedModel, TensorSpec
-from runtime.vm import Executable
-from .specialise import POLICIES, OnnxSpecialiser, onnx_signature
+from runtime.dynamic_module import DynamicModule
+from runtime.specialised import (DEFAULT_MAX_SPECIALIZATIONS, SpecialisedModel, TensorSpec,
+                                 model_of, module_specs)
+from .specialise import POLICIES, OnnxSpecialiser, model_from_bytes, onnx_signature
 
-__all__ = ["InferenceSession", "TensorInfo", "load", "is_exported_module", "read_onnx"]
+__all__ = ["InferenceSession", "TensorInfo", "load", "load_model", "is_exported_module",
+           "read_onnx"]
 
 TensorInfo = TensorSpec  # the name this module gave it first
 
@@ -71,13 +73,14 @@ class InferenceSession:
         if os.path.isdir(path):
             raise CompilerError(f"{path} is a directory; expected an .onnx or .rjit file")
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"no such model file: {path}")
+            raise FileNotFoundError(f"{path}: no such model file; expected an .onnx or .rjit "
+                                    "file")
         if dynamic not in POLICIES:
             raise ValueError(f"dynamic must be one of {list(POLICIES)}, got {dynamic!r}")
         self.path = path
         self.dynamic = dynamic
         if is_exported_module(path):
-            self.model = _load_exported(path, max_specializations)
+            self.model = _load_exported(path, shape, max_specializations)
         else:
             self.model = _onnx_model(read_onnx(path), shape, opt_level, target, dynamic,
                                      max_specializations)
@@ -135,13 +138,14 @@ def _onnx_model(model, shape, opt_level: int, target: Any, dynamic: str,
     shapes: errors at load), a dynamic one at each new shape."""
     inputs, outputs = onnx_signature(model, shape)
     specialiser = OnnxSpecialiser(model, opt_level, target)
+    cpu = cpu_target(resolve_target(target))
     if dynamic == "vm":
         exe = specialiser.symbolic(shape)
         result = SpecialisedModel(inputs, outputs, lambda shapes: exe, max_specializations,
-                                  per_shape=False)
+                                  per_shape=False, target=cpu)
         result.add((), exe)
         return result
-    result = SpecialisedModel(inputs, outputs, specialiser, max_specializations)
+    result = SpecialisedModel(inputs, outputs, specialiser, max_specializations, target=cpu)
     if all(spec.is_static for spec in inputs):
         signature = tuple(spec.shape for spec in inputs)
         result.add(signature, specialiser(dict(zip(result.names, signature))))
@@ -151,32 +155,31 @@ def _onnx_model(model, shape, opt_level: int, target: Any, dynamic: str,
 
 def _built_outputs(module, declared: list[TensorSpec]) -> list[TensorSpec]:
     """Output specs with the shapes and dtypes a static graph module computes (the ONNX
-    graph's declared outputs may lack them); names from `declared` when it has them all."""
+    graph's declared outputs may lack them), named as `declared` names them."""
     if not isinstance(module, GraphExecutorFactoryModule):
         return declared
-    plan = parse_graph(module.graph_json)
-    names = [o.name for o in declared] if len(declared) == len(plan.outputs) else \
-        [f"output_{i}" for i in range(len(plan.outputs))]
-    return [TensorSpec(n, tuple(plan.shapes[e]), plan.dtypes[e])
-            for n, e in zip(names, plan.outputs)]
+    built = module_specs(module)[1]
+    if len(built) != len(declared):
+        return built
+    return [TensorSpec(d.name, b.shape, b.dtype) for d, b in zip(declared, built)]
 
 
-def _load_exported(path: str, max_specializations: int) -> SpecialisedModel:
+def _load_exported(path: str, shape, max_specializations: int) -> SpecialisedModel:
     """A SpecialisedModel over a module written by export_library or `relayjit compile`."""
     module = runtime.load_module(path)
-    if isinstance(module, GraphExecutorFactoryModule):
-        plan = parse_graph(module.graph_json)
-        inputs = [TensorSpec(n, tuple(plan.shapes[e]), plan.dtypes[e])
-                  for n, e in zip(plan.input_names, plan.input_entries)
-                  if n not in module.params]
-        result = SpecialisedModel(inputs, [], None, max_specializations)
-        result.add(tuple(s.shape for s in inputs), module)
-        result.outputs = _built_outputs(module, [])
-        return result
-    if isinstance(module, Executable):
-        raise CompilerError(f"{path} is a Relay VM executable; run it with "
-                            "runtime.vm.VirtualMachine(runtime.load_module(path), dev)")
-    raise CompilerError(f"{path}: compiler.load cannot run a {type(module).__name__}")
+    if not isinstance(module, DynamicModule):
+        return model_of(module, max_specializations, path)
+    pins = {**module.shape, **dict(shape or {})}
+    model = _onnx_model(model_from_bytes(module.source, path), pins, module.opt_level,
+                        module.target, "specialize", max_specializations)
+    model.target = module.target_info
+    return model
+
+
+def load_model(path: str | os.PathLike) -> SpecialisedModel:
+    """The SpecialisedModel of a model file (what runtime.serving runs; a dynamic artefact
+    included, which runtime.specialised.load_model alone cannot build)."""
+    return InferenceSession(path).model
 
 
 def load(path: str | os.PathLike, shape: Mapping[str, Sequence[int]] | None = None,

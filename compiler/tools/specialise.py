@@ -27,7 +27,7 @@ from compiler.ir.module import IRModule
 from compiler.transform import PassContext
 from runtime.specialised import TensorSpec
 
-__all__ = ["onnx_signature", "OnnxSpecialiser", "needs_vm", "POLICIES"]
+__all__ = ["onnx_signature", "OnnxSpecialiser", "needs_vm", "model_from_bytes", "POLICIES"]
 
 # dynamic= of compiler.load: "specialize" builds static modules per input-shape signature
 # (the VM only for programs that need it); "vm" compiles one VM program for every shape
@@ -37,7 +37,8 @@ POLICIES = ("specialize", "vm")
 def onnx_signature(model, pins: Mapping[str, Sequence[int]] | None = None
                    ) -> tuple[list[TensorSpec], list[TensorSpec]]:
     """(input specs, output specs) of an ONNX model's graph: dim_value -> int, dim_param ->
-    its name, neither -> None; `pins` (compiler.load's shape=) fixes whole inputs."""
+    its name, neither -> None; `pins` (compiler.load's shape=) fixes whole inputs, and the
+    symbols they fix in every other input."""
     graph = model.graph
     initializers = {t.name for t in graph.initializer}
     pins = dict(pins or {})
@@ -47,16 +48,25 @@ def onnx_signature(model, pins: Mapping[str, Sequence[int]] | None = None
         if name not in names:
             raise CompilerError(f"shape= names {name!r}, which is not a graph input; the "
                                 f"inputs are {names}")
-    specs = []
-    for value in inputs:
-        spec = _spec(value, "graph input")
-        if value.name in pins:
-            dims = tuple(int(d) for d in pins[value.name])
-            if spec.shape is not None and len(dims) != len(spec.shape):
-                raise CompilerError(f"shape= gives input {value.name!r} {len(dims)} dims, the "
-                                    f"model declares {spec.shape_text()}")
-            spec = TensorSpec(spec.name, dims, spec.dtype)
-        specs.append(spec)
+    specs = [_spec(value, "graph input") for value in inputs]
+    symbols: dict[str, tuple[int, str]] = {}  # what the pins make each symbol: (value, input)
+    for i, spec in enumerate(specs):
+        if spec.name not in pins:
+            continue
+        dims = tuple(int(d) for d in pins[spec.name])
+        if spec.shape is not None and len(dims) != len(spec.shape):
+            raise CompilerError(f"shape= gives input {spec.name!r} {len(dims)} dims, the "
+                                f"model declares {spec.shape_text()}")
+        for dim, size in zip(spec.shape or (), dims):
+            value, source = symbols.setdefault(dim, (size, spec.name)) \
+                if isinstance(dim, str) else (size, spec.name)
+            if value != size:
+                raise CompilerError(f"shape= gives {dim!r} as {value} (input {source!r}) and "
+                                    f"as {size} (input {spec.name!r})")
+        specs[i] = TensorSpec(spec.name, dims, spec.dtype)
+    specs = [s if s.name in pins or s.shape is None else  # pinned symbols fix other inputs too
+             TensorSpec(s.name, tuple(symbols[d][0] if d in symbols else d for d in s.shape),
+                        s.dtype) for s in specs]
     return specs, [_spec(v, "graph output") for v in graph.output]
 
 
@@ -101,3 +111,42 @@ class OnnxSpecialiser:
         mod, params = from_onnx(self.model, shape=dict(pins) if pins else None)
         with PassContext(opt_level=self.opt_level):
             return vm_compile(mod, target=self.target, params=params)
+
+
+def model_from_bytes(data: bytes, where: str):
+    """The ONNX model of a dynamic artefact's bytes; CompilerError naming `where` when they
+    do not decode or a tensor points outside them (external data would make loading an
+    artefact read other files)."""
+    import onnx  # optional for the runtime; the frontend imports it the same way
+    from google.protobuf.message import DecodeError
+    try:
+        model = onnx.load_model_from_string(bytes(data))
+    except (DecodeError, ValueError, RuntimeError) as err:
+        raise CompilerError(f"{where}: its model does not decode as ONNX: {err}") from None
+    for tensor in _all_tensors(model.graph):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.external_data:
+            raise CompilerError(f"{where}: tensor {tensor.name!r} of its model is stored "
+                                "outside the file (external data); an artefact must carry "
+                                "its weights")
+    return model
+
+
+def _all_tensors(graph) -> list:
+    """Every TensorProto of a graph and its subgraphs: initializers, sparse ones' parts and
+    tensor attributes (iteratively)."""
+    tensors, graphs = [], [graph]
+    while graphs:
+        g = graphs.pop()
+        tensors.extend(g.initializer)
+        for sparse in g.sparse_initializer:
+            tensors.extend((sparse.values, sparse.indices))
+        for node in g.node:
+            for attr in node.attribute:
+                tensors.extend([attr.t] if attr.HasField("t") else [])
+                tensors.extend(attr.tensors)
+                sparse = [attr.sparse_tensor] if attr.HasField("sparse_tensor") else []
+                for s in [*sparse, *attr.sparse_tensors]:
+                    tensors.extend((s.values, s.indices))
+                graphs.extend([attr.g] if attr.HasField("g") else [])
+                graphs.extend(attr.graphs)
+    return tensors

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-import runtime
-from runtime import export, graph_executor, serving
+from runtime import export, serving
 from runtime.serving import NPZ_TYPE, ModelService, RequestError
+from runtime.specialised import load_model
 from runtime.target import host_info
 
 from ..runtime.test_untrusted_module import _sections, _write
@@ -37,10 +37,10 @@ def _npz(**arrays) -> bytes:
 
 
 def _api_error(path: str, **inputs) -> str:
-    """What GraphModule.set_input says about these inputs."""
-    m = graph_executor.GraphModule(runtime.load_module(path)["default"](runtime.cpu()))
+    """What the Python API (compiler.load's run, runtime.specialised) says about these inputs."""
+    model = load_model(path)
     with pytest.raises((KeyError, ValueError, TypeError)) as info:
-        m.set_input(**inputs)
+        model.run(inputs)
     return info.value.args[0]
 
 

@@ -1,5 +1,6 @@
 """Two replicas of an exported small CNN on a local Ray Serve (loopback only): concurrent
-requests, a replica killed mid-run, bad requests, dynamic batching."""
+requests, a replica killed mid-run, bad requests, dynamic batching; and a model with dynamic
+axes taking requests of any shape."""
 from __future__ import annotations
 
 import io
@@ -10,8 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
+from compiler.tools.session import load_model
 from runtime import serving
+from runtime.dynamic_module import DynamicModule
+from runtime.target import host_info
 
 from .models import INPUT, SHAPE, export_cnn, reference
 
@@ -29,6 +34,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _dynamic_model():
+    """y[batch, seq] = x[batch, seq] * 2: served at any length."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
@@ -39,6 +55,11 @@ def server(tmp_path_factory):
         srv = serving.start(path, replicas=2, port=_free_port(), num_cpus=0.5, name=APP)
         serve.run(serving.application(batched, num_cpus=0.5), name="batched",
                   route_prefix="/batched")
+        dynamic = str(root / "dynamic.rjit")
+        DynamicModule(_dynamic_model().SerializeToString(), "onnx", 3, "llvm",
+                      host_info()).export_library(dynamic)
+        serve.run(serving.application(dynamic, num_cpus=0.5, loader=load_model),
+                  name="dynamic", route_prefix="/dynamic")
         yield srv, path, batched
     finally:
         serve.shutdown()
@@ -130,7 +151,7 @@ def test_bad_requests_get_400_and_replicas_keep_serving(server):
     x = _inputs(1)[0]
     bad = [
         ({"data": b"{not json"}, "request body is not valid JSON"),
-        ({"json": {"image": x.tolist()}}, "unknown input 'image'"),
+        ({"json": {"image": x.tolist()}}, "unknown input(s) ['image']"),
         ({"json": {INPUT: x[:, :2].tolist()}}, f"input '{INPUT}': expected shape (1, 3, 16, 16)"
                                                " dtype float32, got shape (1, 2, 16, 16)"),
         ({"json": {INPUT: [[["x"]]]}}, f"input '{INPUT}': expected numbers"),
@@ -156,3 +177,17 @@ def test_single_samples_are_batched_dynamically(server):
         np.testing.assert_array_equal(out, reference(batched, np.concatenate([x] * 4))[:1])
     full = _inputs(1, batch=4)[0]
     np.testing.assert_array_equal(_post(url, full, npz=True), reference(batched, full))
+
+
+def test_a_dynamic_model_takes_requests_of_any_shape(server):
+    srv, _, _ = server
+    url = srv.url + "dynamic"
+    meta = requests.get(url + "/metadata", timeout=30).json()
+    assert meta["inputs"] == {"x": {"shape": ["batch", "seq"], "dtype": "float32"}}
+    for batch, seq in [(1, 3), (2, 7), (1, 3), (4, 1)]:
+        x = RNG.standard_normal((batch, seq)).astype("f4")
+        r = requests.post(url, json={"x": x.tolist()}, timeout=60)
+        assert r.status_code == 200, r.text
+        np.testing.assert_array_equal(np.array(r.json()["output_0"], dtype="f4"), x * 2)
+    r = requests.post(url, json={"x": [1.0, 2.0]}, timeout=30)
+    assert r.status_code == 400 and "rank 1, the model takes rank 2" in r.json()["error"]
