@@ -80,7 +80,7 @@ def test_version_and_help_on_every_option(workdir):
 def test_profile_prints_a_table_and_writes_a_trace(rjit, workdir):
     trace = workdir / "trace.json"
     proc = relayjit("profile", rjit, "--repeat", "3", "--trace", str(trace), cwd=workdir)
-    assert "no --input for 'x' (1x3x8x8 float32)" in proc.stderr
+    assert "no --input for 'x' (shape (1, 3, 8, 8) float32): using arange(n)/n\n" in proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].split()[:3] == ["node", "fused", "ops"]
     assert "sum of 3 nodes" in proc.stdout and "GF/s" in proc.stdout

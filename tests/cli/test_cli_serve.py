@@ -8,6 +8,7 @@ import pytest
 
 from compiler.tools import cli
 from compiler.tools.cli import serve as cli_serve
+from compiler.tools.session import load_model
 from runtime import serving
 
 
@@ -41,7 +42,8 @@ def test_serve_prints_the_url_and_stops_on_ctrl_c(monkeypatch, capsys):
         signal.signal(signal.SIGTERM, old[1])
     assert code == 0 and server.stopped
     assert calls == [("model.rjit", {"replicas": 3, "port": 8123, "threads": 2,
-                                     "address": "auto", "host": "127.0.0.1"})]
+                                     "address": "auto", "host": "127.0.0.1",
+                                     "loader": load_model})]
     assert "at http://127.0.0.1:8123/" in capsys.readouterr().out
 
 
@@ -59,4 +61,4 @@ def test_serve_refuses_a_missing_module(tmp_path, capsys):
     pytest.importorskip("ray")
     missing = str(tmp_path / "absent.rjit")
     assert cli.main(["serve", missing]) == 1
-    assert f"{missing}: no such file" in capsys.readouterr().err
+    assert f"{missing}: no such model file" in capsys.readouterr().err

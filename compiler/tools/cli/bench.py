@@ -7,8 +7,9 @@ import time
 import numpy as np
 
 import runtime
-from .common import executor, load_any
-from .inputs import feeds
+from runtime.vm import Executable, VirtualMachine
+from .common import executor
+from .prepare import prepare
 from .options import (MODEL_HELP, apply_threads, build_options, input_option, json_option,
                       positive, threads_option, timing_option)
 
@@ -56,22 +57,33 @@ def _onnxruntime_ms(model, values, threads: int, repeat: int, number: int) -> li
     return times
 
 
+def _timing_text(prepared, path: str) -> str:
+    if not prepared.compiled:
+        return f"no build timing: {path} is a compiled module (nothing was built)"
+    if isinstance(prepared.module, Executable):
+        return "no build timing: the model was compiled for the Relay VM (control flow)"
+    return prepared.module.build_timing.table()
+
+
 def command(args) -> int:
     threads = apply_threads(args)
-    factory, model = load_any(args)
+    prepared = prepare(args)
+    module, model, values = prepared.module, prepared.model, prepared.feeds
     if args.timing and not args.json:
-        print(factory.build_timing.table() if model is not None else
-              f"no build timing: {args.model} is a compiled module (nothing was built)")
-    gmod = executor(factory)
-    values, invented = feeds(args, gmod)
-    result = gmod.benchmark(runtime.cpu(), repeat=args.repeat, number=args.number, **values)
+        print(_timing_text(prepared, args.model))
+    if isinstance(module, Executable):
+        result = VirtualMachine(module, runtime.cpu()).benchmark(
+            runtime.cpu(), repeat=args.repeat, number=args.number, **values)
+    else:
+        result = executor(module).benchmark(runtime.cpu(), repeat=args.repeat,
+                                            number=args.number, **values)
     ms = [t * 1e3 for t in result.results]
     ort_ms = None
     if model is not None and not args.no_ort:
         ort_ms = _onnxruntime_ms(model, values, threads, args.repeat, args.number)
     if args.json:
         print(json.dumps({"model": args.model, "threads": threads, "repeat": args.repeat,
-                          "number": args.number, "invented_inputs": invented,
+                          "number": args.number, "invented_inputs": prepared.invented,
                           "relayjit_ms": _ms(ms),
                           "onnxruntime_ms": _ms(ort_ms) if ort_ms else None}))
         return 0

@@ -14,6 +14,7 @@ from compiler import relay, transform
 from compiler.driver.build import build_progress
 from compiler.errors import CompilerError
 from compiler.tools.session import is_exported_module, read_onnx
+from compiler.tools.specialise import needs_vm
 from runtime import graph_executor
 
 
@@ -97,28 +98,21 @@ class Progress:
 
 
 def compile_model(model, shapes, opt_level: int, progress: Progress, target: str = "llvm"):
-    """(factory, seconds) for an ONNX model; factory.build_timing includes the frontend."""
+    """(module, seconds) for an ONNX model at `shapes`: a graph factory (its build_timing
+    includes the frontend), or a VM Executable when the program needs the VM."""
     start = time.perf_counter()
     progress("importing ONNX graph")
     mod, params = relay.frontend.from_onnx(model, shape=shapes or None)
     frontend = time.perf_counter() - start
     with transform.PassContext(opt_level=opt_level), build_progress(progress, detail=progress.tty):
-        factory = relay.build(mod, target=target, params=params)
-    factory.build_timing = dataclasses.replace(factory.build_timing, frontend=frontend)
+        if needs_vm(mod):
+            module = relay.vm.compile(mod, target=target, params=params)
+        else:
+            module = relay.build(mod, target=target, params=params)
+            module.build_timing = dataclasses.replace(module.build_timing, frontend=frontend)
     seconds = time.perf_counter() - start
     progress.done(seconds)
-    return factory, seconds
-
-
-def load_any(args):
-    """(factory, ONNX model or None) from an exported .rjit file or an ONNX model compiled now."""
-    check_model_file(args.model)
-    if is_exported_module(args.model):
-        return runtime.load_module(args.model), None
-    model = load_onnx(args.model)
-    factory, _ = compile_model(model, parse_shapes(args.shape), args.opt_level,
-                               Progress(not args.quiet), args.target)
-    return factory, model
+    return module, seconds
 
 
 def executor(factory) -> graph_executor.GraphModule:

@@ -1,14 +1,17 @@
 """--input handling: NAME=FILE.npy and FILE.npz values, checked before np.load; the inputs
-not given are invented and announced."""
+not given are invented and announced (a dynamic dim no given input fixes is DEFAULT_DIM)."""
 from __future__ import annotations
 
 import os
 
 import numpy as np
 
+from runtime.specialised import TensorSpec
 from .common import CliError, note
 
 _NPY_MAGIC, _NPZ_MAGIC = b"\x93NUMPY", b"PK\x03\x04"
+# an invented input's dynamic dim no given input binds (onnxruntime_perf_test's default too)
+DEFAULT_DIM = 1
 
 
 def _load_array_file(path: str, item: str):
@@ -53,17 +56,33 @@ def read_inputs(items: list[str] | None, names: list[str]) -> dict[str, np.ndarr
     return feeds
 
 
-def feeds(args, gmod) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Inputs from --input, the rest invented (arange(n)/n) and announced unless --quiet;
-    (feeds, names of the invented ones)."""
-    shapes, dtypes = gmod.get_input_info()
-    values = read_inputs(args.input, list(shapes))
-    invented = [name for name in shapes if name not in values]
-    for name in invented:
-        shape = shapes[name]
+def feeds(args, specs: list[TensorSpec], announce: bool = True
+          ) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Inputs from --input, the rest invented (arange(n)/n) and announced (unless --quiet or
+    not `announce`);
+    (feeds, names of the invented ones). An invented input's dynamic dims take the value
+    the given inputs bind to the same symbol, else DEFAULT_DIM, and the note says so."""
+    values = read_inputs(args.input, [s.name for s in specs])
+    bound: dict[str, int] = {}
+    for spec in specs:
+        if spec.name in values and spec.shape is not None:
+            for dim, size in zip(spec.shape, np.shape(values[spec.name])):
+                if isinstance(dim, str):
+                    bound.setdefault(dim, int(size))
+    invented = [spec for spec in specs if spec.name not in values]
+    for spec in invented:
+        if spec.shape is None:
+            raise CliError(f"input {spec.name!r} has no declared shape: give it with --input "
+                           f"or pin it with --shape {spec.name}=D1,D2,...")
+        shape = tuple(d if isinstance(d, int) else bound.get(d, DEFAULT_DIM) for d in spec.shape)
+        defaulted = [d if d else "?" for d in spec.shape
+                     if not isinstance(d, int) and d not in bound]
         n = int(np.prod(shape))
-        values[name] = (np.arange(n).reshape(shape) / max(n, 1)).astype(dtypes[name])
-        if not args.quiet:
-            note(f"no --input for {name!r} ({'x'.join(map(str, shape))} {dtypes[name]}): "
-                 "using arange(n)/n")
-    return values, invented
+        values[spec.name] = (np.arange(n).reshape(shape) / max(n, 1)).astype(spec.dtype)
+        if announce and not args.quiet:
+            note(f"no --input for {spec.name!r} (shape {spec.shape_text()} {spec.dtype}): "
+                 "using arange(n)/n" + (f" at {shape}: dynamic dims "
+                                  f"{', '.join(map(str, defaulted))} default to {DEFAULT_DIM} "
+                                  f"(pin them with --shape {spec.name}=D1,D2,...)"
+                                  if defaulted else ""))
+    return values, [spec.name for spec in invented]

@@ -21,7 +21,7 @@ from compiler.tools.visualize import draw_graph, require_layout_library
 from compiler.transform import PassInstrument
 from runtime import debug_executor
 from .common import CliError, Progress, check_writable, compile_model, load_onnx, parse_shapes
-from .inputs import feeds
+from .prepare import onnx_feeds
 from .options import build_options, input_option, json_option
 
 
@@ -75,7 +75,11 @@ def command(args) -> int:
             for value in info[kind + "s"]:
                 print(f"{kind:<6} {value['name']}: {value['shape']}")
         print("ONNX ops: " + ", ".join(f"{op} x{n}" for op, n in info["onnx_ops"].items()))
-    mod, params = relay.frontend.from_onnx(model, shape=parse_shapes(args.shape) or None)
+    # a dynamic model is inspected at one specialisation: the shapes of --input, --shape
+    # and the stated defaults
+    values, _ = onnx_feeds(args, model, parse_shapes(args.shape), announce_static=args.profile)
+    shapes = {name: value.shape for name, value in values.items()}
+    mod, params = relay.frontend.from_onnx(model, shape=shapes)
     mod["main"] = bind_params_by_name(mod["main"], params)
     printer = _PrintIR(args.print_ir_after if not args.print_ir else None)
     instruments = [printer] if args.print_ir or args.print_ir_after else []
@@ -95,7 +99,7 @@ def command(args) -> int:
         dump = _dump(prim_funcs, args.dump, options) if args.dump else None
     if args.graph:
         info["graph"] = args.graph
-        _write_graph(args, mod, kernel_names, model)
+        _write_graph(args, mod, kernel_names, model, values)
     if args.json:
         print(json.dumps(info))
         return 0
@@ -109,14 +113,16 @@ def command(args) -> int:
     return 0
 
 
-def _write_graph(args, mod, kernel_names, model) -> None:
+def _write_graph(args, mod, kernel_names, model, values) -> None:
     """--graph: the fused graph as SVG; with --profile, built, run and timed first."""
     node_times = None
     if args.profile:
-        factory, _ = compile_model(model, parse_shapes(args.shape), args.opt_level,
-                                   Progress(not args.quiet))
+        shapes = {name: value.shape for name, value in values.items()}
+        factory, _ = compile_model(model, shapes, args.opt_level, Progress(not args.quiet))
+        if not hasattr(factory, "graph_json"):
+            raise CliError(f"--profile: {args.model} runs on the Relay VM (control flow); "
+                           "the graph picture shades graph-module kernels only")
         gmod = debug_executor.GraphModuleDebug(factory["default"](runtime.cpu()))
-        values, _ = feeds(args, gmod)
         report = gmod.profile(repeat=5, **values)
         node_times = {n.name: n.median for n in report.nodes}
         graph_json, params = factory.get_graph_json(), factory.get_params()

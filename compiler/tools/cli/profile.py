@@ -6,8 +6,9 @@ import json
 
 import runtime
 from runtime import debug_executor
-from .common import check_writable, load_any
-from .inputs import feeds
+from runtime.vm import Executable
+from .common import CliError, check_writable
+from .prepare import prepare
 from .options import (MODEL_HELP, apply_threads, build_options, input_option, json_option,
                       positive, threads_option)
 
@@ -36,15 +37,19 @@ def command(args) -> int:
     threads = apply_threads(args)
     if args.trace:
         check_writable(args.trace, "--trace")
-    factory, _ = load_any(args)
-    gmod = debug_executor.GraphModuleDebug(factory["default"](runtime.cpu()))
-    values, invented = feeds(args, gmod)
-    report = gmod.profile(repeat=args.repeat, number=args.number, **values)
+    prepared = prepare(args)
+    if isinstance(prepared.module, Executable):
+        raise CliError(f"{args.model} runs on the Relay VM (control flow) at these shapes; "
+                       "profile times the kernels of a graph module (time the whole program "
+                       "with `relayjit bench`)")
+    gmod = debug_executor.GraphModuleDebug(prepared.module["default"](runtime.cpu()))
+    report = gmod.profile(repeat=args.repeat, number=args.number, **prepared.feeds)
     if args.trace:
         with open(args.trace, "w") as f:
             json.dump(report.chrome_trace(), f)
     if args.json:
-        print(json.dumps({"model": args.model, "threads": threads, "invented_inputs": invented,
+        print(json.dumps({"model": args.model, "threads": threads,
+                          "invented_inputs": prepared.invented,
                           "trace": args.trace, **report.as_dict()}))
         return 0
     print(report.table(top=args.top))

@@ -7,8 +7,9 @@ import time
 
 import numpy as np
 
-from .common import check_writable, executor, load_any, stats, summary
-from .inputs import feeds
+from runtime.specialised import make_runner
+from .common import check_writable, stats, summary
+from .prepare import prepare
 from .options import (MODEL_HELP, apply_threads, build_options, input_option, json_option,
                       positive, threads_option)
 
@@ -30,13 +31,6 @@ def add_parser(sub) -> None:
     p.set_defaults(func=command)
 
 
-def _output_names(gmod, model) -> list[str]:
-    """ONNX graph output names when the model is at hand, else output_0, output_1, ..."""
-    if model is not None and len(model.graph.output) == gmod.get_num_outputs():
-        return [o.name for o in model.graph.output]
-    return [f"output_{i}" for i in range(gmod.get_num_outputs())]
-
-
 def _top_k(array: np.ndarray, k: int) -> list[list[list]]:
     """Per batch row (axis 0; the rest flattened): the k largest [class index, score]."""
     rows = array.reshape(array.shape[0], -1) if array.ndim > 1 else array.reshape(1, -1)
@@ -49,15 +43,16 @@ def command(args) -> int:
     npz = bool(args.output) and args.output.endswith(".npz")
     if args.output:
         check_writable(args.output if npz else f"{args.output}_0.npy", "--output")
-    factory, model = load_any(args)
-    gmod = executor(factory)
-    values, invented = feeds(args, gmod)
+    prepared = prepare(args)
+    runner = make_runner(prepared.module)
+    names, arrays = list(prepared.feeds), list(prepared.feeds.values())
     start = time.perf_counter()
-    gmod.run(**values)
+    results = runner.run(names, arrays)
     elapsed = time.perf_counter() - start
     stem = args.output or os.path.splitext(os.path.basename(args.model))[0] + "_output"
-    names = _output_names(gmod, model)
-    outputs = {name: gmod.get_output(i).numpy() for i, name in enumerate(names)}
+    labels = prepared.output_names if len(prepared.output_names) == len(results) else \
+        [f"output_{i}" for i in range(len(results))]
+    outputs = dict(zip(labels, results))
     if npz:
         np.savez(args.output, **outputs)
     report = []
@@ -70,7 +65,7 @@ def command(args) -> int:
             entry["top_k"] = _top_k(out, args.top_k)
         report.append(entry)
     if args.json:
-        print(json.dumps({"model": args.model, "invented_inputs": invented,
+        print(json.dumps({"model": args.model, "invented_inputs": prepared.invented,
                           "outputs": report, "run_ms": elapsed * 1e3}))
         return 0
     for i, (entry, out) in enumerate(zip(report, outputs.values())):

@@ -1,5 +1,7 @@
 """`relayjit serve model.rjit`: an exported module behind a Ray Serve HTTP endpoint
-(runtime.serving) until Ctrl-C; `pip install 'relayjit[serve]'` brings Ray."""
+(runtime.serving) until Ctrl-C; `pip install 'relayjit[serve]'` brings Ray. Replicas load it
+with compiler.tools.session.load_model, so a model with dynamic axes (a dynamic artefact, or
+an ONNX file) takes requests of any valid shape, each new shape compiled on first sight."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +9,7 @@ import signal
 import sys
 import time
 
+from compiler.tools.session import load_model
 from runtime import serving
 from runtime.thread_config import check_thread_count
 
@@ -20,7 +23,8 @@ def _count(text: str) -> int:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("serve", help="serve a .rjit module over HTTP on Ray Serve")
-    p.add_argument("model", help="the module file (.rjit) written by `relayjit compile`")
+    p.add_argument("model", help="the module file (.rjit) written by `relayjit compile` (or an "
+                                 "ONNX model, compiled by each replica)")
     p.add_argument("--replicas", type=_count, default=1,
                    help="replicas (processes) behind the endpoint, each loading the module "
                         "once (default: 1)")
@@ -46,7 +50,8 @@ def command(args) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     server = serving.start(args.model, replicas=args.replicas, port=args.port,
-                           threads=args.threads, address=args.address, host=args.host)
+                           threads=args.threads, address=args.address, host=args.host,
+                           loader=load_model)
     try:
         print(f"serving {args.model} with {args.replicas} replica(s) x {args.threads} "
               f"thread(s) at {server.url}  (POST inputs as JSON or .npz; GET "
