@@ -9,6 +9,8 @@
     python benchmarks/models.py --opt-level 2    # relayjit at TVM's default level
     python benchmarks/models.py --no-readme      # print only; by default the README table
                                                  # between the models-table markers is rewritten
+    python benchmarks/models.py --dynamic        # models with dynamic axes through
+                                                 # compiler.load at several shapes each
 
 At each thread count N, relayjit runs its kernels on N threads and onnxruntime gets
 intra_op_num_threads=N. relayjit builds under PassContext(opt_level=3), as TVM users and the
@@ -19,6 +21,13 @@ moment so neither runs against the other's thread pool still spinning.
 Outputs are checked against the model's stored reference when it has one (the light models,
 rtol 1e-3 / atol 1e-5), else against onnxruntime's outputs, all of them (generated models are
 fed their seeded random inputs and compared with rtol 1e-3 / atol 1e-4).
+
+--dynamic runs generated_models.DYNAMIC_MODELS (a BERT-style encoder with dynamic batch and
+sequence, a MobileNet-v2 with dynamic batch) through one compiler.load session each, beside
+one onnxruntime session per thread count: first the first call at every shape (relayjit
+compiles the shape then, with empty compile and build caches: a fresh RELAYJIT_CACHE_DIR),
+then steady-state latency at each shape in interleaved rounds, every output checked against
+onnxruntime (rtol 1e-3 / atol 1e-4).
 """
 from __future__ import annotations
 
@@ -184,6 +193,9 @@ def main() -> None:
     parser.add_argument("--no-readme", action="store_true")
     parser.add_argument("--opt-level", type=int, default=3, choices=range(4),
                         help="relayjit's PassContext opt_level (default 3; TVM's default is 2)")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="benchmark the models with dynamic axes (generated_models."
+                             "DYNAMIC_MODELS, or those named) at each of their shapes")
     args = parser.parse_args()
     global OPT_LEVEL
     OPT_LEVEL = args.opt_level
@@ -191,6 +203,9 @@ def main() -> None:
         threads = [int(t) for t in args.threads.split(",")]
     except ValueError:
         parser.error(f"--threads must be comma-separated integers, got {args.threads!r}")
+    if args.dynamic:
+        bench_dynamic(args.models, args.repeat, args.number, threads)
+        return
     from benchmarks.generated_models import GENERATED_MODELS, write_models
     generated = [m for m in args.models if m in GENERATED_MODELS and not os.path.exists(m)]
     if args.generated:
@@ -229,6 +244,92 @@ def _bench_all(jobs: list, args, threads: list[int]) -> list[dict]:
             print(table([], threads), flush=True)
         print(table([row], threads).splitlines()[-1], flush=True)
     return rows
+
+
+def bench_dynamic(names: list[str], repeat: int, number: int, threads: list[int]) -> None:
+    """--dynamic: each model's first call and steady latency at each of its shapes, beside
+    onnxruntime (see the module docstring); prints one table."""
+    import onnx
+    from benchmarks.generated_models import DYNAMIC_MODELS
+    from codegen import jit
+    unknown = [n for n in names if n not in DYNAMIC_MODELS]
+    if unknown:
+        raise SystemExit(f"unknown dynamic model(s) {unknown}; known: {list(DYNAMIC_MODELS)}")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="relayjit-dynamic-") as tmp:
+        os.environ["RELAYJIT_CACHE_DIR"] = os.path.join(tmp, "cache")  # cold: nothing cached
+        jit.clear_cache()
+        for name in names or DYNAMIC_MODELS:
+            build, feeds_for, shapes = DYNAMIC_MODELS[name]
+            path = os.path.join(tmp, f"{name}.onnx")
+            onnx.save(build(), path)
+            rows += _bench_shapes(name, path, [(s, feeds_for(**s)) for s in shapes], repeat,
+                                  number, threads)
+    print()
+    print(dynamic_table(rows, threads))
+
+
+def _bench_shapes(name: str, path: str, cases: list, repeat: int, number: int,
+                  threads: list[int]) -> list[dict]:
+    import compiler
+    import onnxruntime as ort
+    from runtime import threadpool
+
+    def session(n: int):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = n
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+    sessions = {n: session(n) for n in threads}
+    ours = compiler.load(path)
+    rows = []
+    for shape, feeds in cases:  # first calls: relayjit compiles each shape now
+        threadpool.set_num_threads(max(threads))
+        time.sleep(SETTLE_S)
+        start = time.perf_counter()
+        got = ours.run(None, feeds)
+        first_s = time.perf_counter() - start
+        start = time.perf_counter()
+        expected = sessions[max(threads)].run(None, feeds)
+        ort_first_ms = (time.perf_counter() - start) * 1e3
+        match = len(got) == len(expected) and all(
+            g.shape == e.shape and np.allclose(g, e, rtol=1e-3, atol=1e-4)
+            for g, e in zip(got, expected))
+        rows.append({"model": name, "shape": shape, "first_s": first_s,
+                     "ort_first_ms": ort_first_ms, "match": match})
+        print(f"{name} {shape}: first call {first_s:.2f} s (onnxruntime {ort_first_ms:.1f} ms),"
+              f" outputs {'match' if match else 'DIFFER'}", flush=True)
+    for row, (_, feeds) in zip(rows, cases):  # steady state, interleaved
+        for n in threads:
+            ours_ms, ort_ms = [], []
+            for _ in range(repeat):
+                ours_ms.append(_timed(lambda: ours.run(None, feeds), number, n))
+                ort_ms.append(_timed(lambda: sessions[n].run(None, feeds), number, n))
+            row[f"ours_ms_{n}"] = float(np.median(ours_ms))
+            row[f"ort_ms_{n}"] = float(np.median(ort_ms))
+        print(dynamic_table([row], threads).splitlines()[-1], flush=True)
+    if ours.model.builds != len(cases):
+        raise SystemExit(f"{name}: {ours.model.builds} builds for {len(cases)} shapes")
+    return rows
+
+
+def dynamic_table(rows: list[dict], threads: list[int]) -> str:
+    per_n = " | ".join(f"relayjit {n} thr (ms) | ort {n} thr (ms) | relayjit / ort ({n} thr)"
+                       for n in threads)
+    lines = [f"| model | shape | first call (s) | ort first call (ms) | {per_n} | "
+             "output matches |",
+             "|---|---|---:|---:|" + "---:|---:|---:|" * len(threads) + ":---:|"]
+    for r in rows:
+        shape = ", ".join(f"{k} {v}" for k, v in r["shape"].items())
+        cells = [r["model"], shape, f"{r['first_s']:.2f}", f"{r['ort_first_ms']:.1f}"]
+        for n in threads:
+            ours, ort_ms = r.get(f"ours_ms_{n}"), r.get(f"ort_ms_{n}")
+            cells += [_ms(ours), _ms(ort_ms), f"{ours / ort_ms:.2f}"] if ours else ["", "", ""]
+        cells.append("yes" if r["match"] else "NO")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
