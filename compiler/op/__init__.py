@@ -15,6 +15,7 @@ from . import bitcast  # noqa: F401,E402
 from . import nn_deform  # noqa: F401,E402
 from . import annotation  # noqa: F401,E402
 from . import nn1d  # noqa: F401,E402
+from . import qnn, qnn_contract, qnn_composite, qnn_canonical  # noqa: F401,E402
 from . import cost  # noqa: F401,E402
 from . import type_solvers  # noqa: F401,E402
 from . import shape_func  # noqa: F401,E402

@@ -33,6 +33,7 @@ def _oihw_kernel(shape, attrs):
 
 
 register_flops("nn.conv2d")(_conv_flops(_oihw_kernel))
+register_flops("qnn.conv2d")(_conv_flops(_oihw_kernel))  # integer operations (OPs)
 register_flops("nn.contrib_conv2d_packed")(_conv_flops(lambda shape, attrs: shape[3:5]))
 register_flops("nn.contrib_conv2d_winograd_without_weight_transform")(
     _conv_flops(lambda shape, attrs: (3, 3)))
@@ -40,6 +41,7 @@ register_flops("nn.contrib_conv2d_winograd_without_weight_transform")(
 
 @register_flops("nn.dense")
 @register_flops("nn.contrib_dense_pack")
+@register_flops("qnn.dense")
 def _dense_flops(arg_types, attrs, out_type):
     return _contraction(out_type, arg_types[0].shape[-1])
 
@@ -51,6 +53,7 @@ def _matmul_flops(arg_types, attrs, out_type):
 
 
 @register_flops("nn.batch_matmul")
+@register_flops("qnn.batch_matmul")
 def _batch_matmul_flops(arg_types, attrs, out_type):
     x = arg_types[0].shape
     return _contraction(out_type, x[1] if attrs.transpose_a else x[2])

@@ -157,6 +157,11 @@ _NAMED_RELATIONS = {"Identity": identity_rel, "Broadcast": broadcast_rel,
                     "BroadcastComp": lambda name: broadcast_rel(name, "bool")}
 
 
+# The op attribute holding an op's decomposition into other ops (TVM's key, used by QNN):
+# fn(attrs, args, arg_types) -> Expr. relay.qnn.transform.CanonicalizeOps applies it, and the
+# lowering expands it for an op that has no compute rule.
+CANONICALIZE = "FTVMQnnCanonicalize"
+
 _REGISTRY: dict[str, OpDef] = {}
 
 

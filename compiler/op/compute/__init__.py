@@ -11,3 +11,4 @@ from . import image, nn3d, vision, vision_nms  # noqa: F401,E402
 from . import bitcast  # noqa: F401,E402
 from . import nn_deform  # noqa: F401,E402
 from . import dyn  # noqa: F401,E402  (after the static rules it reuses)
+from . import qnn  # noqa: F401,E402

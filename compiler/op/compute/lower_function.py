@@ -23,7 +23,9 @@ from compiler.errors import CompilerError
 from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,
                               TupleGetItem, Var)
 from compiler.ir.traversal import post_order
+from compiler.ir.type_infer import InferTypeLocal
 from compiler.ir.types import TensorType, TupleType, Type
+from compiler.op.registry import CANONICALIZE
 from compiler.op.strategy import CallInfo, compute_with_strategy
 
 __all__ = ["lower_primitive_function", "lower_to_tensors"]
@@ -72,8 +74,16 @@ def lower_to_tensors(func: Function, name: str, options: CodegenOptions
             raise LoweringError(f"{ctx} > parameter %{p.name_hint}: {err}") from None
         inputs.append(t)
         env[p] = t
-    params = set(func.params)
-    order = post_order(func.body, visited=params)
+    _lower_body(func.body, env, set(func.params), ctx, options, used, depth)
+    outputs = _flatten(env[func.body], ctx)
+    return inputs, outputs
+
+
+def _lower_body(body: RelayExpr, env: dict, bound: set, ctx: str, options: CodegenOptions,
+                used: set, depth: dict) -> None:
+    """Lower every node of body into env (post-order, explicit stack); the vars in `bound`
+    already have their tensors in env."""
+    order = post_order(body, visited=bound)
     readers: dict = {}  # node -> how many ops/tuples read it
     for node in order:
         for child in (node.args if type(node) is Call else node.fields if type(node) is Tuple
@@ -84,8 +94,8 @@ def lower_to_tensors(func: Function, name: str, options: CodegenOptions
         if kind is Op:
             continue
         if kind is Call:
-            env[node] = _bound_depth(_lower_call(node, env, ctx, options), node, env, depth,
-                                     readers.get(node, 0) > 1)
+            value = _lower_call(node, env, ctx, options, used, depth)
+            env[node] = _bound_depth(value, node, env, depth, readers.get(node, 0) > 1)
         elif kind is Tuple:
             env[node] = tuple(env[f] for f in node.fields)
         elif kind is TupleGetItem:
@@ -102,11 +112,23 @@ def lower_to_tensors(func: Function, name: str, options: CodegenOptions
             what = {Let: "let", If: "if", Function: "a nested function",
                     GlobalVar: "a global function"}.get(kind, kind.__name__)
             raise LoweringError(f"{ctx}: {what} cannot appear inside a primitive function")
-    outputs = _flatten(env[func.body], ctx)
-    return inputs, outputs
 
 
-def _lower_call(call: Call, env: dict, ctx: str, options: CodegenOptions) -> Value:
+def _expand(call: Call, canonical, env: dict, ctx: str, options: CodegenOptions,
+            used: set, depth: dict) -> Value:
+    """An op without a compute rule, lowered through its canonical form (the op attribute
+    CANONICALIZE: its definition in other ops), built over the call's argument values."""
+    types = [_type_of(a, ctx) for a in call.args]
+    params = [Var(f"arg{i}", ty) for i, ty in enumerate(types)]
+    body = canonical(call.attrs, params, types)
+    InferTypeLocal(Function(params, body))
+    inner = {p: env[a] for p, a in zip(params, call.args)}
+    _lower_body(body, inner, set(params), ctx, options, used, depth)
+    return inner[body]
+
+
+def _lower_call(call: Call, env: dict, ctx: str, options: CodegenOptions, used: set,
+                depth: dict) -> Value:
     if not isinstance(call.op, Op):
         raise LoweringError(f"{ctx}: calls of {type(call.op).__name__} cannot be lowered; only "
                             f"operator calls can appear inside a primitive function")
@@ -125,11 +147,14 @@ def _lower_call(call: Call, env: dict, ctx: str, options: CodegenOptions) -> Val
         raise LoweringError(f"{where}: {_strip(str(err), op)}") from None
     except (CodegenError, CompilerError, ValueError) as err:
         raise LoweringError(f"{where}: {err}") from None
-    if result is None and opdef.compute is None:
+    canonical = opdef.get_attr(CANONICALIZE) if opdef.compute is None else None
+    if result is None and opdef.compute is None and canonical is None:
         raise LoweringError(f"{where}: no compute rule is registered for this op, and no "
                             f"implementation of its strategy applies")
     try:
-        if result is None:
+        if result is None and canonical is not None:
+            result = _expand(call, canonical, env, where, options, used, depth)
+        elif result is None:
             result = opdef.compute(args, call.attrs, out_type)
     except LoweringError as err:
         raise LoweringError(f"{where}: {_strip(str(err), op)}") from None
