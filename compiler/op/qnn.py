@@ -17,8 +17,8 @@ from compiler.errors import CompilerError
 from compiler.ir.expr import RelayExpr, const
 from compiler.ir.types import TensorType
 from . import qnn_math
-from .qnn_types import (FLOAT_INPUTS, QUANT_DTYPES, check_dtype, check_param, check_params,
-                        quant_axis, quantized_data)
+from .qnn_types import (FLOAT_INPUTS, QUANT_DTYPES, check_constants, check_dtype, check_param,
+                        check_params, quant_axis, quantized_data)
 from .registry import OpDef, OpPattern, make_call, register
 from .transform import reshape
 from .type_relations import check_arity, fail, tensor_arg
@@ -119,6 +119,7 @@ register(OpDef(name="qnn.quantize", num_inputs=3, type_rel=_quantize_rel,
 
 def quantize(data, output_scale, output_zero_point, axis=-1, out_dtype="int8"):
     """relay.qnn.op.quantize: float -> int8/uint8/int16/uint16/int32, ties to even."""
+    check_constants("qnn.quantize", output_scale, output_zero_point, out_dtype)
     return make_call("qnn.quantize", [data, output_scale, output_zero_point], axis=int(axis),
                      out_dtype=str(out_dtype))
 
@@ -148,6 +149,7 @@ register(OpDef(name="qnn.dequantize", num_inputs=3, type_rel=_dequantize_rel,
 
 def dequantize(data, input_scale, input_zero_point, axis=-1, out_dtype="float32"):
     """relay.qnn.op.dequantize: quantized -> float32 (or float16)."""
+    check_constants("qnn.dequantize", input_scale)
     return make_call("qnn.dequantize", [data, input_scale, input_zero_point], axis=int(axis),
                      out_dtype=str(out_dtype))
 
@@ -192,6 +194,8 @@ def requantize(data, input_scale, input_zero_point, output_scale, output_zero_po
                rounding="None", compute_dtype="None", out_dtype="int8"):
     """relay.qnn.op.requantize; rounding / compute_dtype "None" take requantize_config's."""
     rounding, compute_dtype = _CONFIG.get().resolve(rounding, compute_dtype)
+    check_constants("qnn.requantize", input_scale)
+    check_constants("qnn.requantize", output_scale, output_zero_point, out_dtype)
     return make_call("qnn.requantize", [data, input_scale, input_zero_point, output_scale,
                                         output_zero_point], axis=int(axis),
                      rounding=str(rounding), compute_dtype=str(compute_dtype),

@@ -28,9 +28,9 @@ from . import qnn, qnn_contract
 from .interpreter import evaluate
 from .qnn_math import dtype_range
 from .nn import pad_tuple2d, pair
-from .qnn_types import check_param, quantized_data
+from .qnn_types import check_param, quant_axis, quantized_data
 from .registry import CANONICALIZE, OpDef, OpPattern, get_def, make_call, register
-from .type_relations import broadcast_shape, check_arity, fail, normalize_axis, tuple_arg
+from .type_relations import broadcast_shape, check_arity, fail, tuple_arg
 from .window import pool_counts
 
 __all__ = ["add", "subtract", "mul", "concatenate", "sigmoid", "tanh", "exp", "erf", "sqrt",
@@ -81,8 +81,7 @@ def _binary_rel(op: str):
                            f"{rhs.dtype}")
         for first, data, axis_name, side in ((2, lhs, "lhs_axis", "lhs"),
                                              (4, rhs, "rhs_axis", "rhs")):
-            axis = 0 if data.ndim == 0 else normalize_axis(op, getattr(attrs, axis_name),
-                                                           data.ndim, axis_name)
+            axis = quant_axis(op, attrs, data.ndim, axis_name)
             check_param(op, types, first, f"{side}_scale", "float32", data, axis)
             check_param(op, types, first + 1, f"{side}_zero_point", "int32", data, axis)
         shape = broadcast_shape(op, lhs.shape, rhs.shape)

@@ -18,7 +18,7 @@ import numpy as np
 from compiler.ir.types import TensorType
 from .nn import pad_tuple2d, pair
 from .qnn_math import expand_param
-from .qnn_types import check_dtype, check_param, quant_axis  # noqa: F401
+from .qnn_types import check_dtype, check_param
 from .registry import OpDef, OpPattern, get_def, make_call, register
 from .type_relations import check_arity, fail, tensor_arg
 
@@ -33,9 +33,7 @@ _ARGS = ("data", "weight", "input_zero_point", "kernel_zero_point", "input_scale
 
 def kernel_channel_axis(op: str, attrs) -> int:
     """The weight axis the kernel zero point and scale may run along (output channels)."""
-    if op == "qnn.conv2d":
-        return attrs.kernel_layout.index("O")
-    if op == "qnn.conv2d_transpose":
+    if op in ("qnn.conv2d", "qnn.conv2d_transpose"):
         return attrs.kernel_layout.index("O")
     return 0  # dense: weight [units, in]; batch_matmul: per tensor only
 

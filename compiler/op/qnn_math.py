@@ -28,7 +28,8 @@ import math
 import numpy as np
 
 QUANT_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
-                "uint16": (0, 65535), "int32": (-2 ** 31, 2 ** 31 - 1)}
+                "uint16": (0, 65535), "int32": (-2 ** 31, 2 ** 31 - 1), "int4": (-8, 7),
+                "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
 ROUNDINGS = ("UPWARD", "TONEAREST", "TONEAREST_EVEN")
 COMPUTE_DTYPES = ("int64", "float32", "float64")
 

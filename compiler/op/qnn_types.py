@@ -4,9 +4,13 @@ tensor of the data's rank that broadcasts to it is relayjit's addition, for ONNX
 quantization)."""
 from __future__ import annotations
 
+import numpy as np
+
+from compiler.errors import CompilerError
+from compiler.ir.expr import Constant
 from compiler.ir.types import TensorType
 from .qnn_math import QUANT_RANGES
-from .type_relations import fail, normalize_axis, tensor_arg
+from .type_relations import fail, tensor_arg
 
 QUANT_DTYPES = tuple(QUANT_RANGES)
 FLOAT_INPUTS = ("float32", "float16", "bfloat16", "float64")
@@ -18,10 +22,11 @@ def check_dtype(op: str, ty: TensorType, allowed: tuple, name: str) -> None:
         raise fail(op, f"{name} must have one of the dtypes {list(allowed)}, got {ty.dtype}")
 
 
-def quant_axis(op: str, attrs, rank: int, name: str = "axis") -> int:
-    """The normalized quantization axis (0 for a scalar: its parameters are scalars)."""
+def quant_axis(op: str, attrs, rank: int, name: str = "axis") -> int | None:
+    """The normalized quantization axis; None when out of range, which only matters to a
+    parameter along it (per-tensor parameters ignore the axis, as in TVM)."""
     axis = getattr(attrs, name)
-    return 0 if rank == 0 else normalize_axis(op, axis, rank, name)
+    return axis % rank if -rank <= axis < rank else None
 
 
 def check_param(op: str, types, index: int, name: str, dtype: str, data: TensorType,
@@ -37,6 +42,9 @@ def check_param(op: str, types, index: int, name: str, dtype: str, data: TensorT
     if not per_axis:
         raise fail(op, f"{name} must be a scalar (per-tensor quantization), got shape "
                        f"{ty.shape}")
+    if axis is None:
+        raise fail(op, f"{name} has shape {ty.shape}, but the quantization axis is out of "
+                       f"range for data of rank {data.ndim}")
     if ty.ndim == 1 and data.ndim > 0:
         if ty.shape[0] != data.shape[axis]:
             raise fail(op, f"{name} has {ty.shape[0]} values but axis {axis} of the data "
@@ -61,3 +69,21 @@ def quantized_data(op: str, types, index: int, name: str = "data",
     ty = tensor_arg(op, types, index, name)
     check_dtype(op, ty, allowed, name)
     return ty
+
+
+def check_constants(op: str, scale=None, zero_point=None, dtype: str | None = None) -> None:
+    """Constant parameters given to a constructor: a scale must be finite and non-zero, a zero
+    point inside the range of the quantized dtype (a CompilerError naming the op)."""
+    if isinstance(scale, Constant):
+        value = scale.data.numpy().astype(np.float64).reshape(-1)
+        bad = ~np.isfinite(value) | (value == 0)
+        if bad.any():
+            raise CompilerError(f"{op}: the scale must be finite and non-zero, got "
+                                f"{value[bad][:4].tolist()}")
+    if isinstance(zero_point, Constant) and dtype in QUANT_RANGES:
+        lo, hi = QUANT_RANGES[dtype]
+        value = zero_point.data.numpy().astype(np.int64).reshape(-1)
+        bad = (value < lo) | (value > hi)
+        if bad.any():
+            raise CompilerError(f"{op}: the zero point {value[bad][:4].tolist()} is outside "
+                                f"the range [{lo}, {hi}] of {dtype}")

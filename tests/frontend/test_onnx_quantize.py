@@ -1,4 +1,5 @@
-"""Quantization converters against onnxruntime, through relay.build and the graph executor."""
+"""QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear against onnxruntime, through
+relay.build and the graph executor; they import as QNN ops."""
 from __future__ import annotations
 
 import numpy as np
@@ -154,5 +155,40 @@ def test_unsupported_quantized_type_is_a_clear_error():
 def test_mismatched_per_axis_scale_is_a_clear_error():
     node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], axis=1)
     model = _model(node, {"x": np.zeros((2, 3), np.float32), "s": np.ones(2, np.float32)}, {})
-    with pytest.raises(FrontendError, match=r"per-axis scale/zero point must have shape \(3,\)"):
+    with pytest.raises(FrontendError, match=r"per-axis scale must have shape \(3,\)"):
+        from_onnx(model)
+
+
+def test_quantize_and_dequantize_import_as_qnn_ops():
+    from compiler.ir.traversal import post_order
+    q = helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"], axis=1)
+    d = helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"], axis=1)
+    graph = helper.make_graph([q, d], "g", [helper.make_tensor_value_info("x", 1, (2, 3))],
+                              [helper.make_tensor_value_info("y", 1, (2, 3))],
+                              [numpy_helper.from_array(np.array([0.1, 0.2, 0.3], "f4"), "s"),
+                               numpy_helper.from_array(np.array([1, 2, 3], "i1"), "zp")])
+    mod, _ = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    ops = [n.op.name for n in post_order(mod["main"].body) if hasattr(n, "op")
+           and hasattr(n.op, "name")]
+    assert "qnn.quantize" in ops and "qnn.dequantize" in ops
+    assert not {"round", "clip", "divide"} & set(ops)
+
+
+@pytest.mark.parametrize("scale, message", [
+    (np.array([0.1, 0.0, 0.3], "f4"), r"scale must be finite and non-zero, got \[0.0\]"),
+    (np.array([0.1, np.inf, 0.3], "f4"), r"scale must be finite and non-zero, got \[inf\]"),
+])
+def test_bad_static_scale_is_an_error_naming_the_node(scale, message):
+    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], axis=1, name="quant_7")
+    model = _model(node, {"x": np.zeros((2, 3), np.float32)}, {"s": scale})
+    with pytest.raises(FrontendError, match="node 'quant_7' \\(QuantizeLinear\\): " + message):
+        from_onnx(model)
+
+
+def test_zero_point_of_another_type_is_an_error():
+    node = helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"], name="dq")
+    model = _model(node, {"q": np.zeros(4, np.int8)}, {"s": np.array(0.5, np.float32),
+                                                       "zp": np.array(3, np.uint8)})
+    with pytest.raises(FrontendError, match="node 'dq'.*zero point is uint8 but the quantized "
+                                            "data is int8"):
         from_onnx(model)

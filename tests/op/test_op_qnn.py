@@ -193,3 +193,18 @@ def test_composite_references_follow_their_definitions():
     m = np.float32(0.1) / (np.float32(0.3) * np.float32(16))
     want = np.clip(np.rint(sums * m) + 4, 0, 255).astype("uint8")
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: relay.qnn.op.quantize(_v("x", (3,), "float32"), relay.const(0.0), relay.const(0)),
+     "qnn.quantize: the scale must be finite and non-zero, got \\[0.0\\]"),
+    (lambda: relay.qnn.op.quantize(_v("x", (3,), "float32"), relay.const(1.0),
+                                   relay.const(300), out_dtype="uint8"),
+     r"qnn.quantize: the zero point \[300\] is outside the range \[0, 255\] of uint8"),
+    (lambda: relay.qnn.op.requantize(_v("a", (3,), "int32"), relay.const(np.array(
+        [1.0, np.nan, 2.0], "f4")), relay.const(0), relay.const(1.0), relay.const(0)),
+     r"qnn.requantize: the scale must be finite and non-zero, got \[nan\]"),
+])
+def test_constant_parameters_are_checked_at_construction(make, message):
+    with pytest.raises(CompilerError, match=message):
+        make()

@@ -37,7 +37,7 @@ def _qnn_ops(expr) -> set:
 def _programs():
     x, q = _v("x", (2, 6), "float32"), _v("q", (2, 6), "int8")
     a, u = _v("a", (2, 6), "int32"), _v("u", (2, 6), "uint8")
-    s6, z6 = _c(RNG.random(6) + 0.05, "float32"), _c(np.arange(6) - 2, "int32")
+    s6, z6 = _c(RNG.random(6) + 0.05, "float32"), _c(np.arange(6) + 10, "int32")
     d, w = _v("d", (1, 3, 6, 6), "uint8"), _v("w", (4, 3, 3, 3), "int8")
     yield "quantize", relay.qnn.op.quantize(x, s6, z6, axis=1, out_dtype="uint8")
     yield "dequantize", relay.qnn.op.dequantize(q, s6, z6, axis=1)

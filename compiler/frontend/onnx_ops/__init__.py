@@ -1,7 +1,7 @@
 """ONNX converters by category; importing this package fills the converter table."""
 from . import elementwise, nn, norm, reduce, resize, tensor  # noqa: F401
 from . import attention, loss, misc  # noqa: F401
-from . import quantize, rnn, scatter, signal  # noqa: F401
+from . import quantize, qlinear, qlinear_ms, rnn, scatter, signal  # noqa: F401
 from . import vision  # noqa: F401
 from . import bitcast  # noqa: F401
 from . import deform  # noqa: F401

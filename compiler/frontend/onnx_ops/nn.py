@@ -11,7 +11,7 @@ from compiler.op.window import pool_counts
 from .common import NodeContext, const, converter, norm_axis, num_elements, op, reshape
 
 
-def _window_pads(ctx: NodeContext, spatial, kernel, strides, dilations) -> tuple[list, list]:
+def window_pads(ctx: NodeContext, spatial, kernel, strides, dilations) -> tuple[list, list]:
     """(begin, end) pads per spatial dim from `pads` or auto_pad SAME_UPPER/SAME_LOWER/VALID."""
     n = len(spatial)
     auto_pad = ctx.attr("auto_pad", "NOTSET")
@@ -75,7 +75,7 @@ def _spatial_attrs(ctx: NodeContext, x, kernel) -> dict:
                         f"got shape {shape}")
     strides = list(ctx.attr("strides", [1] * n))
     dilations = list(ctx.attr("dilations", [1] * n))
-    begin, end = _window_pads(ctx, shape[2:], kernel, strides, dilations)
+    begin, end = window_pads(ctx, shape[2:], kernel, strides, dilations)
     return {"n": n, "strides": strides, "dilations": dilations, "begin": begin, "end": end}
 
 
@@ -84,34 +84,45 @@ def _lift(values: list, n: int, fill) -> list:
     return list(values) if n == 2 else [fill] + list(values)
 
 
-def _to_2d(ctx, x):
+def to_2d(ctx, x):
     shape = ctx.shape(x)
     return x if len(shape) == 4 else ctx.reshape(x, list(shape[:2]) + [1, shape[2]])
 
 
-def _from_2d(ctx, y, n):
+def from_2d(ctx, y, n):
     if n == 2:
         return y
     shape = ctx.shape(y)
     return ctx.reshape(y, [shape[0], shape[1], shape[3]])
 
 
+def conv2d_attrs(ctx: NodeContext, x, w, kernel: list, a: dict) -> dict:
+    """nn.conv2d's attributes for a 1-D or 2-D ONNX Conv (1-D runs over height-1 images)."""
+    n = a["n"]
+    return {"strides": _lift(a["strides"], n, 1),
+            "padding": _lift(a["begin"], n, 0) + _lift(a["end"], n, 0),
+            "dilation": _lift(a["dilations"], n, 1), "groups": int(ctx.attr("group", 1)),
+            "channels": int(ctx.shape(w)[0]), "kernel_size": _lift(kernel, n, 1)}
+
+
+def conv_window(ctx: NodeContext, x, w) -> tuple[int, list, dict]:
+    """(spatial rank, kernel shape, window attributes) of an ONNX Conv-like node."""
+    kernel = list(ctx.attr("kernel_shape", ctx.shape(w)[2:]))
+    a = _spatial_attrs(ctx, x, kernel)
+    return a["n"], kernel, a
+
+
 @converter("Conv")
 def _conv(ctx, inputs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
-    kernel = list(ctx.attr("kernel_shape", ctx.shape(w)[2:]))
-    a = _spatial_attrs(ctx, x, kernel)
-    n = a["n"]
+    n, kernel, a = conv_window(ctx, x, w)
     if n == 3:
         return _conv3d(ctx, x, w, bias, kernel, a)
-    out = op("nn.conv2d", _to_2d(ctx, x), _to_2d(ctx, w), strides=_lift(a["strides"], n, 1),
-             padding=_lift(a["begin"], n, 0) + _lift(a["end"], n, 0),
-             dilation=_lift(a["dilations"], n, 1), groups=int(ctx.attr("group", 1)),
-             channels=int(ctx.shape(w)[0]), kernel_size=_lift(kernel, n, 1))
+    out = op("nn.conv2d", to_2d(ctx, x), to_2d(ctx, w), **conv2d_attrs(ctx, x, w, kernel, a))
     if bias is not None:
         out = op("nn.bias_add", out, bias, axis=1)
-    return _from_2d(ctx, out, n)
+    return from_2d(ctx, out, n)
 
 
 @converter("ConvTranspose")
@@ -153,13 +164,13 @@ def _conv_transpose(ctx, inputs):
                  kernel_size=kernel, strides=strides, padding=begin + end,
                  output_padding=out_pad, dilation=dilations, groups=group)
         return out if bias is None else op("nn.bias_add", out, bias, axis=1)
-    out = op("nn.conv2d_transpose", _to_2d(ctx, x), _to_2d(ctx, w),
+    out = op("nn.conv2d_transpose", to_2d(ctx, x), to_2d(ctx, w),
              channels=int(wshape[1] * group), kernel_size=_lift(kernel, n, 1),
              strides=_lift(strides, n, 1), padding=_lift(begin, n, 0) + _lift(end, n, 0),
              output_padding=_lift(out_pad, n, 0), dilation=_lift(dilations, n, 1), groups=group)
     if bias is not None:
         out = op("nn.bias_add", out, bias, axis=1)
-    return _from_2d(ctx, out, n)
+    return from_2d(ctx, out, n)
 
 
 def _pool(kind: str):
@@ -177,8 +188,8 @@ def _pool(kind: str):
                          layout="NCHW", ceil_mode=bool(ctx.attr("ceil_mode", 0)))
             if kind == "avg":
                 attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
-            out = op(f"nn.{kind}_pool2d", _to_2d(ctx, x), **attrs)
-            out = _from_2d(ctx, _drop_padding_windows(ctx, out, x, kernel, a), n)
+            out = op(f"nn.{kind}_pool2d", to_2d(ctx, x), **attrs)
+            out = from_2d(ctx, _drop_padding_windows(ctx, out, x, kernel, a), n)
         if kind == "max" and ctx.output_used(1):
             return [out, _max_pool_indices(ctx, x, out, kernel, a)]
         return out
@@ -249,13 +260,13 @@ def _lp_pool(ctx, inputs):
     lifted = dict(kernel=_lift(kernel, n, 1), strides=_lift(a["strides"], n, 1),
                   dilations=_lift(a["dilations"], n, 1), begin=_lift(a["begin"], n, 0),
                   end=_lift(a["end"], n, 0))
-    powered = _to_2d(ctx, powered)
+    powered = to_2d(ctx, powered)
     avg = op("nn.avg_pool2d", powered, pool_size=lifted["kernel"], strides=lifted["strides"],
              dilation=lifted["dilations"], padding=lifted["begin"] + lifted["end"],
              layout="NCHW", ceil_mode=bool(ctx.attr("ceil_mode", 0)), count_include_pad=True)
     total = op("multiply", avg, _window_taps(ctx, powered, avg, lifted["kernel"], lifted, dtype))
     out = _drop_padding_windows(ctx, op("power", total, const(1.0 / p, dtype)), x, kernel, a)
-    return _narrow(_from_2d(ctx, out, n), half)
+    return _narrow(from_2d(ctx, out, n), half)
 
 
 def _widen_half(ctx, x):
@@ -335,7 +346,17 @@ def _gemm(ctx, inputs):
 
 @converter("MatMul")
 def _matmul(ctx, inputs):
-    a, b = inputs
+    return matmul_with(ctx, inputs[0], inputs[1],
+                       lambda a, w: op("nn.dense", a, w, units=None, out_dtype=""),
+                       lambda a, b: op("nn.batch_matmul", a, b, out_dtype="",
+                                       transpose_a=False, transpose_b=False))
+
+
+def matmul_with(ctx: NodeContext, a, b, dense, batch_matmul):
+    """numpy matmul's shapes (1-D operands, broadcast batch dims) around a contraction:
+    dense(a, b transposed) for a 2-D right operand, else batch_matmul(a3, b3) over the
+    flattened, broadcast batch."""
+    a_in, b_in = a, b
     sa, sb = ctx.shape(a), ctx.shape(b)
     if len(sa) == 1:
         a, sa = ctx.reshape(a, [1, sa[0]]), (1, sa[0])
@@ -347,18 +368,17 @@ def _matmul(ctx, inputs):
     if len(sb) == 2:  # weights-style right operand: nn.dense takes a's batch dims as they are
         # (no reshape around it: a reshape after the dense is injective, so FuseOps could not
         # fuse the bias add and activation that follow into the dense's epilogue)
-        out = op("nn.dense", a, op("transpose", b, axes=[1, 0]), units=None, out_dtype="")
+        out = dense(a, op("transpose", b, axes=[1, 0]))
         produced = [*sa[:-1], sb[-1]]
     else:
         batch = out_shape[:-2]
         n = num_elements(batch)
-        out = op("nn.batch_matmul", _flat_batch(a, sa, batch, n), _flat_batch(b, sb, batch, n),
-                 out_dtype="", transpose_a=False, transpose_b=False)
+        out = batch_matmul(_flat_batch(a, sa, batch, n), _flat_batch(b, sb, batch, n))
         produced = [n, sa[-2], sb[-1]]
     final = list(out_shape)
-    if len(ctx.shape(inputs[0])) == 1:
+    if len(ctx.shape(a_in)) == 1:
         final.pop(-2)
-    if len(ctx.shape(inputs[1])) == 1:
+    if len(ctx.shape(b_in)) == 1:
         final.pop(-1)
     return out if produced == final else ctx.reshape(out, final)
 

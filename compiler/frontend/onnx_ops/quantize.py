@@ -1,53 +1,73 @@
-"""Quantization ONNX ops, composed from cast/round/clip/arithmetic: no quantized Relay ops needed.
+"""QuantizeLinear, DequantizeLinear (ONNX's and com.microsoft's) and DynamicQuantizeLinear as
+QNN ops (relay.qnn.op.quantize / dequantize), which relay.build's FakeQuantizationToInteger
+turns QDQ patterns around float ops into integer ops with.
 
-Scales and zero points may be runtime inputs; per-axis ones are reshaped to broadcast along the
-axis and blocked ones are repeated `block_size` times along it. Rounding is half to even
-(relay `round`), saturation is a clip in floating point before the final cast.
+Scales become float32 and zero points int32, per tensor, along the axis, or (blocked
+quantization) repeated block_size times along it to the data's rank. Parameters known at
+import are checked (a zero or non-finite scale, a zero point outside its type) and the error
+names the node. The small floats (float8, float4) quantize by a cast, as ONNX's reference:
+x / scale saturated to the format (float8's zero point is not added; float4's is).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from codegen.tir.dtype import SMALL_FLOATS
+from compiler.op import qnn
+from compiler.op.qnn_math import QUANT_RANGES
 
-from .common import (NodeContext, cast, const, converter, find_converter, norm_axis, onnx_dtype,
-                     op)
+from .common import NodeContext, cast, const, converter, norm_axis, onnx_dtype, op, reshape
 from .elementwise import cast_to
 
-# integer quantized types and their saturation ranges; the small floats (float8, float4)
-# quantize by a cast, as ONNX's reference: x / scale saturated to the format (float8's zero
-# point is not added; float4's is)
-_RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535),
-           "int16": (-32768, 32767), "int32": (-2 ** 31, 2 ** 31 - 1), "int4": (-8, 7),
-           "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
+MS_DOMAIN = "com.microsoft"
 
 
-def _qtype(ctx: NodeContext, dtype: str, what: str) -> tuple[int, int] | None:
-    """The saturation range of an integer quantized type (None for a small float)."""
-    if dtype in SMALL_FLOATS:
-        return None
-    if dtype not in _RANGES:
-        raise ctx.error(f"{what} has type {dtype}; only {sorted(_RANGES)} and "
+def check_quantized_type(ctx: NodeContext, dtype: str, what: str) -> None:
+    if dtype not in QUANT_RANGES and dtype not in SMALL_FLOATS:
+        raise ctx.error(f"{what} has type {dtype}; only {sorted(QUANT_RANGES)} and "
                         f"{sorted(SMALL_FLOATS)} are supported")
-    return _RANGES[dtype]
 
 
-def _along_axis(ctx: NodeContext, param, x_shape: tuple, axis: int, block_size: int):
-    """A scale/zero point made broadcastable to x: scalar, per-axis vector or blocked tensor."""
+def _check_static(ctx: NodeContext, param, what: str, dtype: str | None) -> None:
+    """A parameter the file fixes: a scale must be finite and non-zero, a zero point inside
+    the range of the quantized type."""
+    value = ctx.maybe_value(param)
+    if value is None:
+        return
+    flat = value.reshape(-1)
+    if dtype is None:  # a scale
+        bad = ~np.isfinite(flat.astype(np.float64)) | (flat == 0)
+        if bad.any():
+            raise ctx.error(f"{what} must be finite and non-zero, got {flat[bad][:4].tolist()} "
+                            f"(at flat index {int(np.argmax(bad))})")
+    elif dtype in QUANT_RANGES:
+        lo, hi = QUANT_RANGES[dtype]
+        wide = flat.astype(np.int64)
+        bad = (wide < lo) | (wide > hi)
+        if bad.any():
+            raise ctx.error(f"{what} {wide[bad][:4].tolist()} is outside the range "
+                            f"[{lo}, {hi}] of {dtype}")
+
+
+def qparam(ctx: NodeContext, param, x_shape: tuple, axis: int, block_size: int, what: str,
+           dtype: str):
+    """A scale (dtype float32) or zero point (int32) in the shape the QNN ops take: a scalar,
+    a vector along axis, or (blocked) a tensor of x's rank."""
     shape = ctx.shape(param)
     size = int(np.prod(shape)) if shape else 1
+    param = cast(param, ctx, dtype)
     if not shape or size == 1:
         return ctx.reshape(param, []) if shape else param
     axis = norm_axis(ctx, axis, len(x_shape))
     if block_size <= 0:
         if len(shape) != 1 or shape[0] != x_shape[axis]:
-            raise ctx.error(f"a per-axis scale/zero point must have shape ({x_shape[axis]},) "
-                            f"for axis {axis} of {x_shape}, got {shape}")
-        return ctx.reshape(param, [shape[0]] + [1] * (len(x_shape) - axis - 1))
+            raise ctx.error(f"a per-axis {what} must have shape ({x_shape[axis]},) for axis "
+                            f"{axis} of {x_shape}, got {shape}")
+        return param
     expected = tuple(-(-d // block_size) if i == axis else d for i, d in enumerate(x_shape))
     if tuple(shape) != expected:
         raise ctx.error(f"blocked quantization with block_size {block_size} on axis {axis} of "
-                        f"{x_shape} needs a scale/zero point of shape {expected}, got {shape}")
+                        f"{x_shape} needs a {what} of shape {expected}, got {shape}")
     out = op("repeat", param, repeats=block_size, axis=axis)
     if shape[axis] * block_size != x_shape[axis]:
         out = op("strided_slice", out, begin=[0], end=[x_shape[axis]], strides=[1],
@@ -55,40 +75,74 @@ def _along_axis(ctx: NodeContext, param, x_shape: tuple, axis: int, block_size: 
     return out
 
 
+def scale_of(ctx: NodeContext, scale, x_shape: tuple = (), axis: int = 1, block_size: int = 0,
+             what: str = "scale"):
+    _check_static(ctx, scale, what, None)
+    return qparam(ctx, scale, x_shape, axis, block_size, what, "float32")
+
+
+def zero_point_of(ctx: NodeContext, zp, dtype: str, x_shape: tuple = (), axis: int = 1,
+                  block_size: int = 0, what: str = "zero point"):
+    """An ONNX zero point as int32 (0 when absent); its own type must be the data's."""
+    if zp is None:
+        return const(0, "int32")
+    if ctx.dtype(zp) != dtype:
+        raise ctx.error(f"the {what} is {ctx.dtype(zp)} but the quantized data is {dtype}")
+    _check_static(ctx, zp, what, dtype)
+    return qparam(ctx, zp, x_shape, axis, block_size, what, "int32")
+
+
 def quantize(ctx: NodeContext, x, scale, zero_point, out_dtype: str, axis: int = 1,
              block_size: int = 0):
     """saturate(round(x / scale) + zero_point) in out_dtype (a small float: module comment)."""
-    limits = _qtype(ctx, out_dtype, "the quantized output")
-    dtype = ctx.dtype(x)
+    check_quantized_type(ctx, out_dtype, "the quantized output")
     shape = ctx.shape(x)
-    scaled = op("divide", x, cast(_along_axis(ctx, scale, shape, axis, block_size), ctx, dtype))
-    if limits is None:
+    if out_dtype in SMALL_FLOATS:
+        dtype = ctx.dtype(x)
+        scaled = op("divide", x, _broadcastable(ctx, scale, shape, axis, block_size, dtype))
         if zero_point is not None and SMALL_FLOATS[out_dtype].bits < 8:
-            scaled = op("add", scaled, op("cast", _along_axis(ctx, zero_point, shape, axis,
-                                                              block_size), dtype=dtype))
+            scaled = op("add", scaled, _broadcastable(ctx, zero_point, shape, axis, block_size,
+                                                      dtype))
         return cast_to(ctx, scaled, out_dtype)
-    qmin, qmax = limits
-    work = "float64" if out_dtype == "int32" else "float32"
-    y = cast(op("round", scaled), ctx, work)
-    if zero_point is not None:
-        y = op("add", y, op("cast", _along_axis(ctx, zero_point, shape, axis, block_size),
-                            dtype=work))
-    return op("cast", op("clip", y, a_min=float(qmin), a_max=float(qmax)), dtype=out_dtype)
+    if ctx.dtype(x) not in ("float32", "float16", "bfloat16", "float64"):
+        x = op("cast", x, dtype="float32")
+    s = scale_of(ctx, scale, shape, axis, block_size)
+    zp = zero_point_of(ctx, zero_point, out_dtype, shape, axis, block_size)
+    return qnn.quantize(x, s, zp, axis=_axis(ctx, axis, shape), out_dtype=out_dtype)
 
 
 def dequantize(ctx: NodeContext, x, scale, zero_point, out_dtype: str, axis: int = 1,
                block_size: int = 0):
     """(x - zero_point) * scale in out_dtype (computed in float32, as the ONNX reference)."""
-    _qtype(ctx, ctx.dtype(x), "the quantized input")
-    shape = ctx.shape(x)
-    dx = op("cast", x, dtype="float32")
-    if zero_point is not None:
-        if ctx.dtype(zero_point) != ctx.dtype(x):
-            raise ctx.error(f"x is {ctx.dtype(x)} but its zero point is {ctx.dtype(zero_point)}")
-        zp = op("cast", _along_axis(ctx, zero_point, shape, axis, block_size), dtype="float32")
-        dx = op("subtract", dx, zp)
-    s = cast(_along_axis(ctx, scale, shape, axis, block_size), ctx, "float32")
-    return cast(op("multiply", dx, s), ctx, out_dtype)
+    dtype, shape = ctx.dtype(x), ctx.shape(x)
+    check_quantized_type(ctx, dtype, "the quantized input")
+    if dtype in SMALL_FLOATS:
+        value = op("cast", x, dtype="float32")
+        if zero_point is not None and SMALL_FLOATS[dtype].bits < 8:
+            value = op("subtract", value, _broadcastable(ctx, zero_point, shape, axis,
+                                                         block_size, "float32"))
+        return cast(op("multiply", value, _broadcastable(ctx, scale, shape, axis, block_size,
+                                                         "float32")), ctx, out_dtype)
+    s = scale_of(ctx, scale, shape, axis, block_size)
+    zp = zero_point_of(ctx, zero_point, dtype, shape, axis, block_size)
+    wide = out_dtype if out_dtype in ("float32", "float16") else "float32"
+    return cast(qnn.dequantize(x, s, zp, axis=_axis(ctx, axis, shape), out_dtype=wide), ctx,
+                out_dtype)
+
+
+def _axis(ctx: NodeContext, axis: int, shape: tuple) -> int:
+    """The axis for the QNN op: ONNX's, normalized (any in-range value when the parameters
+    are per tensor, whose axis ONNX does not check)."""
+    return axis % len(shape) if shape and -len(shape) <= axis < len(shape) else -1
+
+
+def _broadcastable(ctx: NodeContext, param, shape: tuple, axis: int, block_size: int,
+                   dtype: str):
+    """A parameter of the small-float path as an operand that broadcasts against x."""
+    param = qparam(ctx, param, shape, axis, block_size, "quantization parameter", dtype)
+    if len(ctx.shape(param)) == 1 and len(shape) > 1:
+        param = reshape(param, [-1] + [1] * (len(shape) - norm_axis(ctx, axis, len(shape)) - 1))
+    return param
 
 
 def _zero_point(inputs, index: int):
@@ -96,6 +150,7 @@ def _zero_point(inputs, index: int):
 
 
 @converter("QuantizeLinear", since=10)
+@converter("QuantizeLinear", since=1, domain=MS_DOMAIN)
 def _quantize_linear(ctx, inputs):
     x, scale, zp = inputs[0], inputs[1], _zero_point(inputs, 2)
     out_dtype = "uint8"
@@ -114,6 +169,7 @@ def _quantize_linear(ctx, inputs):
 
 
 @converter("DequantizeLinear", since=10)
+@converter("DequantizeLinear", since=1, domain=MS_DOMAIN)
 def _dequantize_linear(ctx, inputs):
     x, scale, zp = inputs[0], inputs[1], _zero_point(inputs, 2)
     out_dtype = ctx.dtype(scale)
@@ -125,7 +181,8 @@ def _dequantize_linear(ctx, inputs):
 
 @converter("DynamicQuantizeLinear", since=11)
 def _dynamic_quantize_linear(ctx, inputs):
-    """uint8 quantization with scale and zero point from the data's range (including 0)."""
+    """uint8 quantization with scale and zero point from the data's range (including 0); the
+    data is quantized by qnn.quantize with those run-time parameters."""
     x = inputs[0]
     dtype = ctx.dtype(x)
     zero = const(0.0, dtype)
@@ -135,96 +192,6 @@ def _dynamic_quantize_linear(ctx, inputs):
     span = op("where", op("equal", span, zero), const(1.0, dtype), span)
     scale = op("divide", span, const(255.0, dtype))
     initial = op("subtract", zero, op("divide", lo, scale))
-    zp_float = op("round", op("clip", initial, a_min=0.0, a_max=255.0))
-    y = op("add", op("round", op("divide", x, scale)), zp_float)
-    y = op("cast", op("clip", y, a_min=0.0, a_max=255.0), dtype="uint8")
-    return y, scale, op("cast", zp_float, dtype="uint8")
-
-
-def _centered(ctx: NodeContext, q, zero_point, axis: int | None = None):
-    """q - zero_point in int32 (per-axis zero points broadcast along `axis`)."""
-    q32 = op("cast", q, dtype="int32")
-    if zero_point is None:
-        return q32
-    zp = zero_point
-    shape = ctx.shape(zp)
-    if shape and int(np.prod(shape)) != 1 and axis is not None:
-        zp = _along_axis(ctx, zp, ctx.shape(q), axis, 0)
-    elif shape:
-        zp = ctx.reshape(zp, [])
-    return op("subtract", q32, op("cast", zp, dtype="int32"))
-
-
-def _matmul(ctx: NodeContext, a, b):
-    return find_converter("MatMul", ctx.opset)(ctx, [a, b])
-
-
-def _conv(ctx: NodeContext, x, w):
-    return find_converter("Conv", ctx.opset)(ctx, [x, w])
-
-
-@converter("MatMulInteger", since=10)
-def _matmul_integer(ctx, inputs):
-    a, b = inputs[0], inputs[1]
-    a_zp, b_zp = _zero_point(inputs, 2), _zero_point(inputs, 3)
-    rank_a, rank_b = ctx.rank(a), ctx.rank(b)
-    # a's zero point is per row (axis -2), b's per column (axis -1)
-    return _matmul(ctx, _centered(ctx, a, a_zp, max(rank_a - 2, 0)),
-                   _centered(ctx, b, b_zp, rank_b - 1))
-
-
-@converter("ConvInteger", since=10)
-def _conv_integer(ctx, inputs):
-    x, w = inputs[0], inputs[1]
-    x_zp, w_zp = _zero_point(inputs, 2), _zero_point(inputs, 3)
-    return _conv(ctx, _centered(ctx, x, x_zp), _centered(ctx, w, w_zp, 0))
-
-
-def _requantize(ctx: NodeContext, acc, multiplier, y_zp, y_dtype: str):
-    """round(acc * multiplier) + y_zero_point, saturated to y's type (float64 as the reference)."""
-    qmin, qmax = _qtype(ctx, y_dtype, "the quantized output")
-    y = op("round", op("multiply", op("cast", acc, dtype="float64"),
-                       op("cast", multiplier, dtype="float64")))
-    if y_zp is not None:
-        y = op("add", y, op("cast", y_zp, dtype="float64"))
-    return op("cast", op("clip", y, a_min=float(qmin), a_max=float(qmax)), dtype=y_dtype)
-
-
-@converter("QLinearMatMul", since=10)
-def _qlinear_matmul(ctx, inputs):
-    a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp = inputs
-    rank_a, rank_b = ctx.rank(a), ctx.rank(b)
-    acc = _matmul(ctx, _centered(ctx, a, a_zp, max(rank_a - 2, 0)),
-                  _centered(ctx, b, b_zp, rank_b - 1))
-    a_s = _scalar_or(ctx, a_scale, max(rank_a - 2, 0), ctx.shape(a))
-    b_s = _scalar_or(ctx, b_scale, rank_b - 1, ctx.shape(b))
-    multiplier = op("divide", op("multiply", a_s, b_s), _scalar_or(ctx, y_scale, 0, ()))
-    y_dtype = ctx.dtype(y_zp) if y_zp is not None else ctx.dtype(a)
-    y_zp = None if y_zp is None else _scalar_or(ctx, y_zp, 0, ())
-    return _requantize(ctx, acc, multiplier, y_zp, y_dtype)
-
-
-def _scalar_or(ctx: NodeContext, param, axis: int, shape: tuple):
-    """A one-element parameter as a scalar; a vector broadcast along `axis` of a `shape` x."""
-    pshape = ctx.shape(param)
-    if not pshape or int(np.prod(pshape)) == 1:
-        return ctx.reshape(param, []) if pshape else param
-    return _along_axis(ctx, param, shape, axis, 0)
-
-
-@converter("QLinearConv", since=10)
-def _qlinear_conv(ctx, inputs):
-    x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp = inputs[:8]
-    bias = inputs[8] if len(inputs) > 8 else None
-    acc = _conv(ctx, _centered(ctx, x, x_zp), _centered(ctx, w, w_zp, 0))
-    rank = ctx.rank(acc)
-    if bias is not None:
-        acc = op("add", acc, ctx.reshape(op("cast", bias, dtype="int32"),
-                                     [-1] + [1] * (rank - 2)))
-    w_s = _scalar_or(ctx, w_scale, 1, ctx.shape(acc))  # per output channel
-    multiplier = op("divide", op("multiply", _scalar_or(ctx, x_scale, 0, ()), w_s),
-                    _scalar_or(ctx, y_scale, 0, ()))
-    y_dtype = ctx.dtype(y_zp) if y_zp is not None else ctx.dtype(x)
-    y_zp = None if y_zp is None else _scalar_or(ctx, y_zp, 0, ())
-    return _requantize(ctx, acc, multiplier, y_zp, y_dtype)
-
+    zp = op("cast", op("round", op("clip", initial, a_min=0.0, a_max=255.0)), dtype="int32")
+    y = qnn.quantize(x, cast(scale, ctx, "float32"), zp, out_dtype="uint8")
+    return y, scale, op("cast", zp, dtype="uint8")
