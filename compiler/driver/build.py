@@ -3,7 +3,9 @@
 The driver (TVM's relay.build with the graph executor):
 
 1. Accept an IRModule or a Function; bind `params` by name into `main`.
-2. Under the current PassContext run InferType, SimplifyInference, FoldScaleAxis,
+2. Under the current PassContext run InferType, SimplifyInference,
+   FakeQuantizationToInteger (QDQ regions as integer QNN ops; config
+   relayjit.fake_quantization_to_integer turns it off), FoldScaleAxis,
    AlterOpLayout, PackConstantWeights (constant weights packed for the schedules from
    opt_level 2 on), FoldConstant, EliminateCommonSubexpr, FoldTransposeIntoBatchMatmul,
    FuseLayerNorm, FuseOps, InferType (each gated by its opt_level).
@@ -54,6 +56,7 @@ from compiler.passes.convert_blocked_layout import (BLOCKED_LAYOUT, BLOCKED_LAYO
                                                     ConvertBlockedLayout)
 from compiler.passes.dynamic_to_static import DynamicToStatic, has_dyn_ops
 from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr
+from compiler.passes.fake_quantization_to_integer import FakeQuantizationToInteger
 from compiler.passes.fold_constant import FoldConstant
 from compiler.passes.fold_scale_axis import FoldScaleAxis
 from compiler.passes.fold_batch_matmul_axes import FoldTransposeIntoBatchMatmul
@@ -112,6 +115,10 @@ register_pass_config(BLOCKED_LAYOUT_GUARD, None)
 # default (compiler.op.strategy; tests and A/B measurements)
 SCHEDULE_CONFIG = "relayjit.schedule_config"
 register_pass_config(SCHEDULE_CONFIG, None)
+# PassContext(config={"relayjit.fake_quantization_to_integer": False}): keep QDQ regions
+# (dequantize -> float ops -> quantize) in float instead of rewriting them as integer QNN ops
+FAKE_QUANTIZATION_TO_INTEGER = "relayjit.fake_quantization_to_integer"
+register_pass_config(FAKE_QUANTIZATION_TO_INTEGER, True)
 # The environment overrides relay.build reads (here, once a build; nothing below does):
 # micro-kernel vector width (8 or 16 floats; default: the target CPU's) and kernel families
 VECTOR_WIDTH_ENV = "RELAYJIT_VECTOR_WIDTH"
@@ -203,7 +210,9 @@ def optimize(mod: IRModule, timing: TimingRecorder | None = None) -> IRModule:
 
 def _pipeline() -> Sequential:
     """relay.build's passes, in order (each gated by its opt_level)."""
-    return Sequential([InferType(), SimplifyInference(), FoldScaleAxis(), AlterOpLayout(),
+    fq2i = [FakeQuantizationToInteger()] * bool(
+        PassContext.current().get_config(FAKE_QUANTIZATION_TO_INTEGER, True))
+    return Sequential([InferType(), SimplifyInference(), *fq2i, FoldScaleAxis(), AlterOpLayout(),
                        PackConstantWeights(), ConvertBlockedLayout(), FoldConstant(),
                        EliminateCommonSubexpr(), FoldTransposeIntoBatchMatmul(),
                        FuseLayerNorm(), FuseConvMaxPool(), FuseOps(), InferType()],

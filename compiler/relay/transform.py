@@ -8,7 +8,9 @@ from compiler.passes.backward_fold_scale_axis import BackwardFoldScaleAxis  # no
 from compiler.passes.dead_code import DeadCodeElimination  # noqa: F401
 from compiler.passes.dynamic_to_static import DynamicToStatic  # noqa: F401
 from compiler.passes.eliminate_common_subexpr import EliminateCommonSubexpr  # noqa: F401
+from compiler.passes.fake_quantization_to_integer import FakeQuantizationToInteger  # noqa: F401
 from compiler.passes.fold_constant import FoldConstant  # noqa: F401
+from compiler.passes.fq2i_types import TensorAffineType, TupleAffineType  # noqa: F401
 from compiler.passes.fold_scale_axis import FoldScaleAxis  # noqa: F401
 from compiler.passes.forward_fold_scale_axis import ForwardFoldScaleAxis  # noqa: F401
 from compiler.passes.fuse_ops import FuseOps  # noqa: F401

@@ -16,8 +16,9 @@ from compiler.transform import PassContext, PassTimingInstrument
 
 from tests.schedule_helpers import host
 
-PIPELINE = ["InferType", "SimplifyInference", "FoldScaleAxis", "AlterOpLayout",
-            "PackConstantWeights", "ConvertBlockedLayout", "FoldConstant", "EliminateCommonSubexpr",
+PIPELINE = ["InferType", "SimplifyInference", "FakeQuantizationToInteger", "FoldScaleAxis",
+            "AlterOpLayout", "PackConstantWeights", "ConvertBlockedLayout", "FoldConstant",
+            "EliminateCommonSubexpr",
             "FoldTransposeIntoBatchMatmul", "FuseLayerNorm", "FuseConvMaxPool",
             "FuseOps"]
 NO_DISK = {"relayjit.disable_disk_cache": True}

@@ -12,9 +12,11 @@ from compiler.errors import CompilerError
 from compiler.op.registry import (OpPattern, get_op as get, register_op as register,  # noqa: F401
                                   register_op_attr)
 from compiler.op.shape_func import register_shape_func  # noqa: F401
+from compiler.passes.fq2i_types import register_fake_quantization_to_integer  # noqa: F401
 
 __all__ = ["OpPattern", "get", "register", "register_op_attr", "register_stateful",
-           "register_pattern", "register_compute", "register_shape_func"]
+           "register_pattern", "register_compute", "register_shape_func",
+           "register_fake_quantization_to_integer"]
 
 
 def register_stateful(op_name: str, stateful: bool, level: int = 10) -> None:
