@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import tempfile
 from typing import Callable
 
 import numpy as np
@@ -306,6 +307,29 @@ def mobilenet_v2(size: int = 224, stem: int = 32, blocks=MOBILENET_BLOCKS, head:
     return g.model("mobilenet_v2", [(logits, (batch, classes))]), feeds
 
 
+def resnet(size: int = 224, widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2),
+           classes: int = 1000, batch: int = 1, seed: int = 0):
+    """A ResNet-18-style CNN (BatchNorm folded into the convs' biases, as a quantizer's
+    pre-processing leaves it): 7x7/2 stem + 3x3/2 max pool, basic blocks of two 3x3 convs
+    with an identity (or 1x1/2 projection) shortcut, global average pool, Gemm."""
+    g = _GraphBuilder(seed)
+    feeds = {"input": g.input("input", (batch, 3, size, size))}
+    x = g.op("Relu", [_conv(g, "input", 3, widths[0], 7, 2)])
+    x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    c = widths[0]
+    for stage, (width, count) in enumerate(zip(widths, blocks)):
+        for block in range(count):
+            stride = 2 if stage > 0 and block == 0 else 1
+            y = g.op("Relu", [_conv(g, x, c, width, 3, stride)])
+            y = _conv(g, y, width, width, 3)
+            shortcut = x if stride == 1 and c == width else _conv(g, x, c, width, 1, stride)
+            x, c = g.op("Relu", [g.op("Add", [y, shortcut])]), width
+    x = g.op("Flatten", [g.op("GlobalAveragePool", [x])], axis=1)
+    logits = g.op("Gemm", [x, g.weight((classes, c), c), g.uniform((classes,), -0.1, 0.1)],
+                  transB=1)
+    return g.model("resnet", [(logits, (batch, classes))]), feeds
+
+
 def image_feeds(batch: int, size: int = 224, seed: int = 0) -> dict:
     """A seeded random NCHW float32 batch for the image models' "input"."""
     rng = np.random.default_rng(seed)
@@ -381,6 +405,59 @@ def mlp(batch: int = 1, sizes: tuple[int, ...] = (784, 512, 256, 10), seed: int 
     return g.model("mlp", [(x, (batch, sizes[-1]))]), feeds
 
 
+# ---------------------------------------------------------------- quantized (onnxruntime's tools)
+
+
+def quantize_static(model, feeds: dict, fmt: str = "qdq", samples: int = 8, seed: int = 1):
+    """model quantized by onnxruntime.quantization.quantize_static: uint8 activations, int8
+    per-channel weights, calibrated (min/max) on `samples` seeded random inputs shaped like
+    feeds; fmt "qdq" (QuantizeLinear/DequantizeLinear pairs) or "qoperator" (QLinearConv,
+    com.microsoft QLinearAdd, ...). onnxruntime is needed to build these, not to run them."""
+    import onnx
+    from onnxruntime import quantization as q
+
+    rng = np.random.default_rng(seed)
+    batches = [{k: rng.standard_normal(v.shape).astype(v.dtype) for k, v in feeds.items()}
+               for _ in range(samples)]
+
+    class Reader(q.CalibrationDataReader):
+        def __init__(self):
+            self._left = iter(batches)
+
+        def get_next(self):
+            return next(self._left, None)
+
+    formats = {"qdq": q.QuantFormat.QDQ, "qoperator": q.QuantFormat.QOperator}
+    with tempfile.TemporaryDirectory(prefix="relayjit-quantize-") as tmp:
+        out = os.path.join(tmp, "quantized.onnx")
+        q.quantize_static(model, out, Reader(), quant_format=formats[fmt], per_channel=True,
+                          activation_type=q.QuantType.QUInt8, weight_type=q.QuantType.QInt8)
+        return onnx.load(out)
+
+
+def quantize_dynamic(model):
+    """model quantized by onnxruntime.quantization.quantize_dynamic (int8 weights; the
+    activations quantized at run time: DynamicQuantizeLinear + MatMulInteger)."""
+    import onnx
+    from onnxruntime import quantization as q
+    with tempfile.TemporaryDirectory(prefix="relayjit-quantize-") as tmp:
+        out = os.path.join(tmp, "quantized.onnx")
+        q.quantize_dynamic(model, out, weight_type=q.QuantType.QInt8)
+        return onnx.load(out)
+
+
+def resnet_int8(fmt: str = "qdq", **sizes):
+    """The ResNet-style CNN quantized statically (QDQ or QOperator form)."""
+    model, feeds = resnet(**sizes)
+    return quantize_static(model, feeds, fmt), feeds
+
+
+def bert_encoder_int8(**sizes):
+    """The BERT-style encoder quantized dynamically."""
+    model, feeds = bert_encoder(**sizes)
+    return quantize_dynamic(model), feeds
+
+
 # ---------------------------------------------------------------- registry
 
 GENERATED_MODELS: dict[str, Callable[[], tuple]] = {
@@ -392,6 +469,15 @@ GENERATED_MODELS: dict[str, Callable[[], tuple]] = {
     "gen_gru": functools.partial(recurrent, "GRU"),
     "gen_mlp_b1": functools.partial(mlp, batch=1),
     "gen_mlp_b32": functools.partial(mlp, batch=32),
+    "gen_resnet18": resnet,
+}
+
+# quantized with onnxruntime's tools (benchmarks/models.py --quantized): name -> (builder,
+# the generated float model it quantizes)
+QUANTIZED_MODELS: dict[str, tuple[Callable[[], tuple], str]] = {
+    "gen_resnet18_qdq": (resnet_int8, "gen_resnet18"),
+    "gen_resnet18_qoperator": (functools.partial(resnet_int8, "qoperator"), "gen_resnet18"),
+    "gen_bert_encoder_int8": (bert_encoder_int8, "gen_bert_encoder"),
 }
 
 
@@ -408,10 +494,12 @@ DYNAMIC_MODELS: dict[str, tuple[Callable, Callable, list[dict]]] = {
 
 
 def build(name: str):
-    """(model, feeds) of a registered generated model."""
+    """(model, feeds) of a registered generated model (float or quantized)."""
+    if name in QUANTIZED_MODELS:
+        return QUANTIZED_MODELS[name][0]()
     if name not in GENERATED_MODELS:
         raise ValueError(f"unknown generated model {name!r}; known: "
-                         f"{', '.join(GENERATED_MODELS)}")
+                         f"{', '.join([*GENERATED_MODELS, *QUANTIZED_MODELS])}")
     return GENERATED_MODELS[name]()
 
 

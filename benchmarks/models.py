@@ -5,6 +5,12 @@
     python benchmarks/models.py --generated      # the models benchmarks/generated_models.py
                                                  # builds (transformer, decoder, MobileNet-v2,
                                                  # UNet, LSTM/GRU, MLP); or name them: gen_lstm
+    python benchmarks/models.py --quantized      # int8 models quantized by onnxruntime's tools
+                                                 # (QDQ and QOperator ResNet-18-style CNN,
+                                                 # dynamically quantized BERT-style encoder):
+                                                 # relayjit int8 beside onnxruntime int8 and
+                                                 # beside relayjit's float32 build of the same
+                                                 # network
     python benchmarks/models.py --threads 1,2    # thread counts to measure (default 1,2)
     python benchmarks/models.py --opt-level 2    # relayjit at TVM's default level
     python benchmarks/models.py --no-readme      # print only; by default the README table
@@ -20,7 +26,9 @@ moment so neither runs against the other's thread pool still spinning.
 
 Outputs are checked against the model's stored reference when it has one (the light models,
 rtol 1e-3 / atol 1e-5), else against onnxruntime's outputs, all of them (generated models are
-fed their seeded random inputs and compared with rtol 1e-3 / atol 1e-4).
+fed their seeded random inputs and compared with rtol 1e-3 / atol 1e-4). A quantized model's
+outputs must equal onnxruntime's where they are integers and be within one quantization step
+where they are dequantized (the final DequantizeLinear's scale; 1e-4 for float outputs).
 
 --dynamic runs generated_models.DYNAMIC_MODELS (a BERT-style encoder with dynamic batch and
 sequence, a MobileNet-v2 with dynamic batch) through one compiler.load session each, beside
@@ -62,36 +70,15 @@ SETTLE_S = 0.1
 def bench_model(path: str, repeat: int, number: int, threads: list[int],
                 feeds: dict[str, np.ndarray] | None = None, atol: float = 1e-5) -> dict:
     import onnx
-    import onnxruntime as ort
 
-    import runtime
-    from compiler import relay
     from compiler.tools.model_zoo import dummy_inputs, reference_outputs
-    from codegen import jit
-    from compiler.transform import PassContext
-    from runtime import graph_executor
 
     model = onnx.load(path)
     feeds = dummy_inputs(model) if feeds is None else feeds
-    jit.clear_cache()  # a cold build: no in-memory or on-disk compiled kernels
-    start = time.perf_counter()
-    mod, params = relay.frontend.from_onnx(model)
-    with PassContext(opt_level=OPT_LEVEL, config={"relayjit.disable_disk_cache": True}):
-        factory = relay.build(mod, target="llvm", params=params)
-    build_s = time.perf_counter() - start
-    gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
+    gmod, build_s = _relayjit(model)  # a cold build: no in-memory or on-disk kernels
     gmod.set_input(**feeds)
-
-    def session(n: int) -> ort.InferenceSession:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = n
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        return ort.InferenceSession(model.SerializeToString(), options,
-                                    providers=["CPUExecutionProvider"])
-
     start = time.perf_counter()
-    sessions = {n: session(n) for n in threads}
+    sessions = {n: _session(model, n) for n in threads}
     ort_session_s = (time.perf_counter() - start) / len(threads)
     gmod.run()
     expected = reference_outputs(path) or sessions[threads[0]].run(None, feeds)
@@ -108,7 +95,7 @@ def bench_model(path: str, repeat: int, number: int, threads: list[int],
             ort_ms.append(_timed(lambda: sessions[n].run(None, feeds), number, n))
         row[f"ours_ms_{n}"] = float(np.median(ours_ms))
         row[f"ort_ms_{n}"] = float(np.median(ort_ms))
-    stats = getattr(factory, "memory_stats", {}) or {}
+    stats = getattr(gmod, "memory_stats", {}) or {}
     row["peak_mb"] = stats.get("intermediate_bytes", 0) / 2**20
     return row
 
@@ -166,6 +153,111 @@ def table(rows: list[dict], threads: list[int]) -> str:
     return "\n".join(lines)
 
 
+def _session(model, threads: int):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+
+
+def _relayjit(model):
+    """(graph module, cold build seconds) of an ONNX model at OPT_LEVEL."""
+    import runtime
+    from codegen import jit
+    from compiler import relay
+    from compiler.transform import PassContext
+    from runtime import graph_executor
+    jit.clear_cache()
+    start = time.perf_counter()
+    mod, params = relay.frontend.from_onnx(model)
+    with PassContext(opt_level=OPT_LEVEL, config={"relayjit.disable_disk_cache": True}):
+        factory = relay.build(mod, target="llvm", params=params)
+    module = graph_executor.GraphModule(factory["default"](runtime.cpu()))
+    module.memory_stats = getattr(factory, "memory_stats", {})
+    return module, time.perf_counter() - start
+
+
+def _output_steps(model) -> list:
+    """Per graph output: the scale of the DequantizeLinear producing it (None otherwise)."""
+    from onnx import numpy_helper
+    consts = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    producers = {out: node for node in model.graph.node for out in node.output}
+    steps = []
+    for output in model.graph.output:
+        node = producers.get(output.name)
+        while node is not None and node.op_type == "Identity":
+            node = producers.get(node.input[0])
+        scale = consts.get(node.input[1]) if node is not None and \
+            node.op_type == "DequantizeLinear" else None
+        steps.append(None if scale is None else float(np.max(scale)))
+    return steps
+
+
+def _quantized_match(model, ours: list, want: list) -> bool:
+    for o, w, step in zip(ours, want, _output_steps(model)):
+        if o.shape != w.shape or o.dtype != w.dtype:
+            return False
+        if o.dtype.kind in "iu":
+            ok = np.array_equal(o, w)
+        else:
+            ok = np.allclose(o, w, rtol=0, atol=1.0001 * step) if step else \
+                np.allclose(o, w, rtol=1e-3, atol=1e-4)
+        if not ok:
+            return False
+    return True
+
+
+def bench_quantized(name: str, repeat: int, number: int, threads: list[int]) -> dict:
+    """relayjit int8 beside onnxruntime int8 and relayjit float32 of the same network."""
+    from benchmarks.generated_models import GENERATED_MODELS, QUANTIZED_MODELS
+    builder, float_name = QUANTIZED_MODELS[name]
+    model, feeds = builder()
+    float_model, _ = GENERATED_MODELS[float_name]()
+    int8, build_s = _relayjit(model)
+    fp32, _ = _relayjit(float_model)
+    for module in (int8, fp32):
+        module.set_input(**feeds)
+    sessions = {n: _session(model, n) for n in threads}
+    int8.run()
+    want = sessions[threads[0]].run(None, feeds)
+    ours = [int8.get_output(i).numpy() for i in range(len(want))]
+    row = {"model": name, "build_s": build_s, "match": _quantized_match(model, ours, want)}
+    for n in threads:
+        times: dict = {"ours": [], "ort": [], "fp32": []}
+        for _ in range(repeat):
+            times["ours"].append(_timed(int8.run, number, n))
+            times["ort"].append(_timed(lambda: sessions[n].run(None, feeds), number, n))
+            times["fp32"].append(_timed(fp32.run, number, n))
+        for key, values in times.items():
+            row[f"{key}_ms_{n}"] = float(np.median(values))
+    return row
+
+
+def quantized_table(rows: list[dict], threads: list[int]) -> str:
+    per_n = " | ".join(f"relayjit int8 {n} thr (ms) | ort int8 {n} thr (ms) | relayjit / ort "
+                       f"({n} thr) | relayjit fp32 {n} thr (ms) | int8 speed-up over fp32 "
+                       f"({n} thr)" for n in threads)
+    lines = [f"relayjit built with PassContext(opt_level={OPT_LEVEL}), cold; both engines at N "
+             "threads; median of interleaved repeats", "",
+             f"| model | cold build (s) | {per_n} | output matches |",
+             "|---|---:|" + "---:|" * 5 * len(threads) + ":---:|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | error: {r['error']} |")
+            continue
+        cells = [r["model"], f"{r['build_s']:.1f}"]
+        for n in threads:
+            ours, ort_ms, fp32 = r[f"ours_ms_{n}"], r[f"ort_ms_{n}"], r[f"fp32_ms_{n}"]
+            cells += [_ms(ours), _ms(ort_ms), f"{ours / ort_ms:.2f}", _ms(fp32),
+                      f"{fp32 / ours:.2f}x"]
+        cells.append("yes" if r["match"] else "NO")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def write_readme(text: str) -> None:
     path = os.path.join(ROOT, "README.md")
     with open(path) as f:
@@ -186,6 +278,9 @@ def main() -> None:
                         "(default: the light models)")
     parser.add_argument("--generated", action="store_true",
                         help="benchmark the models of benchmarks/generated_models.py")
+    parser.add_argument("--quantized", action="store_true",
+                        help="benchmark the int8 models of benchmarks/generated_models.py "
+                             "(QUANTIZED_MODELS; needs onnxruntime's quantization tools)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--number", type=int, default=2)
     parser.add_argument("--threads", default="1,2",
@@ -206,6 +301,8 @@ def main() -> None:
     if args.dynamic:
         bench_dynamic(args.models, args.repeat, args.number, threads)
         return
+    if args.quantized:
+        return _main_quantized(args, threads)
     from benchmarks.generated_models import GENERATED_MODELS, write_models
     generated = [m for m in args.models if m in GENERATED_MODELS and not os.path.exists(m)]
     if args.generated:
@@ -225,6 +322,21 @@ def main() -> None:
     if not args.no_readme and not args.models and not args.generated:
         write_readme(text)
         print("\nREADME.md table updated")
+
+
+def _main_quantized(args, threads: list[int]) -> None:
+    import logging
+    from benchmarks.generated_models import QUANTIZED_MODELS
+    logging.disable(logging.WARNING)  # the quantizer's advice to pre-process
+    rows = []
+    for name in args.models or QUANTIZED_MODELS:
+        try:
+            rows.append(bench_quantized(name, args.repeat, args.number, threads))
+        except Exception as err:  # report and go on
+            rows.append({"model": name, "error": f"{type(err).__name__}: {err}"[:120]})
+        print(quantized_table(rows[-1:], threads).splitlines()[-1], flush=True)
+    print()
+    print(quantized_table(rows, threads))
 
 
 def _generated_feeds(directory: str, name: str) -> dict[str, np.ndarray]:
