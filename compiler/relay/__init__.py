@@ -16,7 +16,7 @@ from . import annotation  # noqa: F401
 from . import op  # noqa: F401
 from . import analysis, transform, build_module  # noqa: F401
 from . import vm  # noqa: F401
-from . import qnn  # noqa: F401
+from . import qnn, quantize  # noqa: F401
 from .build_module import build, create_executor  # noqa: F401
 from .scope_builder import ScopeBuilder  # noqa: F401
 from compiler.passes.bind import bind  # noqa: F401

@@ -14,7 +14,7 @@ _NPY_MAGIC, _NPZ_MAGIC = b"\x93NUMPY", b"PK\x03\x04"
 DEFAULT_DIM = 1
 
 
-def _load_array_file(path: str, item: str):
+def load_array_file(path: str, item: str):
     """np.load of a .npy or .npz file, after checking it is one (np.load would call a text
     file "pickled data")."""
     if not os.path.isfile(path):
@@ -40,7 +40,7 @@ def read_inputs(items: list[str] | None, names: list[str]) -> dict[str, np.ndarr
             path = item
         elif not name:
             raise CliError(f"bad --input {item!r}: expected NAME=FILE.npy or FILE.npz")
-        data = _load_array_file(path, item)
+        data = load_array_file(path, item)
         arrays = dict(data.items()) if isinstance(data, np.lib.npyio.NpzFile) else None
         if arrays is None and not sep:
             raise CliError(f"bad --input {item!r}: a .npy file holds one array; say which "
