@@ -16,9 +16,9 @@ dequantize and quantize. Algorithm, one bottom-up walk over the function (explic
    map; type_map[expr] is the anchor's type, the output type for ops whose output
    parameters cannot be deduced (qnn.add's); type_map.source is the float call being
    replaced (typed: shapes and attributes).
-3. The anchor becomes the rewritten argument, through a qnn.requantize when its type differs
-   from the anchor's parameters (float32, ties to even: what quantize of the float value
-   does, so a requantize-only rewrite is exact).
+3. The anchor becomes the rewritten argument, in the anchor's type when it differs: an int32
+   accumulator through qnn.requantize (float32, ties to even: onnxruntime's requantisation),
+   an 8-bit value through dequantize and quantize (the float program's own arithmetic).
 A rule that cannot handle its case raises RewriteNotApplicable: the anchor keeps its float
 region (hard_fail=True turns that into an error). Float values that a region reads and other
 code also reads are left in place for the other readers, as in TVM.

@@ -73,7 +73,9 @@ def _size(param: RelayExpr) -> int:
 
 def requantize_to(expr: RelayExpr, have: TensorAffineType, want: TensorAffineType
                   ) -> RelayExpr:
-    """expr (of type `have`) in the type `want` (float32 requantize, ties to even)."""
+    """expr (of type `have`) in the type `want`. An int32 accumulator is requantized in
+    float32, ties to even (onnxruntime's requantisation); an 8-bit value is dequantized and
+    quantized again, the float program's own arithmetic, so such a rewrite is exact."""
     if same_type(have, want):
         return expr
     per_channel = [t.axis for t in (have, want) if _size(t.scale) != 1 or
@@ -81,6 +83,10 @@ def requantize_to(expr: RelayExpr, have: TensorAffineType, want: TensorAffineTyp
     if len(set(per_channel)) > 1:
         raise RewriteNotApplicable(f"requantizing between quantization axes {per_channel}")
     axis = per_channel[0] if per_channel else -1
+    if have.dtype != "int32":
+        value = qnn.dequantize(expr, have.scale, have.zero_point, axis=have.axis)
+        return qnn.quantize(value, want.scale, want.zero_point, axis=want.axis,
+                            out_dtype=want.dtype)
     return qnn.requantize(expr, have.scale, have.zero_point, want.scale, want.zero_point,
                           axis=axis, rounding="TONEAREST_EVEN", compute_dtype="float32",
                           out_dtype=want.dtype)

@@ -15,13 +15,13 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from . import ops_control, ops_math, ops_nn, ops_reduce, ops_shape
+from . import ops_control, ops_math, ops_nn, ops_quant, ops_reduce, ops_shape
 from .graph import GraphBuilder, tensor_type
 
 MIN_OPSET = 11
 MAX_OPSET = onnx.defs.onnx_opset_version()
 TEMPLATES = {**ops_math.TEMPLATES, **ops_reduce.TEMPLATES, **ops_shape.TEMPLATES,
-             **ops_nn.TEMPLATES, **ops_control.TEMPLATES}
+             **ops_nn.TEMPLATES, **ops_control.TEMPLATES, **ops_quant.TEMPLATES}
 ERR_KEY = "fuzz.err"
 
 

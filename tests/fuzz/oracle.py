@@ -19,7 +19,8 @@ If and Loop run only there: relay.build refuses run-time control flow). The verd
     invalid      the generator's declared shapes disagree with the reference: a fuzzer bug
     ref_error    the reference itself failed; the case says nothing about relayjit
 
-Tolerances: ints and bools exact; floats |got - want| <= atol + rtol * |want| with
+Tolerances: ints and bools exact (a quantized value computed from inexact floats within the
+generator's error estimate, counted in integer steps); floats |got - want| <= atol + rtol * |want| with
 float32 rtol 1e-4 / atol 1e-5 and float16 rtol 1e-2 / atol 1e-3, atol raised to twice
 the generator's error estimate for that value (long reductions, exp, division...). NaN
 positions must agree; infinities must be equal.
@@ -58,8 +59,9 @@ def compare(want: np.ndarray, got: np.ndarray, err: float = 0.0) -> str:
         return f"dtype {got.dtype}, expected {want.dtype}"
     if want.shape != got.shape:
         return f"shape {got.shape}, expected {want.shape}"
-    if want.dtype.kind not in "fc":
-        bad = want != got
+    if want.dtype.kind not in "fc":  # exact, or within err steps (a quantize of inexact math)
+        bad = np.abs(want.astype(np.int64) - got.astype(np.int64)) > err if err and \
+            want.dtype.kind in "iu" else want != got
         worst = ""
     else:
         rtol, atol = tolerance(want.dtype.name, err)

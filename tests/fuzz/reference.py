@@ -24,6 +24,12 @@ blaming relayjit:
   when the first input is the smaller one.
 - Resize turns a zero-weight tap on an infinite input into NaN (0 * inf), and saturates an
   infinite float16/float32 result to the dtype's largest finite value.
+- QLinearConv / QLinearMatMul add the output zero point before rounding, in float64; the
+  fuzzer compares integer results with onnxruntime's requantisation instead:
+  round_half_even(float32(acc) * float32(x_scale * w_scale / y_scale)) + zero point.
+  QuantizeLinear casts to int32 before saturating (garbage beyond 2^31, NaN to int32 min):
+  here values saturate and NaN gives the type's minimum, as onnxruntime. DequantizeLinear
+  has no implementation before opset 19.
 """
 from __future__ import annotations
 
@@ -432,7 +438,81 @@ class Resize(_Patched):
         return (y.astype(x.dtype),)
 
 
-PATCHES = [Conv, Softmax, LogSoftmax, Hardmax, ConvTranspose, ReduceSumSquare, ReduceL1, ReduceSum,
+def _requantized(acc: np.ndarray, multiplier: np.ndarray, zero_point, dtype) -> np.ndarray:
+    """onnxruntime's MlasRequantizeOutput: float32(acc) * multiplier, half to even, + zp."""
+    info = np.iinfo(dtype)
+    zp = np.int64(np.asarray(zero_point).reshape(()) if zero_point is not None else 0)
+    r = np.rint(acc.astype(np.float32) * multiplier.astype(np.float32)).astype(np.float64)
+    return (np.clip(r, info.min - zp, info.max - zp).astype(np.int64) + zp).astype(dtype)
+
+
+def _centered(q: np.ndarray, zero_point, axis: int = 0) -> np.ndarray:
+    out = q.astype(np.int64)
+    if zero_point is None:
+        return out
+    zp = np.asarray(zero_point).astype(np.int64)
+    if zp.size > 1:
+        zp = zp.reshape((-1,) + (1,) * (q.ndim - axis - 1))
+    return out - zp.reshape(()) if zp.size == 1 else out - zp
+
+
+class QLinearConv(_Patched):
+    def fix(self, x, xs, xz, w, ws, wz, ys, yz, bias=None):
+        from onnx.reference.ops.op_conv import _conv_implementation
+        st = self.stock
+        acc = _conv_implementation(_centered(x, xz), _centered(w, wz), None, st.auto_pad,
+                                   st.dilations, st.group, st.kernel_shape, st.pads,
+                                   st.strides).astype(np.int64)
+        if bias is not None:
+            acc = acc + bias.astype(np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
+        m = (np.float32(xs.reshape(())) * ws.astype(np.float32)) / np.float32(ys.reshape(()))
+        m = m.reshape((1, -1) + (1,) * (acc.ndim - 2)) if m.size > 1 else m.reshape(())
+        return (_requantized(acc.astype(np.int32), m, yz, yz.dtype if yz is not None
+                             else x.dtype),)
+
+
+class QLinearMatMul(_Patched):
+    def fix(self, a, a_s, az, b, b_s, bz, ys, yz):
+        acc = np.matmul(_centered(a, az), _centered(b, bz, b.ndim - 1))
+        m = (np.float32(a_s.reshape(())) * b_s.astype(np.float32)) / np.float32(ys.reshape(()))
+        return (_requantized(acc.astype(np.int32), m if m.size > 1 else m.reshape(()), yz,
+                             yz.dtype if yz is not None else a.dtype),)
+
+
+class QuantizeLinear(_Patched):
+    def fix(self, x, scale, zero_point=None):
+        dtype = np.dtype(zero_point.dtype) if zero_point is not None else np.dtype("uint8")
+        if dtype.kind not in "iu" or self.attrs.get("block_size") or x.dtype != np.float32:
+            return self.stock.run(x, scale, zero_point)
+        axis = self.attrs.get("axis", 1) % max(x.ndim, 1)
+        shape = (-1,) + (1,) * (x.ndim - axis - 1)
+        s = scale.reshape(shape) if scale.size > 1 else scale.reshape(())
+        zp = np.zeros((), dtype) if zero_point is None else (
+            zero_point.reshape(shape) if zero_point.size > 1 else zero_point.reshape(()))
+        info, z = np.iinfo(dtype), zp.astype(np.int64)
+        r = np.rint(x / s.astype(np.float32)).astype(np.float64)
+        r = np.where(np.isnan(r), -np.inf, r)
+        return ((np.clip(r, info.min - z, info.max - z).astype(np.int64) + z).astype(dtype),)
+
+
+class DequantizeLinear(_Patched):
+    """(x - zero point) * scale in float32: the stock operator set has no version before 19."""
+
+    def __init__(self, onnx_node, run_params):
+        OpRun.__init__(self, onnx_node, run_params)
+        self.attrs = {a.name: helper.get_attribute_value(a) for a in onnx_node.attribute}
+
+    def fix(self, x, scale, zero_point=None):
+        axis = self.attrs.get("axis", 1) % max(x.ndim, 1)
+        shape = (-1,) + (1,) * (x.ndim - axis - 1)
+        s = scale.reshape(shape) if scale.size > 1 else scale.reshape(())
+        z = 0 if zero_point is None else (zero_point.reshape(shape) if zero_point.size > 1
+                                          else zero_point.reshape(()))
+        return (((x.astype(np.int64) - np.asarray(z, np.int64)).astype(np.float32)
+                 * s.astype(np.float32)).astype(scale.dtype),)
+
+
+PATCHES = [QLinearConv, QLinearMatMul, QuantizeLinear, DequantizeLinear, Conv, Softmax, LogSoftmax, Hardmax, ConvTranspose, ReduceSumSquare, ReduceL1, ReduceSum,
            ReduceProd, Pad, Flatten, BatchNormalization, GatherElements, Mean, GlobalMaxPool,
            GlobalAveragePool, MaxPool, AveragePool, LpPool, Squeeze, Unsqueeze, Resize,
            LayerNormalization]
