@@ -40,7 +40,8 @@ def check(op: str, inputs: list, **attrs):
     inputs = [np.asarray(a) for a in inputs]
     func, want = _concrete_function(op, inputs, **attrs)
     name = f"dyn_kernel_{next(_ids)}"
-    kernel = build_library([lower_primitive_function(func, name, CodegenOptions.host())])[name]
+    options = CodegenOptions.host()
+    kernel = build_library([lower_primitive_function(func, name, options)], options=options)[name]
     got = [np.empty(w.shape, w.dtype) for w in want]
     kernel(*[np.ascontiguousarray(a) for a in inputs], *got)
     for g, w in zip(got, want):

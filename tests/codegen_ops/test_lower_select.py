@@ -9,6 +9,7 @@ import pytest
 from codegen import te
 from codegen.jit import build_library
 from codegen.lower import lower
+from codegen.options import CodegenOptions
 import compiler.op.compute  # noqa: F401  (registers the compute rules)
 from compiler.ir.attrs import Attrs
 from compiler.ir.types import TensorType
@@ -32,7 +33,7 @@ def test_argwhere_at_the_count_its_shape_function_gives(shape, dtype):
     rows = int(get_shape_function("argwhere")(None, [x], [2])[0][0])
     data = te.placeholder(x.shape, dtype, "x")
     out = get_def("argwhere").compute([data], Attrs({}), TensorType((rows, x.ndim), "int32"))
-    lib = build_library([lower("argwhere_kernel", [data], [out])])
+    lib = build_library([lower("argwhere_kernel", [data], [out])], options=CodegenOptions.host())
     got = np.full((rows, x.ndim), -1, np.int32)
     lib["argwhere_kernel"](x, got)
     np.testing.assert_array_equal(got, get_def("argwhere").reference([x], Attrs({})))
