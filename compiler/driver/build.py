@@ -228,8 +228,9 @@ def lower_module(main: Function, mod_name: str = "default",
     _report(f"lowering {len(calls)} fused function calls")
     for i, (_, func) in enumerate(calls):
         if not func.is_primitive:
-            raise CompilerError("relay.build: main calls a non-primitive function; only "
-                                "fused Primitive functions can run on the graph executor")
+            raise CompilerError("relay.build: main calls a non-primitive function (a loop or "
+                                "recursion: run-time control flow), which the graph executor "
+                                "does not support; compile it with relay.vm.compile")
         _report(f"lowering fused functions {i + 1}/{len(calls)}", detail=True)
         table.add(func)
     return table.names, table.prim_funcs

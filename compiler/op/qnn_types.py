@@ -10,7 +10,7 @@ from compiler.errors import CompilerError
 from compiler.ir.expr import Constant
 from compiler.ir.types import TensorType
 from .qnn_math import QUANT_RANGES
-from .type_relations import fail, tensor_arg
+from .type_relations import dims_agree, fail, tensor_arg
 
 QUANT_DTYPES = tuple(QUANT_RANGES)
 FLOAT_INPUTS = ("float32", "float16", "bfloat16", "float64")
@@ -46,11 +46,14 @@ def check_param(op: str, types, index: int, name: str, dtype: str, data: TensorT
         raise fail(op, f"{name} has shape {ty.shape}, but the quantization axis is out of "
                        f"range for data of rank {data.ndim}")
     if ty.ndim == 1 and data.ndim > 0:
-        if ty.shape[0] != data.shape[axis]:
+        if not dims_agree(op, ty.shape[0], data.shape[axis],
+                          f"{name} has as many values as axis {axis} of the data"):
             raise fail(op, f"{name} has {ty.shape[0]} values but axis {axis} of the data "
                            f"{data.shape} has {data.shape[axis]}")
         return ty
-    if ty.ndim == data.ndim and all(p in (1, d) for p, d in zip(ty.shape, data.shape)):
+    if ty.ndim == data.ndim and all(p == 1 or dims_agree(op, p, d, f"{name} broadcasts to "
+                                                                     f"the data {data.shape}")
+                                    for p, d in zip(ty.shape, data.shape)):
         return ty
     raise fail(op, f"{name} of shape {ty.shape} does not fit data {data.shape} quantized "
                    f"along axis {axis}: expected a scalar, a vector along the axis or a "

@@ -145,8 +145,9 @@ def t_qlinear_conv(b: GraphBuilder) -> bool:
 
 
 def t_qdq_region(b: GraphBuilder) -> bool:
-    """dequantize -> a float op -> quantize: FakeQuantizationToInteger's input."""
-    if not b.room(3):
+    """dequantize -> a float op -> quantize: FakeQuantizationToInteger's input (up to
+    four nodes: the weights' dequantize too)."""
+    if not b.room(4):
         return False
     q = _quantized(b, lambda v: v.rank == 4 and 0 not in v.shape and v.shape[1] <= 8,
                    shape=(1, int(b.choice([2, 4])), 5, 5))

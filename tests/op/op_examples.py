@@ -26,6 +26,10 @@ def L(*shape):  # noqa: N802
     return TensorType(shape, "int64")
 
 
+def Q(*shape):  # noqa: N802
+    return TensorType(shape, "int8")
+
+
 def Tup(*fields):  # noqa: N802
     return TupleType(fields)
 
@@ -222,6 +226,40 @@ EXAMPLES: list = [
     E("dyn.squeeze", T(2, 1, 3, 1), L(1), keep_ones=True, values={1: [1]}),
     E("dyn.nn.pad", T(2, 3, 4), L(3, 2), T(), values={1: [[0, 0], [1, 2], [2, 1]]}),
     E("dyn.nn.upsampling", T(1, 3, 4, 5), T(), T(), values={1: 2.0, 2: 3.0}),
+    # qnn.*: int8/uint8 data, float32 scales and int32 zero points (scalars; per channel
+    # where the op takes an axis, kept static: the parameters are constants in practice, and
+    # a run-time one-element vector is a scalar the relation cannot tell from a full one)
+    E("qnn.quantize", T(2, 3, 4), T(), I(), axis=-1, out_dtype="int8"),
+    E("qnn.quantize", T(2, 3, 4), T(3), I(3), axis=1, out_dtype="uint8", static_args=(1, 2)),
+    E("qnn.dequantize", Q(2, 3, 4), T(), I(), axis=-1, out_dtype="float32"),
+    E("qnn.requantize", I(2, 3, 4), T(), I(), T(), I(), axis=-1, rounding="None",
+      compute_dtype="None", out_dtype="int8"),
+    E("qnn.simulated_quantize", T(2, 3), I(), T(), I(), axis=-1, static_args=(1,)),
+    E("qnn.simulated_dequantize", T(2, 3), I(), T(), I(), axis=-1, static_args=(1,)),
+    *(E(n, Q(2, 1, 4), Q(3, 1), T(), I(), T(), I(), T(), I(), lhs_axis=-1, rhs_axis=-1)
+      for n in ("qnn.add", "qnn.subtract", "qnn.mul")),
+    E("qnn.concatenate", Tup(Q(2, 3), Q(4, 3)), Tup(T(), T()), Tup(I(), I()), T(), I(),
+      axis=0),
+    *(E(n, Q(2, 3, 4), T(), I(), T(), I())
+      for n in ("qnn.abs", "qnn.erf", "qnn.exp", "qnn.hardswish", "qnn.log", "qnn.rsqrt",
+                "qnn.sigmoid", "qnn.sqrt", "qnn.tanh")),
+    E("qnn.leaky_relu", Q(2, 3, 4), T(), I(), T(), I(), alpha=0.1),
+    E("qnn.softmax", Q(2, 3, 4), T(), I(), T(), I(), axis=-1),
+    E("qnn.avg_pool2d", Q(1, 3, 8, 8), T(), I(), T(), I(), pool_size=(3, 3),
+      strides=(2, 2), dilation=(1, 1), padding=(1, 1, 1, 1), layout="NCHW", out_layout="",
+      ceil_mode=False, count_include_pad=False),
+    E("qnn.conv2d", Q(1, 3, 8, 8), Q(4, 3, 3, 3), I(), I(4), T(), T(4), **_CONV,
+      static_args=(3, 5),
+      channels=4, kernel_size=(3, 3), data_layout="NCHW", kernel_layout="OIHW",
+      out_layout="", out_dtype="int32"),
+    E("qnn.conv2d_transpose", Q(1, 3, 8, 8), Q(3, 4, 3, 3), I(), I(), T(), T(),
+      channels=4, kernel_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1),
+      output_padding=(1, 1), dilation=(1, 1), groups=1, data_layout="NCHW",
+      kernel_layout="IOHW", out_layout="", out_dtype="int32"),
+    E("qnn.dense", Q(5, 6), Q(4, 6), I(), I(4), T(), T(4), units=4, out_dtype="int32",
+      static_args=(3, 5)),
+    E("qnn.batch_matmul", Q(2, 5, 6), Q(2, 4, 6), I(), I(), T(), T(), out_dtype="int32",
+      transpose_a=False, transpose_b=True),
 ]
 
 
