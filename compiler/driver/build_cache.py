@@ -10,7 +10,9 @@ under a digest of everything the build reads:
   package; a different weight is a different build);
 - how it is built: opt_level, required and disabled passes, the PassContext config, the
   CodegenOptions (target CPU, vector width, kernel families, schedule overrides, parallel
-  policy: everything the environment or the target changes in the code), the module name;
+  policy: everything the environment or the target changes in the code), the current
+  relay.qnn.op.requantize_config (a requantize whose rounding is "None" lowers with its
+  rounding), the module name;
 - what builds it: the source of the compiler, codegen and runtime packages, and the
   llvmlite and LLVM versions.
 
@@ -54,6 +56,7 @@ from codegen.options import CodegenOptions
 from compiler.ir.expr import Constant
 from compiler.ir.module import IRModule
 from compiler.ir.traversal import post_order
+from compiler.op.qnn import current_requantize_config
 from compiler.transform import PassContext
 from runtime.digest import content_digest
 from runtime.export import write_module
@@ -115,7 +118,8 @@ def build_key(mod: IRModule, options: CodegenOptions, mod_name: str) -> str | No
     settings = {"opt_level": ctx.opt_level, "required": sorted(ctx.required_pass),
                 "disabled": sorted(ctx.disabled_pass),
                 "config": sorted((str(k), repr(v)) for k, v in ctx.config.items()),
-                "codegen": options.key(), "mod_name": mod_name}
+                "codegen": options.key(), "requantize": repr(current_requantize_config()),
+                "mod_name": mod_name}
     kinds, contents = [], []
     for _, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
         for node in post_order(func):

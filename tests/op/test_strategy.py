@@ -17,6 +17,7 @@ from codegen.schedules.winograd import WinogradConfig
 from compiler import relay
 from compiler.driver.build import optimize
 from compiler.op.interpreter import evaluate
+from compiler.op.nn_winograd import contrib_conv2d_winograd_without_weight_transform
 from compiler.ir.expr import Call, Op
 from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType
@@ -131,3 +132,40 @@ def test_pass_and_schedule_agree_under_overrides(c, overrides, op):
     gm.run(x=data)
     want = evaluate(func, [data])
     np.testing.assert_allclose(gm.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def _info(call) -> CallInfo:
+    """The CallInfo of a relay call on typed vars (as the lowering asks: no constants)."""
+    mod = tvm.IRModule.from_expr(relay.Function(relay.analysis.free_vars(call), call))
+    typed = relay.transform.InferType()(mod)["main"].body
+    return CallInfo(typed.op.name, typed.attrs, tuple(a.checked_type for a in typed.args),
+                    typed.checked_type)
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda: relay.nn.dense(relay.var("a", shape=(64, 256)), relay.var("b", shape=(96, 256))),
+     "dense.gemm"),
+    (lambda: relay.nn.matmul(relay.var("a", shape=(64, 256)), relay.var("b", shape=(256, 96))),
+     "matmul.gemm"),
+    (lambda: relay.nn.batch_matmul(relay.var("a", shape=(4, 64, 256)),
+                                   relay.var("b", shape=(4, 96, 256))), "batch_matmul.gemm"),
+    (lambda: relay.nn.conv2d(relay.var("x", shape=(1, 32, 28, 28)),
+                             relay.var("w", shape=(32, 1, 3, 3)), padding=(1, 1), groups=32),
+     "conv2d_nchw.depthwise"),
+    (lambda: contrib_conv2d_winograd_without_weight_transform(
+        relay.var("x", shape=(1, 128, 28, 28)), relay.var("u", shape=(6, 6, 128, 128)),
+        tile_size=4, padding=(1, 1), channels=128, kernel_size=(3, 3)),
+     "conv2d_nchw.winograd"),
+    (lambda: relay.nn.max_pool2d(relay.var("x", shape=(1, 16, 28, 28)), pool_size=(3, 3)),
+     "pool2d_nchw.window"),
+    (lambda: relay.nn.avg_pool2d(relay.var("x", shape=(1, 2, 28, 28, 8)), pool_size=(3, 3),
+                                 layout="NCHW8c"), "pool2d_nchwc.window"),
+    (lambda: relay.nn.global_max_pool2d(relay.var("x", shape=(1, 2, 7, 7, 8)),
+                                        layout="NCHW8c"), "global_pool2d_nchwc"),
+])
+def test_the_strategy_answers_for_each_anchor_op(make, expected):
+    """conv2d (above), dense/matmul, batch_matmul, depthwise, pooling and Winograd each
+    select a schedule with a resolved configuration."""
+    choice = select(_info(make()), HOST)
+    assert choice is not None and choice.implementation.name == expected
+    assert not choice.config.unresolved()
