@@ -1,8 +1,8 @@
 """One or more valid example calls of every registered op, as argument types and attrs.
 
-The registry-wide tests (tests/op/test_op_any_dims.py, test_op_shape_funcs.py) run each op's
-type relation on these with dynamic dims put in, and check the shape functions against the
-relations; a new op needs an entry here (test_every_op_has_an_example says so).
+The registry-wide tests (tests/op/test_op_any_dims.py) run each op's type relation on these
+with dynamic dims put in, and check the shape functions against the relations; a new op needs
+an entry here (test_every_op_has_an_example says so).
 """
 from __future__ import annotations
 
