@@ -4,7 +4,7 @@ exporters below opset 17 write it) becomes one nn.layer_norm again, which lowers
 kernel (codegen.schedules.layer_norm) instead of four fused functions.
 
     c = x - mean(x, axis=-1, keepdims)
-    v = mean(c * c | c ** 2, axis=-1, keepdims)
+    v = mean(c * c | c ** 2, axis=-1, keepdims)  |  variance(x, mean(...), axis=-1, keepdims)
     n = c * rsqrt(v + eps)  |  c / sqrt(v + eps)
     n [* gamma] [+ beta]    (gamma, beta: [C] or [1, ..., 1, C])
       ->  nn.layer_norm(x, gamma, beta, axis=-1, epsilon=eps)
@@ -44,9 +44,9 @@ def _scalar(node: RelayExpr) -> float | None:
     return None
 
 
-def _row_mean_of(node: RelayExpr) -> RelayExpr | None:
-    """x when node is mean(x) over x's last axis with keepdims."""
-    if _name(node) != "mean" or not node.attrs.keepdims or node.attrs.exclude:
+def _row_reduction_of(node: RelayExpr, op: str) -> RelayExpr | None:
+    """x when node is op(x, ...) over x's last axis with keepdims."""
+    if _name(node) != op or not node.attrs.keepdims or node.attrs.exclude:
         return None
     x = node.args[0]
     ndim = len(x.checked_type.shape)
@@ -54,6 +54,18 @@ def _row_mean_of(node: RelayExpr) -> RelayExpr | None:
     if axes is None or len(axes) != 1 or int(axes[0]) % ndim != ndim - 1:
         return None
     return x
+
+
+def _row_mean_of(node: RelayExpr) -> RelayExpr | None:
+    """x when node is mean(x) over x's last axis with keepdims."""
+    return _row_reduction_of(node, "mean")
+
+
+def _is_row_variance(node: RelayExpr, x: RelayExpr, mean: RelayExpr) -> bool:
+    """Whether node is the biased variance(x, mean) over x's last axis with keepdims
+    (SimplifyInference's form of nn.layer_norm)."""
+    return _row_reduction_of(node, "variance") is x and node.args[1] is mean \
+        and not node.attrs.unbiased
 
 
 def _plus_eps(node: RelayExpr) -> tuple[RelayExpr, float] | None:
@@ -85,6 +97,8 @@ def _normalised(node: RelayExpr) -> tuple[RelayExpr, float] | None:
         x = c.args[0]
         if _row_mean_of(c.args[1]) is not x:
             continue
+        if _is_row_variance(v, x, c.args[1]):
+            return x, eps
         square = _row_mean_of(v)
         if square is None:
             continue

@@ -134,6 +134,30 @@ def test_other_axes_and_mismatched_means_stay():
     assert not layer_norms(folded(relay.Function([x, z], wrong)))
 
 
+def test_relay_layer_norm_comes_back_after_simplify_inference():
+    """relay.build's SimplifyInference writes nn.layer_norm as variance(x, mean(x)) arithmetic;
+    FuseLayerNorm makes it one nn.layer_norm again (the row kernel), scale and shift folded;
+    an unbiased variance is not a layer norm."""
+    x = relay.var("x", shape=(4, 96))
+    gamma = RNG.uniform(0.5, 1.5, 96).astype(np.float32)
+    beta = RNG.uniform(-0.5, 0.5, 96).astype(np.float32)
+    func = relay.Function([x], relay.nn.layer_norm(x, relay.const(gamma), relay.const(beta),
+                                                   epsilon=1e-3))
+    mod = relay.transform.InferType()(IRModule.from_expr(func))
+    simplified = relay.transform.SimplifyInference()(mod)
+    assert not layer_norms(simplified["main"])
+    (norm,) = layer_norms(relay.transform.InferType()(FuseLayerNorm()(simplified))["main"])
+    assert norm.attrs.scale and norm.attrs.center and norm.attrs.epsilon == pytest.approx(1e-3)
+    xv = (RNG.standard_normal((4, 96)) * 3 + 1).astype(np.float32)
+    np.testing.assert_allclose(run(func, xv)[0], reference(xv, 1e-3, gamma, beta), rtol=1e-4,
+                               atol=1e-5)
+    mean = relay.mean(x, axis=[-1], keepdims=True)
+    unbiased = relay.variance(x, axis=[-1], keepdims=True, unbiased=True, with_mean=mean)
+    normalised = relay.divide(relay.subtract(x, mean),
+                              relay.sqrt(relay.add(unbiased, relay.const(np.float32(1e-5)))))
+    assert not layer_norms(folded(relay.Function([x], normalised)))
+
+
 def _onnx_model(nodes, inits, shape):
     graph = helper.make_graph(nodes, "ln", [helper.make_tensor_value_info(
         "x", TensorProto.FLOAT, list(shape))], [helper.make_tensor_value_info(
