@@ -370,25 +370,27 @@ def unet(size: int = 128, base: int = 16, classes: int = 2, resize_mode: str = "
 
 
 def recurrent(kind: str = "LSTM", seq: int = 32, batch: int = 1, input_size: int = 128,
-              hidden: int = 256, linear_before_reset: int = 1, seed: int = 0):
-    """One forward LSTM or GRU layer (ONNX gate order) with biases; the sequence and the
-    initial states are graph inputs; outputs Y, Y_h (and Y_c for LSTM)."""
+              hidden: int = 256, linear_before_reset: int = 1, seed: int = 0,
+              direction: str = "forward"):
+    """One LSTM or GRU layer (ONNX gate order) with biases, forward unless said; the sequence
+    and the initial states are graph inputs; outputs Y, Y_h (and Y_c for LSTM)."""
     gates = {"LSTM": 4, "GRU": 3}[kind]
+    dirs = 2 if direction == "bidirectional" else 1
     g = _GraphBuilder(seed)
     feeds = {"X": g.input("X", (seq, batch, input_size)),
-             "initial_h": g.input("initial_h", (1, batch, hidden))}
-    w = g.weight((1, gates * hidden, input_size), input_size, "W")
-    r = g.weight((1, gates * hidden, hidden), hidden, "R")
-    b = g.uniform((1, 2 * gates * hidden), -0.1, 0.1, "B")
+             "initial_h": g.input("initial_h", (dirs, batch, hidden))}
+    w = g.weight((dirs, gates * hidden, input_size), input_size, "W")
+    r = g.weight((dirs, gates * hidden, hidden), hidden, "R")
+    b = g.uniform((dirs, 2 * gates * hidden), -0.1, 0.1, "B")
     inputs = ["X", w, r, b, "", "initial_h"]
-    attrs = {"hidden_size": hidden}
+    attrs = {"hidden_size": hidden, "direction": direction}
     if kind == "LSTM":
-        feeds["initial_c"] = g.input("initial_c", (1, batch, hidden))
+        feeds["initial_c"] = g.input("initial_c", (dirs, batch, hidden))
         inputs.append("initial_c")
     else:
         attrs["linear_before_reset"] = linear_before_reset  # torch exports 1
     outs = g.op(kind, inputs, outputs=3 if kind == "LSTM" else 2, **attrs)
-    shapes = [(seq, 1, batch, hidden)] + [(1, batch, hidden)] * (len(outs) - 1)
+    shapes = [(seq, dirs, batch, hidden)] + [(dirs, batch, hidden)] * (len(outs) - 1)
     return g.model(kind.lower(), list(zip(outs, shapes))), feeds
 
 

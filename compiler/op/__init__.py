@@ -5,6 +5,7 @@ from .registry import (OpDef, OpPattern, get_def, get_op, list_ops, make_call,  
 from . import tensor, nn, reduce, transform  # noqa: F401,E402
 from . import scatter  # noqa: F401,E402
 from . import nn_packed  # noqa: F401,E402
+from . import nn_recurrent  # noqa: F401,E402
 from . import nn_conv_pool  # noqa: F401,E402
 from . import nn_batch_matmul_axes  # noqa: F401,E402
 from . import nn_nchwc  # noqa: F401,E402

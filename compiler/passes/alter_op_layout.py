@@ -10,6 +10,8 @@ the op's FTVMAlterOpLayout) and rewrites the call to the op that reads that layo
     nn.conv2d(x, W)  ->  nn.contrib_conv2d_winograd_without_weight_transform(
                              x, nn.contrib_conv2d_winograd_weight_transform(W))
     nn.dense(x, W)   ->  nn.contrib_dense_pack(x, nn.contrib_dense_weight_pack(W))
+    nn.contrib_recurrent_layer(xw, R, ...)  ->  the same op reading
+                             nn.contrib_recurrent_weight_pack(R) (attr weight_block)
 
 when W is constant-foldable (built from constants only: no variables, no stateful ops).
 FoldConstant, which runs next in relay.build, evaluates the packing op once; the kernel then
@@ -61,7 +63,7 @@ def alter_op_layout(expr: RelayExpr, options: CodegenOptions | None = None) -> R
                 new = shared.setdefault(key, new)
             except TypeError:  # attributes that cannot be hashed: keep the node
                 pass
-        if type(new) is Call and isinstance(new.op, Op) and len(new.args) == 2 \
+        if type(new) is Call and isinstance(new.op, Op) and len(new.args) >= 2 \
                 and foldable.get(old.args[1], False):
             out = alter_layout(new, old, pack, options)
             if out is not None:

@@ -133,3 +133,59 @@ def test_bad_activation_and_direction_are_clear_errors():
     model, _ = _model("GRU", {"direction": "sideways"})
     with pytest.raises(FrontendError, match="direction must be"):
         from_onnx(model)
+
+
+def _build(model, opt_level):
+    from compiler import relay
+    from compiler.transform import PassContext
+    mod, params = from_onnx(model)
+    with PassContext(opt_level=opt_level):
+        return relay.build(mod, target="llvm", params=params)
+
+
+@pytest.mark.parametrize("kind", ["GRU", "LSTM"])
+@pytest.mark.parametrize("opt_level", [0, 3])
+def test_opt_levels_plain_and_packed_weights(kind, opt_level):
+    """O0 runs the layer on R as given (packed in the kernel each call), O3 on R packed once
+    at compile time; both against onnxruntime, with sequence lengths."""
+    from runtime import cpu, graph_executor
+    model, x = _model(kind, {"direction": "bidirectional", "linear_before_reset": 1}
+                      if kind == "GRU" else {"direction": "bidirectional"}, num_dirs=2,
+                      lens=[4, 3, 1], with_init=True, hidden=20, width=7)
+    want = _expected(model, x)
+    module = graph_executor.GraphModule(_build(model, opt_level)["default"](cpu(0)))
+    module.run(X=x)
+    for i, w in enumerate(want):
+        np.testing.assert_allclose(module.get_output(i).numpy(), w, rtol=1e-4, atol=1e-5)
+
+
+def test_sequence_lens_as_a_graph_input():
+    """Lengths known only at run time: the kernel reads them every step."""
+    from runtime import cpu, graph_executor
+    model, x = _model("LSTM", {"direction": "bidirectional"}, num_dirs=2, lens=[4, 2, 3],
+                      with_init=True)
+    init = {i.name: i for i in model.graph.initializer}
+    model.graph.initializer.remove(init["L"])
+    model.graph.input.append(helper.make_tensor_value_info("L", TensorProto.INT32, [3]))
+    module = graph_executor.GraphModule(_build(model, 3)["default"](cpu(0)))
+    for lens in ([4, 2, 3], [1, 4, 0]):
+        feeds = {"X": x, "L": np.asarray(lens, np.int32)}
+        want = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, feeds)
+        module.run(**feeds)
+        for i, w in enumerate(want):
+            np.testing.assert_allclose(module.get_output(i).numpy(), w, rtol=1e-4, atol=1e-5,
+                                       err_msg=f"lens {lens} output {i}")
+
+
+@pytest.mark.parametrize("seq", [4, 40])
+def test_one_kernel_per_direction_whatever_the_length(seq):
+    """The time loop runs inside one kernel a direction (no node per step), reading R packed
+    at compile time."""
+    import json
+    lib = _build(_model("GRU", {"direction": "bidirectional"}, num_dirs=2, seq=seq)[0], 3)
+    funcs = [n["attrs"]["func_name"] for n in json.loads(lib.get_graph_json())["nodes"]
+             if n["op"] == "tvm_op"]
+    assert sum("recurrent_layer" in f for f in funcs) == 2, funcs
+    assert len(funcs) <= 10, funcs
+    assert any(p.numpy().ndim == 3 for p in lib.get_params().values())  # packed panels

@@ -58,7 +58,8 @@ How a new implementation registers
        plevel)` where it applies (int8 VNNI kernels: an applicability test on the dtypes and
        the options' CPU features; symbolic extents: their own workload kind and schedule).
 
-Modules: registry (the machinery), conv2d, dense, pool (pools, softmax, layer norm), alter.
+Modules: registry (the machinery), conv2d, dense, pool (pools, softmax, layer norm), alter,
+recurrent (RNN/GRU/LSTM layers).
 """
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ from .registry import (STRATEGY, CallInfo, Choice, Implementation, OpStrategy, W
                        select)
 from . import conv2d, dense, pool  # noqa: F401  (registers the strategies)
 from .alter import alter_layout
+from . import recurrent  # noqa: F401,E402  (after alter: registers its layout rewrite)
 from .conv2d import PackedConvWeight, WinogradWeight, blocked_conv_supported
 from .dense import PackedDenseWeight
 
