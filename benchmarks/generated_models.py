@@ -394,6 +394,24 @@ def recurrent(kind: str = "LSTM", seq: int = 32, batch: int = 1, input_size: int
     return g.model(kind.lower(), list(zip(outs, shapes))), feeds
 
 
+def lenet(batch: int = 8, seed: int = 0):
+    """LeNet-5 on 28x28 digits: two 5x5 convs (the first padded) with Relu and 2x2 max pools,
+    then three Gemm layers (400 -> 120 -> 84 -> 10). Small work: a few microseconds a kernel."""
+    g = _GraphBuilder(seed)
+    feeds = {"input": g.input("input", (batch, 1, 28, 28))}
+    x = g.op("Relu", [_conv(g, "input", 1, 6, 5)])
+    x = g.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = g.op("Conv", [x, g.weight((16, 6, 5, 5), 150), g.uniform((16,), -0.1, 0.1)],
+             kernel_shape=[5, 5])
+    x = g.op("MaxPool", [g.op("Relu", [x])], kernel_shape=[2, 2], strides=[2, 2])
+    x = g.op("Flatten", [x], axis=1)
+    for i, (n_in, n_out) in enumerate(((400, 120), (120, 84), (84, 10))):
+        x = g.op("Gemm", [x, g.weight((n_out, n_in), n_in), g.uniform((n_out,), -0.1, 0.1)],
+                 transB=1)
+        x = g.op("Relu", [x]) if i < 2 else x
+    return g.model("lenet", [(x, (batch, 10))]), feeds
+
+
 def mlp(batch: int = 1, sizes: tuple[int, ...] = (784, 512, 256, 10), seed: int = 0):
     """Gemm (transB=1, torch's Linear) + Relu layers; the last Gemm has no activation."""
     g = _GraphBuilder(seed)
@@ -472,6 +490,7 @@ GENERATED_MODELS: dict[str, Callable[[], tuple]] = {
     "gen_mlp_b1": functools.partial(mlp, batch=1),
     "gen_mlp_b32": functools.partial(mlp, batch=32),
     "gen_resnet18": resnet,
+    "gen_lenet_b8": lenet,
 }
 
 # quantized with onnxruntime's tools (benchmarks/models.py --quantized): name -> (builder,

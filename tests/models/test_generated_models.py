@@ -41,9 +41,10 @@ REDUCED = {
     "mlp_b1": lambda: gm.mlp(batch=1, sizes=(64, 48, 32, 10)),
     "mlp_b32": lambda: gm.mlp(batch=32, sizes=(64, 48, 32, 10)),
     "resnet": lambda: gm.resnet(size=32, widths=(8, 16, 16, 16), classes=10),
+    "lenet": lambda: gm.lenet(batch=2),
 }
 # benchmark sizes that build and run in well under a second stay in the default run
-CHEAP_FULL = ("gen_lstm", "gen_gru", "gen_mlp_b1", "gen_mlp_b32")
+CHEAP_FULL = ("gen_lstm", "gen_gru", "gen_mlp_b1", "gen_mlp_b32", "gen_lenet_b8")
 
 
 def _onnxruntime(model, feeds) -> list[np.ndarray]:
@@ -121,7 +122,7 @@ def test_dynamic_model_runs_through_compiler_load_at_each_shape(name, tmp_path):
 
 
 def test_every_family_has_a_reduced_variant():
-    families = {"bert", "gpt2", "mobilenet", "unet", "lstm", "gru", "mlp", "resnet18"}
+    families = {"bert", "gpt2", "mobilenet", "unet", "lstm", "gru", "mlp", "resnet18", "lenet"}
     assert {n.removeprefix("gen_").split("_")[0] for n in gm.GENERATED_MODELS} == families
     assert {v.split("_")[0] for v in REDUCED} == families - {"resnet18"} | {"resnet"}
 
