@@ -16,6 +16,7 @@ from compiler import relay
 from compiler.driver import build as build_module, build_cache
 from compiler.ir.module import IRModule
 from compiler.ir.parser import parse
+from compiler.op.nn_recurrent import contrib_recurrent_layer
 from compiler.op.strategy import implementations
 from compiler.target import Target
 from compiler.transform import PassContext
@@ -73,6 +74,14 @@ def _program(kind: str) -> IRModule:
         centered = relay.subtract(x, relay.mean(x, axis=-1, keepdims=True))
         variance = relay.mean(relay.multiply(centered, centered), axis=-1, keepdims=True)
         body = relay.divide(centered, relay.sqrt(relay.add(variance, relay.const(1e-5))))
+    elif kind == "recurrent":  # an LSTM layer's time loop, R constant (packed for it)
+        hidden = 32
+        f32 = lambda *s: relay.const(RNG.standard_normal(s).astype("float32"))  # noqa: E731
+        body = relay.TupleGetItem(contrib_recurrent_layer(
+            relay.var("xw", shape=(4, 1, 4 * hidden)), f32(4 * hidden, hidden),
+            relay.var("h0", shape=(1, hidden)), relay.var("c0", shape=(1, hidden)),
+            f32(4 * hidden), f32(3 * hidden), relay.const(np.array([4], "int32")),
+            mode="LSTM", hidden_size=hidden), 0)
     else:
         raise AssertionError(kind)
     return IRModule.from_expr(relay.Function(relay.analysis.free_vars(body), body))
@@ -100,6 +109,7 @@ OVERRIDES = [
     ("batch_matmul.gemm", "batch_matmul", {}, {"k_block": 32}),
     ("softmax.rows", "softmax", {}, {"row_group": 2}),
     ("layer_norm.rows", "layer_norm", {}, {"row_group": 2}),
+    ("recurrent.gemv", "recurrent", {}, {"panels": 3}),
 ]
 
 
