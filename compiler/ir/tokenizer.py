@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from compiler.errors import CompilerError
+from compiler.errors import DiagnosticError
 
 
-class ParseError(CompilerError):
+class ParseError(DiagnosticError):
     """Relay text that does not parse; the message gives line, column and the line itself."""
 
 

@@ -25,3 +25,4 @@ from . import frontend  # noqa: F401
 from compiler.ir.expr import RelayExpr as Expr  # noqa: E402,F401
 from . import testing  # noqa: F401,E402
 from compiler.ir.parser import fromtext, parse, parse_expr  # noqa: E402,F401
+from runtime.params import load_param_dict, save_param_dict  # noqa: E402,F401

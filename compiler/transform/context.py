@@ -9,7 +9,7 @@ from typing import Any, Iterable
 from compiler.errors import CompilerError
 from compiler.target.scope import Scope
 
-from .instruments import PassInstrument
+from compiler.ir.instrument import PassInstrument
 
 
 class PassInfo:

@@ -1,4 +1,5 @@
-"""Pass instruments: hooks around every pass run (timing, IR dumps, skipping), as TVM's."""
+"""Pass instruments: hooks around every pass run (timing, IR dumps, skipping), as TVM's
+tvm.ir.instrument; the pass infrastructure (compiler.transform) calls them."""
 from __future__ import annotations
 
 import inspect
@@ -118,3 +119,17 @@ class PassTimingInstrument(PassInstrument):
                          f"{share:>8.2f}%")
             work.extend((c, depth + 1, prof.total) for c in reversed(prof.children))
         return "\n".join(lines)
+
+
+class PrintBeforeAll(PassInstrument):
+    """Prints each pass's name and the module it is about to transform (TVM's PrintBeforeAll)."""
+
+    def run_before_pass(self, mod, info) -> None:
+        print(f"Before Running Pass: {info.name}\n{mod}")
+
+
+class PrintAfterAll(PassInstrument):
+    """Prints each pass's name and the module it produced (TVM's PrintAfterAll)."""
+
+    def run_after_pass(self, mod, info) -> None:
+        print(f"After Running Pass: {info.name}\n{mod}")
