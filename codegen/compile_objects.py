@@ -155,9 +155,11 @@ def _signature_table(funcs: list[PrimFunc], tm: llvm.TargetMachine) -> llvm.Modu
     """A module defining the kernels' signature table (runtime.library.SIGNATURE_SYMBOL), in
     kernel order (by position, so a cached module renamed for other kernels keeps a valid
     table). It travels inside the object code, so a module file's graph is checked against
-    what its machine code was built for, not against another editable section."""
+    what its machine code was built for, not against another editable section. A symbolic
+    kernel's (codegen.symbolic) dims may be polynomials in its symbols."""
     mod = llvm.parse_assembly(signature_table_ir(
-        (tuple((b.shape, b.dtype) for b in f.params) for f in funcs),
+        (f.attrs.get("symbolic_signature") or tuple((b.shape, b.dtype) for b in f.params)
+         for f in funcs),
         (dict(f.attrs.get("in_place", ())) for f in funcs)))
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)

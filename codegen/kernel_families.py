@@ -28,7 +28,7 @@ value from a file ever reaches t.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from llvmlite import ir
 
@@ -70,7 +70,7 @@ _DIVISIONS = ("div", "mod", "floordiv", "floormod")
 
 # ---- reading a kernel: skeleton and slots ----------------------------------------------------
 
-class _Reading:
+class KernelReading:
     """One kernel's skeleton (tokens) and integer slots (values; where: what each one is)."""
 
     def __init__(self, func: PrimFunc) -> None:
@@ -189,6 +189,9 @@ class _Reading:
                 idx = " ".join(self._expr(i) for i in s.indices)
                 self.tokens.append(f"store {self._buffer(s.buffer)} [{idx}] {self._expr(s.value)}")
             elif t is Allocate:
+                if s.size is not None:  # a symbolic kernel's dynamic scratch
+                    self.supported = False
+                    return
                 self.tokens.append(f"allocate {self._buffer(s.buffer)}")
                 work += ["}", s.body]
             elif t is IfThenElse:
@@ -213,7 +216,7 @@ class _Reading:
 Fit = tuple[int, dict[int, tuple[int, int]]]  # (slot of t, {varying slot: (a, b)})
 
 
-def _fit(readings: list[_Reading]) -> Fit | None:
+def _fit(readings: list[KernelReading]) -> Fit | None:
     """The parameter slot and each varying slot's (a, b), or None when they do not fit (or
     a scratch buffer's size varies)."""
     columns: dict[tuple[int, ...], list[int]] = {}
@@ -243,7 +246,7 @@ def _fit(readings: list[_Reading]) -> Fit | None:
     return None
 
 
-def _families_of(readings: list[_Reading]) -> list[tuple[list[_Reading], Fit]]:
+def _families_of(readings: list[KernelReading]) -> list[tuple[list[KernelReading], Fit]]:
     """Fitting families among kernels of one skeleton: all of them, else the parts of the best
     split by one varying slot's value."""
     fit = _fit(readings)
@@ -251,14 +254,14 @@ def _families_of(readings: list[_Reading]) -> list[tuple[list[_Reading], Fit]]:
         return [(readings, fit)]
     columns = {column for column in zip(*(r.values for r in readings))
                if any(v != column[0] for v in column)}
-    best: list[tuple[list[_Reading], Fit]] = []
+    best: list[tuple[list[KernelReading], Fit]] = []
     tried: set[tuple[int, ...]] = set()
     for column in columns:
         labels = tuple(sorted(set(column)).index(v) for v in column)
         if labels in tried or len(set(labels)) == len(labels):
             continue
         tried.add(labels)
-        parts: dict[int, list[_Reading]] = {}
+        parts: dict[int, list[KernelReading]] = {}
         for label, r in zip(labels, readings):
             parts.setdefault(label, []).append(r)
         found = [(part, f) for part in parts.values() if len(part) >= MIN_MEMBERS
@@ -281,12 +284,12 @@ def find_families(funcs: list[PrimFunc]) -> list[PrimFunc | Family]:
     outlines: dict[tuple, list[PrimFunc]] = {}
     for f in funcs:
         outlines.setdefault(_outline(f), []).append(f)
-    groups: dict[str, list[_Reading]] = {}
+    groups: dict[str, list[KernelReading]] = {}
     for candidates in outlines.values():
         if len(candidates) < MIN_MEMBERS:
             continue
         for f in candidates:
-            r = _Reading(f)
+            r = KernelReading(f)
             if r.supported:
                 groups.setdefault(r.skeleton(), []).append(r)
     family_of: dict[int, Family] = {}
@@ -312,7 +315,7 @@ def find_families(funcs: list[PrimFunc]) -> list[PrimFunc | Family]:
     return units
 
 
-def _clamps_varying_buffer(first: _Reading, fits: dict[int, tuple[int, int]]) -> bool:
+def _clamps_varying_buffer(first: KernelReading, fits: dict[int, tuple[int, int]]) -> bool:
     """Whether a guarded (if_then_else) arm loads a buffer whose shape varies: the emitter
     may speculate such loads with each index clamped to its dimension, which the family
     body's flat addressing does not keep."""
@@ -323,7 +326,7 @@ def _clamps_varying_buffer(first: _Reading, fits: dict[int, tuple[int, int]]) ->
 
 # ---- the family body ---------------------------------------------------------------------------
 
-def _generalise(members: list[_Reading], t_slot: int, fits: dict[int, tuple[int, int]],
+def _generalise(members: list[KernelReading], t_slot: int, fits: dict[int, tuple[int, int]],
                 taken: set[str]) -> Family:
     """The family body: the first member with each varying slot as a*t + b (see the module
     docstring)."""
@@ -340,25 +343,46 @@ def _generalise(members: list[_Reading], t_slot: int, fits: dict[int, tuple[int,
             affine[(a, b)] = e
         return e
 
+    def smallest(k: int, b: Buffer) -> int:
+        return min(r.func.params[k].nbytes for r in members) // itemsize(b.dtype)
+
+    params, body = generalised_body(first, {s: value(a, b) for s, (a, b) in fits.items()},
+                                    smallest)
+    name = f"{first.func.name}_family"
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return Family(PrimFunc(name, params, body, dict(first.func.attrs)), t,
+                  tuple(r.func for r in members), tuple(r.values[t_slot] for r in members))
+
+
+def generalised_body(first: KernelReading, slot_values: dict[int, Expr], flat_size,
+                     broadcast: dict[tuple[int, int], Expr] | None = None
+                     ) -> tuple[list[Buffer], Stmt]:
+    """The parameters and body of `first` with each slot in slot_values replaced by its
+    expression: loop extents and integer constants directly, buffers whose dims or strides
+    vary flattened to one dim of flat_size(parameter index, buffer) elements and addressed
+    by offsets computed from their varying dims. Scratch whose dims vary (codegen.symbolic's
+    only; a family's never do) is flattened too, its Allocate sized by the expression.
+    broadcast {(parameter index, dim): n} (codegen.symbolic's): that dim of the parameter
+    is n at run time, which may also be 1 (broadcast): its index is clamped below n."""
     imms: dict[int, Expr] = {}
     extents: dict[int, Expr] = {}
     dims: dict[int, dict[int, Expr]] = {}     # id(buffer) -> {d: dim}
     strides: dict[int, dict[int, Expr]] = {}
-    for s, (a, b) in fits.items():
+    for s, e in slot_values.items():
         kind, obj, *d = first.where[s]
         if kind == "imm":
-            imms[id(obj)] = value(a, b)
+            imms[id(obj)] = e
         elif kind == "extent":
-            extents[id(obj)] = value(a, b)
+            extents[id(obj)] = e
         else:
-            (dims if kind == "dim" else strides).setdefault(id(obj), {})[d[0]] = value(a, b)
+            (dims if kind == "dim" else strides).setdefault(id(obj), {})[d[0]] = e
     flat: dict[int, tuple[Buffer, _Addressing]] = {}
-    params = []
-    for k, b in enumerate(first.func.params):
-        if id(b) not in dims and id(b) not in strides:
-            params.append(b)
-            continue
-        shape = [dims.get(id(b), {}).get(d, n) for d, n in enumerate(b.shape)]
+    sizes: dict[int, Expr] = {}  # id(scratch buffer) -> its element count
+
+    def flatten(b: Buffer, size: int, clamps: dict[int, Expr]) -> Buffer:
+        shape = [clamps.get(d, dims.get(id(b), {}).get(d, n)) for d, n in enumerate(b.shape)]
         if b.strides is None:
             buf_strides: list[Expr | int] = []
             acc: Expr | int = 1
@@ -366,12 +390,24 @@ def _generalise(members: list[_Reading], t_slot: int, fits: dict[int, tuple[int,
                 buf_strides.append(acc)
                 acc = _mul(acc, n)
             buf_strides.reverse()
+            sizes[id(b)] = _index(acc)
         else:
             buf_strides = [strides.get(id(b), {}).get(d, s) for d, s in enumerate(b.strides)]
-        smallest = min(r.func.params[k].nbytes for r in members) // itemsize(b.dtype)
-        new = Buffer(b.name, (smallest,), b.dtype, alignment=b.alignment)
-        flat[id(b)] = (new, _Addressing(shape, buf_strides, b.strides is None))
-        params.append(new)
+        new = Buffer(b.name, (size,), b.dtype, alignment=b.alignment)
+        flat[id(b)] = (new, _Addressing(shape, buf_strides, b.strides is None, clamps))
+        return new
+
+    params = []
+    for k, b in enumerate(first.func.params):
+        if id(b) not in dims and id(b) not in strides:
+            params.append(b)
+        else:
+            clamps = {d: n for (i, d), n in (broadcast or {}).items() if i == k}
+            params.append(flatten(b, flat_size(k, b), clamps))
+    for s in slot_values:
+        kind, b, *_ = first.where[s]
+        if kind in ("dim", "stride") and id(b) not in flat:
+            flatten(b, 0, {})
 
     memo: dict = {}
 
@@ -399,6 +435,8 @@ def _generalise(members: list[_Reading], t_slot: int, fits: dict[int, tuple[int,
                 return Store(new, (index,), expr(s.value))
             return Store(s.buffer, tuple(expr(i) for i in s.indices), expr(s.value))
         if t_ is Allocate:
+            if id(s.buffer) in flat:
+                return Allocate(flat[id(s.buffer)][0], stmt(s.body), sizes[id(s.buffer)])
             return Allocate(s.buffer, stmt(s.body))
         if t_ is IfThenElse:
             return IfThenElse(expr(s.cond), stmt(s.then_body),
@@ -409,13 +447,7 @@ def _generalise(members: list[_Reading], t_slot: int, fits: dict[int, tuple[int,
             return Evaluate(expr(s.value))
         raise TypeError(f"kernel family: unexpected statement {t_.__name__}")
 
-    name = f"{first.func.name}_family"
-    while name in taken:
-        name += "_"
-    taken.add(name)
-    body = PrimFunc(name, params, stmt(first.func.body), dict(first.func.attrs))
-    return Family(body, t, tuple(r.func for r in members),
-                  tuple(r.values[t_slot] for r in members))
+    return params, stmt(first.func.body)
 
 
 def _mul(a: Expr | int, b: Expr | int) -> Expr | int:
@@ -439,6 +471,7 @@ class _Addressing:
     shape: list[Expr | int]
     strides: list[Expr | int]
     contiguous: bool
+    clamps: dict[int, Expr] = field(default_factory=dict)  # dim -> n: index min(i, n - 1)
 
     def offset(self, indices: tuple[Expr, ...]) -> Expr:
         """sum(index * stride); a pair (x // c, x % c) over dims d, d+1 of static extent c with
@@ -449,7 +482,10 @@ class _Addressing:
         d = 0
         while d < len(indices):
             a = indices[d]
-            if d + 1 < len(indices):
+            if d in self.clamps:  # a dim that may broadcast: 1 reads index 0 throughout
+                last = BinaryOp("sub", self.clamps[d], IntImm(1, INDEX_DTYPE), INDEX_DTYPE)
+                a = BinaryOp("min", a, last, INDEX_DTYPE)
+            elif d + 1 < len(indices) and d + 1 not in self.clamps:
                 m = indices[d + 1]
                 c = shape[d + 1]
                 if (type(a) is BinaryOp and type(m) is BinaryOp and a.kind == "floordiv"

@@ -27,7 +27,10 @@ class CodegenOptions:
     and overrides of the schedules' default configurations (per implementation name, field
     -> value: tests, A/B measurements and, later, tuning records). vectorize False (TVM's
     PassContext config "tir.disable_vectorize"): no vector code at all, no schedule that
-    vectorises (the strategy layer selects none), scalar loops and LLVM's vectorisers off."""
+    vectorises (the strategy layer selects none), scalar loops and LLVM's vectorisers off.
+    strategies False: the strategy layer selects no schedule, every op lowers by its generic
+    compute rule (loop nests the same at every size: what a symbolic kernel falls back to
+    where a schedule's structure follows a size)."""
 
     cpu: TargetInfo
     vector_width: int
@@ -35,6 +38,7 @@ class CodegenOptions:
     parallel: ParallelPolicy = field(default_factory=ParallelPolicy)
     schedule_config: str = "{}"  # canonical JSON {implementation: {field: value}}
     vectorize: bool = True
+    strategies: bool = True  # False: no schedule; each op by its generic compute rule
 
     def __post_init__(self) -> None:
         if not isinstance(self.cpu, TargetInfo):

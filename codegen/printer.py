@@ -149,7 +149,8 @@ def _stmt(s: Stmt, ind: int, out: list[str]) -> list[tuple[Stmt | str, int]]:
         return []
     if t is Allocate:
         b = s.buffer
-        out.append(f"{pad}allocate {b.name}[{b.dtype} * {b.size}] {{")
+        size = b.size if s.size is None else _exprs(pad, out, s.size)[0]
+        out.append(f"{pad}allocate {b.name}[{b.dtype} * {size}] {{")
         return [(s.body, ind + 1), (pad + "}", ind)]
     if t is IfThenElse:
         (cond,) = _exprs(pad, out, s.cond)

@@ -4,7 +4,10 @@ Calling convention (fixed; codegen emits it): each kernel is `int32_t fn(void **
 `args` points to an array of buffer data pointers, inputs first, then outputs, and the
 return value is 0 on success. Shapes and dtypes are baked into the kernel; a library records
 them per kernel (its signatures) so the runtime checks every buffer it passes against what
-the kernel was compiled for, whatever a graph file says.
+the kernel was compiled for, whatever a graph file says. A symbolic kernel (a VM's, for
+dynamic dims) reads its loop bounds from its symbols instead: args[n], after its n buffers,
+points to their int64 values, and its signature gives dims as polynomials in them
+(runtime.symbolic_signature checks the buffers against them before every call).
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from .errors import KernelError
 from .native import native_support
 from .ndarray import NDArray
 from .objfile import check_object_set, unresolved_symbols
+from .symbolic_signature import check_dim
 from .target import TargetInfo, host_info, host_target_machine, new_target_machine
 
 __all__ = [
@@ -49,7 +53,9 @@ def status_message(status: int) -> str:
     return "; ".join(known)
 
 
-# What a kernel takes: (shape, dtype name) per buffer argument, inputs then outputs.
+# What a kernel takes: (shape, dtype name) per buffer argument, inputs then outputs. A
+# symbolic kernel's dims may be polynomials in its symbols (runtime.symbolic_signature); it
+# then takes one more argument, the symbols' int64 values.
 Signature = tuple[tuple[tuple[int, ...], str], ...]
 # Which arguments a kernel may be given in one buffer: {output argument: input argument}.
 # Such a kernel reads that input element by element, each just before it writes the output
@@ -92,14 +98,13 @@ def check_signatures(value: object, names: Iterable[str]) -> dict[str, Signature
         args = []
         for i, arg in enumerate(sig):
             ok = isinstance(arg, (list, tuple)) and len(arg) in (2, 3) \
-                and isinstance(arg[0], (list, tuple)) and isinstance(arg[1], str) \
-                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                        for d in arg[0])
-            if not ok:
+                and isinstance(arg[0], (list, tuple)) and isinstance(arg[1], str)
+            dims = [check_dim(d) for d in arg[0]] if ok else []
+            if not ok or None in dims:
                 raise ValueError(f"signature of kernel {name!r}, argument {i}: expected "
                                  f"[shape, dtype] or [shape, dtype, input index], got "
                                  f"{arg!r:.60}")
-            args.append((tuple(arg[0]), arg[1]))
+            args.append((tuple(dims), arg[1]))
         out[name] = tuple(args)
     return out
 

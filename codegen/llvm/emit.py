@@ -28,6 +28,7 @@ from ..tir.stmt import (
     Allocate, Buffer, ConstantBuffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, Store,
 )
 from ..tir.expr import Expr, Load, Var
+from ..tir.dtype import itemsize
 from ..tir.functor import children
 from .emit_expr import ExprEmitter
 from .textir import TextBlock, TextBuilder
@@ -77,6 +78,11 @@ def _kernel_function(module: ir.Module, ftype: ir.FunctionType, name: str,
     return fn
 
 
+# A symbolic kernel's (codegen.symbolic) symbol variables are named SYMBOL_PREFIX + index;
+# PrimFunc.attrs["symbols"] says how many it takes.
+SYMBOL_PREFIX = "__symbol"
+
+
 def emit_module(funcs: list[PrimFunc], name: str = "relayjit") -> ir.Module:
     """An LLVM module with one exported kernel per PrimFunc."""
     module = ir.Module(name=name)
@@ -115,9 +121,16 @@ class FunctionEmitter(ExprEmitter):
         return ptr
 
     def emit(self) -> None:
-        body_fn = self.body_function([], "alwaysinline")
+        symbols = int(self.func.attrs.get("symbols", 0))
+        body_fn = self.body_function([I64] * symbols, "alwaysinline")
+        if symbols:  # a symbolic kernel (codegen.symbolic): its symbols are i64 arguments
+            by_name = {v.name: v for v in _free_values(self.func.body)[0]}
+            for j, arg in enumerate(body_fn.args[len(self.func.params):]):
+                arg.name = f"{SYMBOL_PREFIX}{j}"
+                if arg.name in by_name:
+                    self.vars[by_name[arg.name]] = arg
         self._emit_function(body_fn, self.func.body)
-        self._wrapper(body_fn)
+        self._wrapper(body_fn, symbols)
 
     def body_function(self, extra_args: list[ir.Type], inlining: str) -> ir.Function:
         """The internal `<name>.body(ptr per buffer parameter..., *extra_args)`, its buffer
@@ -184,18 +197,27 @@ class FunctionEmitter(ExprEmitter):
         for ptr in self.heap:
             b.call(_libc(self.module, "free"), [ptr])
 
-    def _wrapper(self, body_fn: ir.Function) -> None:
+    def _wrapper(self, body_fn: ir.Function, symbols: int = 0) -> None:
+        """The exported `i32 name(ptr args)`: buffer pointers from args[0..n), and for a
+        symbolic kernel the symbols' int64 values from the array args[n] points to."""
         f = self.func
         fn = _kernel_function(self.module, ir.FunctionType(I32, [PTR]), f.name, f)
         fn.attributes.add("nounwind")
         b = TextBuilder(TextBlock(fn, "entry"))
         args = fn.args[0]
         args.name = "args"
-        ptrs = []
+        values = []
         for i, _ in enumerate(f.params):
             slot = b.gep(args, [ir.Constant(I64, i)], inbounds=True, source_etype=PTR)
-            ptrs.append(b.load(slot, typ=PTR, align=8))
-        b.ret(b.call(body_fn, ptrs))
+            values.append(b.load(slot, typ=PTR, align=8))
+        if symbols:
+            slot = b.gep(args, [ir.Constant(I64, len(f.params))], inbounds=True,
+                         source_etype=PTR)
+            array = b.load(slot, typ=PTR, align=8)
+            for j in range(symbols):
+                at = b.gep(array, [ir.Constant(I64, j)], inbounds=True, source_etype=I64)
+                values.append(b.load(at, typ=I64, align=8))
+        b.ret(b.call(body_fn, values))
 
     # ------------------------------------------------------------------ statements
     def stmt(self, s: Stmt) -> None:
@@ -362,7 +384,12 @@ class FunctionEmitter(ExprEmitter):
             raise self.fail(f"buffer {buf.name} allocated twice")
         ty = mem_type(buf.dtype)
         nbytes = max(buf.nbytes, 1)
-        if self.stack_bytes + nbytes <= STACK_LIMIT:
+        if s.size is not None:  # a symbolic kernel's: its size from the symbols, at entry
+            ptr = self.entry_builder.call(_libc(self.module, "aligned_alloc"),
+                                          [ir.Constant(I64, 64), self._heap_bytes(s)],
+                                          name=_ident(buf.name))
+            self.heap.append(ptr)
+        elif self.stack_bytes + nbytes <= STACK_LIMIT:
             self.stack_bytes += nbytes
             ptr = self.entry_builder.alloca(ty, size=ir.Constant(I64, max(buf.size, 1)),
                                             name=_ident(buf.name))
@@ -372,11 +399,24 @@ class FunctionEmitter(ExprEmitter):
             ptr = self.entry_builder.call(_libc(self.module, "aligned_alloc"),
                                           [ir.Constant(I64, 64), size], name=_ident(buf.name))
             self.heap.append(ptr)
-        if buf.size == 1:
+        if buf.size == 1 and s.size is None:
             self.accumulators.add(buf)
         self.buffers[buf] = ptr
         self.stmt(s.body)
         del self.buffers[buf]
+
+    def _heap_bytes(self, s: Allocate) -> ir.Value:
+        """A dynamic scratch's bytes rounded up to 64 (aligned_alloc wants a multiple),
+        computed in the entry block (its size reads only the kernel's symbols)."""
+        here, self.builder = self.builder, self.entry_builder
+        try:
+            n = self.expr(s.size)
+        finally:
+            self.builder = here
+        eb = self.entry_builder
+        nbytes = eb.mul(n, ir.Constant(I64, itemsize(s.buffer.dtype)))
+        nbytes = eb.add(nbytes, ir.Constant(I64, 64))  # + 64: never 0, and rounded up
+        return eb.and_(nbytes, ir.Constant(I64, -64))
 
 
 def _free_values(body: Stmt) -> tuple[list[Var], list[Buffer]]:
@@ -421,6 +461,8 @@ def _free_values(body: Stmt) -> tuple[list[Var], list[Buffer]]:
                 exprs(i)
             exprs(s.value)
         elif t is Allocate:
+            if s.size is not None:
+                exprs(s.size)
             stack.append(s.body)
         elif t is IfThenElse:
             exprs(s.cond)

@@ -74,10 +74,13 @@ class Store(Stmt):
 
 @dataclass(**_NODE)
 class Allocate(Stmt):
-    """Scratch buffer live for `body` (stack for small, a static arena for large)."""
+    """Scratch buffer live for `body` (stack for small, the heap for large). `size`, in a
+    symbolic kernel (codegen.symbolic) only: the number of elements as an int64 expression of
+    its symbols, the buffer declaring none (its size is known at run time)."""
 
     buffer: Buffer
     body: Stmt
+    size: Expr | None = None
 
 
 @dataclass(**_NODE)

@@ -144,7 +144,8 @@ def _kernel_text(func: PrimFunc) -> str:
             idx = " ".join(num.expr(i) for i in s.indices)
             body.append(f"store {num.buffer(s.buffer)} [{idx}] {num.expr(s.value)}")
         elif t is Allocate:
-            body.append(f"allocate {num.buffer(s.buffer)} {{")
+            size = "" if s.size is None else f" {num.expr(s.size)}"
+            body.append(f"allocate {num.buffer(s.buffer)}{size} {{")
             work += ["}", s.body]
         elif t is IfThenElse:
             body.append(f"if {num.expr(s.cond)} {{")

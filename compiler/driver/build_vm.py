@@ -11,9 +11,13 @@
    ShapeFunc computing its output shapes (its shape program, from the op registry).
 5. Static kernels are lowered and compiled into one library through codegen.jit, the same
    compile path and caches (in memory and on disk) as relay.build: a static-shaped
-   function is the same kernel, at the same speed, under either executor.
-6. The executable is validated; if it has specialised (Any-shaped) kernels, the compile hook
-   that builds them per concrete shape is attached (compiler.backend.vm.specialise).
+   function is the same kernel, at the same speed, under either executor. So are the
+   symbolic kernels of the dynamic functions whose schedules allow one
+   (compiler.backend.vm.symbolic), so the executable runs any valid shape wherever it is
+   loaded (PassContext config relayjit.vm.symbolic_kernels False skips them).
+6. The executable is validated; if it has dynamic (Any-shaped) kernels, the compile hook
+   that builds static ones per concrete shape is attached (compiler.backend.vm.specialise):
+   in this process they are the fast path, symbolic kernels or not.
 """
 from __future__ import annotations
 
@@ -32,12 +36,18 @@ from compiler.op.shape_func import ShapeFuncError, input_checks
 from compiler.passes.bind_params import bind_params_by_name
 from compiler.passes.to_anf import ToANormalForm
 from compiler.target import Target, resolve as resolve_target
-from compiler.transform import PassContext
+from compiler.transform import PassContext, register_pass_config
 from compiler.transform.pass_infra import InferType
 from runtime.shape_program import ShapeProgram, ShapeProgramFormatError
 from runtime.vm import Executable
 
-__all__ = ["compile"]
+__all__ = ["compile", "SYMBOLIC_KERNELS"]
+
+# PassContext(config={"relayjit.vm.symbolic_kernels": False}): no symbolic kernels; the
+# executable's dynamic kernels are then only specialised by the compile hook, in this process
+# (a faster compile where the executable is never saved: compiler.load(dynamic="vm"))
+SYMBOLIC_KERNELS = "relayjit.vm.symbolic_kernels"
+register_pass_config(SYMBOLIC_KERNELS, True)
 
 
 def compile(mod: IRModule | Function, target: Any = None,  # noqa: A001 (TVM's name)
@@ -63,7 +73,8 @@ def compile(mod: IRModule | Function, target: Any = None,  # noqa: A001 (TVM's n
         checks = _main_input_checks(mod["main"])
         mod = optimize(mod)
         mod = InferType()(ToANormalForm()(mod))
-        kernels = KernelResolver(options, mod_name)
+        kernels = KernelResolver(options, mod_name, symbolic=bool(
+            PassContext.current().get_config(SYMBOLIC_KERNELS, True)))
         compiler = ModuleCompiler(mod, kernels, {"main": checks} if checks else None)
         functions = compiler.compile()
         lib = jit.build_library(kernels.prim_funcs, options=options) \

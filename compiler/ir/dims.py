@@ -403,6 +403,49 @@ def bcast(a, b):
     return Any._atom("bcast", a, b)
 
 
+def symbols_of(dim) -> list:
+    """The symbols a dim is built from (none for a static dim), innermost first."""
+    return [a for a in dim.atoms() if isinstance(a, _Symbol)] if isinstance(dim, Any) else []
+
+
+def broadcast_sides(dim) -> list[tuple[list, list]]:
+    """For each bcast node in a dim, the symbols of its two sides."""
+    if not isinstance(dim, Any):
+        return []
+    return [tuple(symbols_of(x) for x in a.args) for a in dim.atoms()
+            if isinstance(a, _Node) and a.op == "bcast"]
+
+
+def _bcast_value(a: int, b: int) -> int:
+    if a != b and 1 not in (a, b):
+        raise ValueError(f"dims {a} and {b} do not broadcast")
+    return b if a == 1 else a
+
+
+_VALUE_OPS = {"floordiv": operator.floordiv, "floormod": operator.mod, "mul": operator.mul,
+              "max": max, "min": min, "bcast": _bcast_value}
+
+
+def evaluate(dim, values: dict) -> int:
+    """The value of a dim when each symbol it is built from has the value values[symbol]
+    (KeyError for a symbol not given; ValueError for a bcast of sizes that do not)."""
+    if not isinstance(dim, Any):
+        return int(dim)
+    known: dict = {}
+
+    def linear(d) -> int:
+        if not isinstance(d, Any):
+            return int(d)
+        return d.const + sum(c * known[a.key] for a, c in d.terms)
+
+    for atom in dim.atoms():  # innermost first: a node's arguments are known before it
+        if isinstance(atom, _Symbol):
+            known[atom.key] = int(values[atom])
+        else:
+            known[atom.key] = _VALUE_OPS[atom.op](*(linear(a) for a in atom.args))
+    return linear(dim)
+
+
 # ----- constraints -----------------------------------------------------------------------
 
 # bcast: a and b broadcast (equal, or one is 1); bcast_to: a broadcasts to b (a == b or a == 1)

@@ -19,7 +19,7 @@ from typing import Any
 
 from compiler.analysis.feature import Feature, detect_feature
 from compiler.driver.build import build
-from compiler.driver.build_vm import compile as vm_compile
+from compiler.driver.build_vm import SYMBOLIC_KERNELS, compile as vm_compile
 from compiler.errors import CompilerError
 from compiler.frontend.onnx import from_onnx
 from compiler.frontend.onnx_ops.common import onnx_dtype
@@ -32,6 +32,9 @@ __all__ = ["onnx_signature", "OnnxSpecialiser", "needs_vm", "model_from_bytes", 
 # dynamic= of compiler.load: "specialize" builds static modules per input-shape signature
 # (the VM only for programs that need it); "vm" compiles one VM program for every shape
 POLICIES = ("specialize", "vm")
+# the executables made here are run in this process with their compile hook, never saved: no
+# symbolic kernels (relay.vm.compile's are for executables loaded without a compiler)
+IN_PROCESS = {SYMBOLIC_KERNELS: False}
 
 
 def onnx_signature(model, pins: Mapping[str, Sequence[int]] | None = None
@@ -100,7 +103,7 @@ class OnnxSpecialiser:
 
     def __call__(self, shapes: Mapping[str, tuple[int, ...]]):
         mod, params = from_onnx(self.model, shape=dict(shapes))
-        with PassContext(opt_level=self.opt_level):
+        with PassContext(opt_level=self.opt_level, config=IN_PROCESS):
             if needs_vm(mod):
                 return vm_compile(mod, target=self.target, params=params)
             return build(mod, target=self.target, params=params)
@@ -109,7 +112,7 @@ class OnnxSpecialiser:
         """One VM program for every shape (dynamic="vm"): the model imported with its
         symbolic dims, the VM's kernels specialising themselves per shape."""
         mod, params = from_onnx(self.model, shape=dict(pins) if pins else None)
-        with PassContext(opt_level=self.opt_level):
+        with PassContext(opt_level=self.opt_level, config=IN_PROCESS):
             return vm_compile(mod, target=self.target, params=params)
 
 

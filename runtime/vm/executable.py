@@ -10,8 +10,11 @@ Kernel entries come in kinds (KernelEntry.kind):
                  last MAX_SPECIALISATIONS of them. An executable loaded from bytes or a file has
                  no compile hook: meeting such a kernel is a VMError naming the kernel, the
                  function and the argument shapes (nothing is compiled at run time there).
-  "symbolic"     reserved for kernels whose loop bounds are read from run-time shapes (to come
-                 with the strategy layer); refused by this runtime with a clear error.
+  "symbolic"     a kernel of `lib` whose loop bounds are read from the run-time shapes
+                 (codegen.symbolic; its signature's dims are polynomials in its symbols):
+                 it runs any valid shape, so an executable loaded without a compiler does.
+                 Where the compile hook is attached, the VM still specialises it (the
+                 static kernel per shape is the fast path).
 
 Every executable is validated when it is made (runtime.vm.validate), whether by the compiler
 or from untrusted bytes, before any of it runs.
@@ -28,7 +31,7 @@ from ..errors import VMError
 from ..library import Kernel, KernelLibrary
 from ..memory import ALIGNMENT, aligned_bytes, check_memory
 from .bytecode import instruction_text
-from .program import KERNEL_KINDS, SPECIALISED, STATIC, KernelEntry, VMFunction
+from .program import KERNEL_KINDS, SPECIALISED, STATIC, SYMBOLIC, KernelEntry, VMFunction
 from .serialize import decode, encode, write_file
 from .validate import check_program
 
@@ -110,7 +113,8 @@ class Executable:
                 f"({sum(len(f.code) for f in self.functions)} instructions)\n"
                 f"  constants: {len(self.constants)} ({const_bytes} bytes)\n"
                 f"  kernels: {len(self.kernels)} ({kinds[STATIC]} static, "
-                f"{kinds[SPECIALISED]} specialised at run time)\n"
+                f"{kinds[SYMBOLIC]} symbolic, {kinds[SPECIALISED]} specialised at run "
+                f"time only)\n"
                 f"  shape programs: {len(self.shape_programs)}\n")
 
     # ---- saving ---------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from ..library import status_message
 from ..native import native_support
 from ..memory import aligned_empty
 from ..shape_program import ShapeError
+from ..symbolic_signature import SymbolicSignature
 from .bytecode import (ALLOC_ADT, ALLOC_CLOSURE, ALLOC_STORAGE, ALLOC_TENSOR, ALLOC_TENSOR_REG,
                        FATAL, GET_FIELD, GOTO, IF, INVOKE, INVOKE_CLOSURE, KILL_REGISTER,
                        LOAD_CONST, LOAD_CONSTI, MOVE, RESHAPE_TENSOR, RET, SHAPE_FUNC, SHAPE_OF,
@@ -78,6 +79,10 @@ class VirtualMachine:
     """Runs an Executable on a device: invoke / run, or set_input + invoke_stateful +
     get_outputs, and benchmark (see the module docstring)."""
 
+    # straight runs of static kernel calls in one native call (a profiler, timing each
+    # call, turns them off)
+    native_runs = True
+
     def __init__(self, exe: Executable, device: Device | list | None = None,
                  memory_cfg: Any = None, max_call_depth: int = DEFAULT_MAX_CALL_DEPTH,
                  max_calls: int = DEFAULT_MAX_CALLS) -> None:
@@ -107,13 +112,16 @@ class VirtualMachine:
         self._inputs: dict[str, list] = {}
         self._outputs: Any = None
         self._static = [self._static_kernel(i) for i in range(len(exe.kernels))]
+        self._symbolic: dict[int, tuple] = {}  # entry -> (Kernel, SymbolicSignature, dtypes)
         self._tails = [_tail_calls(f.code) for f in exe.functions]
         # the VM's own view of each function's code (prepare.py), and the addresses of the
         # values it fixed; pool tensors' addresses are kept while a run holds them
         self._code: list[list[tuple]] = []
         self._fixed_addresses: dict[int, int] = {}
         for f, storages in zip(exe.functions, static_storages(exe.functions)):
-            code, addresses = prepare_function(f.code, exe.constants, storages, self._static)
+            code, addresses = prepare_function(
+                f.code, exe.constants, storages,
+                self._static if self.native_runs else [None] * len(self._static))
             self._code.append(code)
             self._fixed_addresses.update(addresses)
         self._addresses: dict[int, tuple[np.ndarray, int]] = {}  # id -> (tensor, address)
@@ -378,10 +386,12 @@ class VirtualMachine:
         _, index, num_outputs, arg_regs, pointers = inst
         arrays = [regs[r] for r in arg_regs]
         resolved = self._static[index]
+        first_output = len(arrays) - num_outputs
         if resolved is None:
+            if self.exe.kernels[index].kind == SYMBOLIC and self.exe.compile_hook is None:
+                return self._invoke_symbolic(index, arrays, first_output)
             resolved = self._specialised(index, arrays)
         cfunc, signature, name = resolved[:3]
-        first_output = len(arrays) - num_outputs
         for i, (a, (shape, dtype)) in enumerate(zip(arrays, signature)):
             if type(a) is not np.ndarray:
                 raise ValueError(f"argument {i} of kernel {name!r} is {describe(a)}, not a tensor")
@@ -390,6 +400,34 @@ class VirtualMachine:
                                  f"{dtype.name}, the program gives {a.shape} {a.dtype.name}")
             pointers[i] = self._checked_address(a, i >= first_output, name, i)
         status = cfunc(pointers)
+        if status:
+            raise KernelError(f"kernel {name!r} returned a nonzero status: "
+                              f"{status_message(status)}")
+
+    def _invoke_symbolic(self, index: int, arrays: list, first_output: int) -> None:
+        """Call a symbolic kernel: its symbols read from (and every dim checked against) the
+        buffers' shapes, their values passed after the buffers."""
+        found = self._symbolic.get(index)
+        if found is None:
+            name = self.exe.kernels[index].name
+            kernel = self.exe.lib.get_function(name)
+            sig = self.exe.lib.signatures[name]
+            found = self._symbolic[index] = (
+                kernel, SymbolicSignature(name, sig), [numpy_dtype(d) for _, d in sig])
+        kernel, signature, dtypes = found
+        name = kernel.name
+        for i, (a, dtype) in enumerate(zip(arrays, dtypes)):
+            if type(a) is not np.ndarray:
+                raise ValueError(f"argument {i} of kernel {name!r} is {describe(a)}, not a tensor")
+            if a.dtype != dtype:
+                raise ValueError(f"argument {i} of kernel {name!r} must be {dtype.name}, the "
+                                 f"program gives {a.dtype.name}")
+        values = np.array(signature.bind(name, [a.shape for a in arrays]), dtype=np.int64)
+        pointers = (ctypes.c_void_p * (len(arrays) + 1))()
+        for i, a in enumerate(arrays):
+            pointers[i] = self._checked_address(a, i >= first_output, name, i)
+        pointers[len(arrays)] = values.ctypes.data
+        status = kernel.cfunc(pointers)
         if status:
             raise KernelError(f"kernel {name!r} returned a nonzero status: "
                               f"{status_message(status)}")
@@ -444,9 +482,6 @@ class VirtualMachine:
 
     def _specialised(self, index: int, arrays: list) -> tuple:
         entry = self.exe.kernels[index]
-        if entry.kind == SYMBOLIC:
-            raise VMError(f"kernel {entry.name!r} is symbolic, which this runtime cannot "
-                          f"run yet")
         for i, a in enumerate(arrays):
             if type(a) is not np.ndarray:
                 raise ValueError(f"argument {i} of kernel {entry.name!r} is {describe(a)}, "

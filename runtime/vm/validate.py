@@ -18,7 +18,9 @@ An executable may come from an untrusted file, so the checks assume nothing. Sta
     kernel entry's arity with its output count; a static kernel exists in the library with a
     signature of that arity (its shapes and dtypes are checked again on every call, against
     the tensors actually passed);
-  - kernel entries: known kinds, counts >= 0 with at least one output.
+  - kernel entries: known kinds, counts >= 0 with at least one output; a static or symbolic
+    one is in the library with a signature of its arity and kind (a symbolic one's symbols
+    each readable from a dim).
 What can only be known at run time (a register holding a tuple where a tensor is needed, a
 shape that a kernel was not compiled for, a storage too small for a tensor) the VM checks as
 it runs, raising a ValueError or VMError; native code never sees an unchecked buffer.
@@ -28,9 +30,11 @@ from __future__ import annotations
 from ..dtypes import dtype_name
 from ..library import KernelLibrary
 from ..shape_program import ShapeProgram
+from ..symbolic_signature import SymbolicSignature, is_symbolic
 from .bytecode import (ALLOC_CLOSURE, ALLOC_TENSOR, FATAL, FIELDS, GOTO, IF, INVOKE, INVOKE_PACKED,
                        KILL_REGISTER, NAMES, RET, SHAPE_FUNC, instruction_text)
-from .program import ANY, KERNEL_KINDS, STATIC, TENSOR, TUPLE, KernelEntry, VMFunction
+from .program import (ANY, KERNEL_KINDS, SPECIALISED, STATIC, SYMBOLIC, TENSOR, TUPLE, KernelEntry,
+                      VMFunction)
 
 MAX_REGISTERS = 1 << 20
 MAX_ALIGNMENT = 64
@@ -70,11 +74,11 @@ def _check_kernel(index: int, k: KernelEntry, lib: KernelLibrary | None) -> None
     if k.num_inputs < 0 or k.num_outputs < 1:
         raise ValueError(f"{what}: takes {k.num_inputs} inputs and {k.num_outputs} outputs; "
                          f"expected >= 0 inputs and >= 1 output")
-    if k.kind != STATIC:
+    if k.kind == SPECIALISED:
         return
     if lib is None or k.name not in lib:
         known = sorted(lib.function_names) if lib is not None else "no library"
-        raise ValueError(f"{what}: static kernel not in the kernel library ({known})")
+        raise ValueError(f"{what}: {k.kind} kernel not in the kernel library ({known})")
     sigs = lib.signatures
     if sigs is None:
         raise ValueError(f"{what}: the kernel library has no signature table, so its "
@@ -82,6 +86,11 @@ def _check_kernel(index: int, k: KernelEntry, lib: KernelLibrary | None) -> None
     if len(sigs[k.name]) != k.arity:
         raise ValueError(f"{what}: the library's kernel takes {len(sigs[k.name])} buffers, "
                          f"the executable says {k.num_inputs} inputs + {k.num_outputs} outputs")
+    if is_symbolic(sigs[k.name]) != (k.kind == SYMBOLIC):
+        raise ValueError(f"{what}: a {k.kind} kernel, but the library's signature "
+                         f"{'has' if k.kind == STATIC else 'has no'} symbolic dims")
+    if k.kind == SYMBOLIC:
+        SymbolicSignature(k.name, sigs[k.name])  # every symbol readable from a dim
 
 
 def _check_type(ty, what: str) -> None:

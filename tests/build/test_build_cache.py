@@ -187,6 +187,7 @@ def test_every_setting_that_changes_code_changes_the_kernel_key():
         "kernel_families": replace(base, kernel_families=False),
         "parallel": replace(base, parallel=ParallelPolicy(min_work=1 << 30)),
         "vectorize": replace(base, vectorize=False),
+        "strategies": replace(base, strategies=False),
     }
     for name, overrides in [("nchwc", {"conv2d_nchwc.direct": {"prefetch_weights": False}}),
                             ("gemm", {"dense.gemm": {"k_block": 32}}),

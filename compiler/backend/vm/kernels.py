@@ -4,10 +4,12 @@ A static-shaped primitive function goes through the same KernelTable as relay.bu
 structural sharing, same names, same PrimFunc), except that concatenations get a kernel: the
 VM's memory plan (storage_plan.py) lays their inputs out inside their output where it can
 and drops the call, else the kernel copies. Reshape-only functions need no kernel (the
-VM reshapes a view). A function whose types contain Any becomes a "specialised" entry: the
-VM asks the executable's compile hook for a kernel at the shapes it meets
-(compiler.backend.vm.specialise); a reshape-only one needs none (the VM reshapes a view to
-the shape its shape program gives).
+VM reshapes a view). A function whose types contain Any becomes a "symbolic" entry when its
+schedule allows a kernel for every size (symbolic.py: compiled now, run by any VM, also one
+loaded without a compiler), else a "specialised" one; either way the VM asks the
+executable's compile hook, where there is one, for a static kernel at the shapes it meets
+(compiler.backend.vm.specialise: the fast path). A reshape-only one needs no kernel (the VM
+reshapes a view to the shape its shape program gives).
 """
 from __future__ import annotations
 
@@ -18,10 +20,12 @@ from compiler.backend.graph_codegen import is_byte_concat
 from compiler.backend.kernel_table import KernelTable, kernel_name_for
 from compiler.ir.expr import Function
 from compiler.ir.structural import structural_equal, structural_hash
+from compiler.ir.traversal import post_order
 from compiler.ir.types import TensorType
-from runtime.vm.program import SPECIALISED, STATIC, KernelEntry
+from runtime.vm.program import SPECIALISED, STATIC, SYMBOLIC, KernelEntry
 
 from .emitter import NOP
+from .symbolic import lower_symbolic
 from .value_types import is_dynamic, tensor_types
 
 
@@ -39,8 +43,12 @@ class KernelResolver:
     """Kernel entries in order, the PrimFuncs to compile for the static ones, and the Relay
     functions behind the specialised ones."""
 
-    def __init__(self, options: CodegenOptions, mod_name: str = "default") -> None:
+    def __init__(self, options: CodegenOptions, mod_name: str = "default",
+                 symbolic: bool = True) -> None:
         self.table = KernelTable(mod_name, options, byte_concat=False)
+        self.options = options
+        self.symbolic = symbolic  # make symbolic kernels where the schedules allow
+        self.symbolic_funcs: list = []  # their PrimFuncs
         self.mod_name = mod_name
         self.entries: list[KernelEntry] = []
         self.dynamic: dict[int, Function] = {}  # entry index -> its primitive function
@@ -50,8 +58,9 @@ class KernelResolver:
 
     @property
     def prim_funcs(self) -> list:
-        """The PrimFuncs of the static kernels (what jit.build_library compiles)."""
-        return self.table.prim_funcs
+        """The PrimFuncs of the static and symbolic kernels (what jit.build_library
+        compiles)."""
+        return self.table.prim_funcs + self.symbolic_funcs
 
     def arguments(self) -> KernelArguments:
         """What the VM's memory plan needs to know of each kernel entry."""
@@ -89,7 +98,11 @@ class KernelResolver:
         name, k = base, 1
         while name in taken:
             name, k = f"{base}_{k}", k + 1
-        self.entries.append(KernelEntry(name, SPECIALISED, *_counts(func)))
+        symbolic = lower_symbolic(func, name, self.options) if self.symbolic else None
+        if symbolic is not None:
+            self.symbolic_funcs.append(symbolic)
+        self.entries.append(KernelEntry(name, SPECIALISED if symbolic is None else SYMBOLIC,
+                                        *_counts(func)))
         self.dynamic[index] = func
         self._dynamic_by_hash.setdefault(key, []).append((func, index))
         return index
@@ -110,3 +123,17 @@ def _counts(func: Function) -> tuple[int, int]:
                  for p in func.params)
     outputs = len(tensor_types(func.ret_type or func.body.checked_type, "the result"))
     return inputs, outputs
+
+
+def module_kernels(mod, options: CodegenOptions) -> tuple[dict[Function, str], list]:
+    """({primitive function: its kernel's name}, the static kernels' PrimFuncs) of a fused
+    module, resolved as relay.vm.compile resolves them (no symbolic kernels: what a picture
+    or a dump of the program shows)."""
+    resolver = KernelResolver(options, symbolic=False)
+    names: dict[Function, str] = {}
+    for func in mod.functions.values():
+        for node in post_order(func.body):
+            if isinstance(node, Function) and node.is_primitive and node not in names:
+                index = resolver.resolve(node)
+                names[node] = NOP if index == NOP else resolver.entries[index].name
+    return names, resolver.prim_funcs

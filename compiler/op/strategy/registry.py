@@ -176,7 +176,7 @@ def select(call: CallInfo, options: CodegenOptions) -> Choice | None:
     Every implementation is a vectorised schedule: without vectors (options.vectorize
     False) none applies. A call with dynamic (Any) dims has no workload either (the VM
     specialises the kernel at concrete shapes, where a strategy applies again)."""
-    if not options.vectorize or is_dynamic_type(call.out_type) or \
+    if not options.vectorize or not options.strategies or is_dynamic_type(call.out_type) or \
             any(is_dynamic_type(t) for t in call.arg_types):
         return None
     fn = get_def(call.op).get_attr(STRATEGY)
