@@ -16,12 +16,14 @@ from __future__ import annotations
 import importlib.util
 import json
 from collections.abc import Iterable, Mapping
+from typing import Any
 from xml.sax.saxutils import escape
 
 from compiler.errors import CompilerError
 from runtime.graph_json import CONCAT, NOP, parse_graph
 
-__all__ = ["draw_graph", "require_layout_library", "VizDependencyError"]
+__all__ = ["draw_graph", "render", "Box", "shape_text", "wrap", "heat", "require_layout_library",
+           "VizDependencyError"]
 
 CHAR_WIDTH = 7.2  # px per character of the 12 px monospace font
 LINE_HEIGHT = 15
@@ -33,7 +35,7 @@ class VizDependencyError(CompilerError):
     """grandalf (the layout library) is not installed."""
 
 
-class _Box:
+class Box:
     """A grandalf vertex view: size in, centre (xy) out."""
 
     def __init__(self, kind: str, lines: list[str], notes: list[str], title: str,
@@ -55,11 +57,11 @@ class _Path:
         self.points = [(float(x), float(y)) for x, y in points]
 
 
-def _shape_text(shape) -> str:
+def shape_text(shape) -> str:
     return "x".join(map(str, shape)) or "scalar"
 
 
-def _wrap(items: list[str], width: int = LINE_CHARS) -> list[str]:
+def wrap(items: list[str], width: int = LINE_CHARS) -> list[str]:
     lines = [""]
     for item in items:
         if lines[-1] and len(lines[-1]) + 3 + len(item) > width:
@@ -68,7 +70,7 @@ def _wrap(items: list[str], width: int = LINE_CHARS) -> list[str]:
     return lines
 
 
-def _heat(fraction: float) -> str:
+def heat(fraction: float) -> str:
     """White (no time) to red (the slowest node)."""
     f = min(max(fraction, 0.0), 1.0)
     return f"#ff{int(255 - 180 * f):02x}{int(255 - 200 * f):02x}"
@@ -87,9 +89,6 @@ def draw_graph(graph_json: str, params: Iterable[str] = (),
     """SVG text of the graph; `params` names the inputs that are bound params; node_times
     (seconds by node name, e.g. from a debug_executor profile) shades and labels kernels."""
     require_layout_library()
-    from grandalf.graphs import Edge, Graph, Vertex
-    from grandalf.layouts import SugiyamaLayout
-    from grandalf.routing import route_with_lines
     plan = parse_graph(graph_json)  # validates everything used below
     graph = json.loads(graph_json)
     param_names = set(params)
@@ -103,23 +102,21 @@ def draw_graph(graph_json: str, params: Iterable[str] = (),
         owner.update((e, op.nid) for e in op.outputs)
     times = dict(node_times or {})
     total, slowest = sum(times.values()), max(times.values(), default=0.0)
-    vertices: dict[int, Vertex] = {}
-    edges = []
+    vertices: dict[int, Box] = {}
+    edges: list[tuple[int, int, str]] = []
 
-    def add_vertex(key: int, box: _Box) -> None:
-        vertices[key] = Vertex(box)
-        vertices[key].view = box
+    def add_vertex(key: int, box: Box) -> None:
+        vertices[key] = box
 
     def add_edge(entry: int, dst: int) -> None:
-        edges.append(Edge(vertices[owner[entry]], vertices[dst]))
-        edges[-1].view = _Path(_shape_text(plan.shapes[entry]))
+        edges.append((owner[entry], dst, shape_text(plan.shapes[entry])))
 
     for nid, (name, entry) in inputs.items():
-        shape = _shape_text(plan.shapes[entry])
-        add_vertex(nid, _Box("input", [f"input {name}", shape], [], f"input {name}: {shape}"))
+        shape = shape_text(plan.shapes[entry])
+        add_vertex(nid, Box("input", [f"input {name}", shape], [], f"input {name}: {shape}"))
     for op in plan.ops:
         params_read = [f"param {graph['nodes'][owner[e]]['name']}: "
-                       f"{_shape_text(plan.shapes[e])}" for e in op.inputs
+                       f"{shape_text(plan.shapes[e])}" for e in op.inputs
                        if owner[e] not in vertices]
         reads = [e for e in op.inputs if owner[e] in vertices]
         seconds = times.get(graph["nodes"][op.nid]["name"])
@@ -128,24 +125,43 @@ def draw_graph(graph_json: str, params: Iterable[str] = (),
         for e in reads:
             add_edge(e, op.nid)
     for i, entry in enumerate(plan.outputs):
-        add_vertex(-1 - i, _Box("output", [f"output {i}"], [], f"graph output {i}"))
+        add_vertex(-1 - i, Box("output", [f"output {i}"], [], f"graph output {i}"))
         add_edge(entry, -1 - i)
-    _layout(Graph(list(vertices.values()), edges), SugiyamaLayout, route_with_lines)
-    return _svg([v.view for v in vertices.values()], [e.view for e in edges], title)
+    return render(vertices, edges, title)
+
+
+def render(boxes: Mapping[Any, Box], edges: Iterable[tuple[Any, Any, str]],
+           title: str = "") -> str:
+    """SVG text of boxes (key -> Box) joined by edges (source key, target key, label),
+    laid out in layers (the edges must not make a cycle)."""
+    require_layout_library()
+    from grandalf.graphs import Edge, Graph, Vertex
+    from grandalf.layouts import SugiyamaLayout
+    from grandalf.routing import route_with_lines
+    vertices = {}
+    for key, box in boxes.items():
+        vertices[key] = Vertex(box)
+        vertices[key].view = box
+    links = []
+    for src, dst, label in edges:
+        links.append(Edge(vertices[src], vertices[dst]))
+        links[-1].view = _Path(label)
+    _layout(Graph(list(vertices.values()), links), SugiyamaLayout, route_with_lines)
+    return _svg(list(boxes.values()), [e.view for e in links], title)
 
 
 def _kernel_box(node: dict, param_lines: list[str], seconds: float | None, total: float,
-                slowest: float) -> _Box:
+                slowest: float) -> Box:
     """A kernel's box: its fused ops, the params it reads, and its time when profiled."""
     attrs = node.get("attrs") or {}
     kernel = str(attrs.get("func_name", ""))
     ops = [op for op in str(attrs.get("relay_ops", "")).split(",") if op] or [kernel]
-    lines = _wrap(ops)
+    lines = wrap(ops)
     fill = None
     if seconds is not None:
         lines.append(f"{seconds * 1e3:.3f} ms ({seconds / (total or 1.0):.0%})")
-        fill = _heat(seconds / slowest if slowest else 0.0)
-    return _Box("kernel nop" if kernel in (NOP, CONCAT) else "kernel", lines, param_lines,
+        fill = heat(seconds / slowest if slowest else 0.0)
+    return Box("kernel nop" if kernel in (NOP, CONCAT) else "kernel", lines, param_lines,
                 f"{node['name']}\nkernel {kernel}", fill)
 
 
@@ -183,7 +199,7 @@ text.note { fill: #777; font-size: 11px; }
 """
 
 
-def _svg(boxes: list[_Box], paths: list[_Path], title: str) -> str:
+def _svg(boxes: list[Box], paths: list[_Path], title: str) -> str:
     margin = 20
     xs = [b.xy[0] - b.w / 2 for b in boxes] + [b.xy[0] + b.w / 2 for b in boxes]
     ys = [b.xy[1] - b.h / 2 for b in boxes] + [b.xy[1] + b.h / 2 for b in boxes]

@@ -53,10 +53,12 @@ from ..errors import VMError
 from .executable import Executable
 from .machine import VirtualMachine
 from .objects import ADT, VMClosure
+from .profiler import VirtualMachineProfiler
 from .program import KernelEntry, VMFunction
 from .serialize import read_file
 
-__all__ = ["Executable", "VirtualMachine", "ADT", "VMClosure", "VMError", "KernelEntry",
+__all__ = ["Executable", "VirtualMachine", "VirtualMachineProfiler", "ADT", "VMClosure", "VMError",
+           "KernelEntry",
            "VMFunction", "load_executable"]
 
 

@@ -1,6 +1,6 @@
 """`relayjit inspect model.onnx`: inputs, outputs, ops and fused groups of a model; its IR
 after chosen passes, its kernels (loop IR, LLVM IR, assembly) and a picture of the fused
-graph."""
+graph (of every function of a program with control flow, which runs on the Relay VM)."""
 from __future__ import annotations
 
 import json
@@ -17,9 +17,13 @@ from compiler.ir.expr import Call, Function, Op
 from compiler.ir.traversal import post_order
 from compiler.passes.bind_params import bind_params_by_name
 from compiler.target import Target
+from compiler.backend.vm.kernels import module_kernels
+from compiler.tools.program_graph import draw_program
+from compiler.tools.specialise import needs_vm
 from compiler.tools.visualize import draw_graph, require_layout_library
 from compiler.transform import PassInstrument
 from runtime import debug_executor
+from runtime.vm import VirtualMachineProfiler
 from .common import CliError, Progress, check_writable, compile_model, load_onnx, parse_shapes
 from .prepare import onnx_feeds
 from .options import build_options, input_option, json_option
@@ -90,16 +94,22 @@ def command(args) -> int:
     if missing:
         raise CliError(f"bad --print-ir-after {missing[0]!r}: no such pass ran; the passes that "
                        f"ran are {sorted(printer.ran)}")
-    groups = Counter(_group_name(f) for f in _primitive_functions(mod["main"]))
+    groups = Counter(_group_name(f) for func in mod.functions.values()
+                     for f in _primitive_functions(func))
     info["fused_groups"] = dict(groups.most_common())
     info["num_fused_groups"] = sum(groups.values())
+    vm_program = needs_vm(mod)  # control flow: the kernels as relay.vm.compile makes them
     with build_target(Target(args.target), options):  # the kernels as relay.build makes them
-        kernel_names, prim_funcs = (lower_module(mod["main"], options=options)
-                                    if args.dump or args.graph else (None, None))
+        kernel_names, prim_funcs = (None, None) if not (args.dump or args.graph) else \
+            module_kernels(mod, options) if vm_program else \
+            lower_module(mod["main"], options=options)
         dump = _dump(prim_funcs, args.dump, options) if args.dump else None
     if args.graph:
         info["graph"] = args.graph
-        _write_graph(args, mod, kernel_names, model, values)
+        if vm_program:
+            _write_program_graph(args, mod, kernel_names, model, values)
+        else:
+            _write_graph(args, mod, kernel_names, model, values)
     if args.json:
         print(json.dumps(info))
         return 0
@@ -119,9 +129,6 @@ def _write_graph(args, mod, kernel_names, model, values) -> None:
     if args.profile:
         shapes = {name: value.shape for name, value in values.items()}
         factory, _ = compile_model(model, shapes, args.opt_level, Progress(not args.quiet))
-        if not hasattr(factory, "graph_json"):
-            raise CliError(f"--profile: {args.model} runs on the Relay VM (control flow); "
-                           "the graph picture shades graph-module kernels only")
         gmod = debug_executor.GraphModuleDebug(factory["default"](runtime.cpu()))
         report = gmod.profile(repeat=5, **values)
         node_times = {n.name: n.median for n in report.nodes}
@@ -130,6 +137,22 @@ def _write_graph(args, mod, kernel_names, model, values) -> None:
         result = GraphCodegen(mod["main"], kernel_names).run()
         graph_json, params = result.graph_json, result.params
     svg = draw_graph(graph_json, params, node_times, title=os.path.basename(args.model))
+    with open(args.graph, "w") as f:
+        f.write(svg)
+
+
+def _write_program_graph(args, mod, kernel_of, model, values) -> None:
+    """--graph of a program with control flow (the Relay VM's): every global function, its
+    kernels shaded by their time in one VM profile with --profile."""
+    kernel_times = None
+    if args.profile:
+        shapes = {name: value.shape for name, value in values.items()}
+        exe, _ = compile_model(model, shapes, args.opt_level, Progress(not args.quiet))
+        report = VirtualMachineProfiler(exe, runtime.cpu()).profile(repeat=5, **values)
+        kernel_times = {}
+        for n in report.nodes:  # a kernel's time at all its shapes
+            kernel_times[n.kernel] = kernel_times.get(n.kernel, 0.0) + n.median
+    svg = draw_program(mod, kernel_of, kernel_times, title=os.path.basename(args.model))
     with open(args.graph, "w") as f:
         f.write(svg)
 

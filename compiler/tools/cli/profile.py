@@ -1,12 +1,13 @@
 """`relayjit profile model.onnx`: time every fused kernel (slowest first), optionally as a
-Chrome/Perfetto trace."""
+Chrome/Perfetto trace. A model with control flow runs on the Relay VM: its rows are kernels
+at each set of argument shapes, their calls in one invoke summed (runtime.vm.profiler)."""
 from __future__ import annotations
 
 import json
 
 import runtime
 from runtime import debug_executor
-from runtime.vm import Executable
+from runtime.vm import Executable, VirtualMachineProfiler
 from .common import CliError, check_writable
 from .prepare import prepare
 from .options import (MODEL_HELP, apply_threads, build_options, input_option, json_option,
@@ -38,12 +39,15 @@ def command(args) -> int:
     if args.trace:
         check_writable(args.trace, "--trace")
     prepared = prepare(args)
-    if isinstance(prepared.module, Executable):
-        raise CliError(f"{args.model} runs on the Relay VM (control flow) at these shapes; "
-                       "profile times the kernels of a graph module (time the whole program "
-                       "with `relayjit bench`)")
-    gmod = debug_executor.GraphModuleDebug(prepared.module["default"](runtime.cpu()))
-    report = gmod.profile(repeat=args.repeat, number=args.number, **prepared.feeds)
+    if isinstance(prepared.module, Executable):  # control flow: each kernel at each shape
+        if args.number is not None:
+            raise CliError("--number: a VM program's kernels are timed over whole invokes "
+                           "(--repeat of them), not called on their own")
+        vm = VirtualMachineProfiler(prepared.module, runtime.cpu())
+        report = vm.profile(repeat=args.repeat, **prepared.feeds)
+    else:
+        gmod = debug_executor.GraphModuleDebug(prepared.module["default"](runtime.cpu()))
+        report = gmod.profile(repeat=args.repeat, number=args.number, **prepared.feeds)
     if args.trace:
         with open(args.trace, "w") as f:
             json.dump(report.chrome_trace(), f)
