@@ -35,7 +35,8 @@ sequence, a MobileNet-v2 with dynamic batch) through one compiler.load session e
 one onnxruntime session per thread count: first the first call at every shape (relayjit
 compiles the shape then, with empty compile and build caches: a fresh RELAYJIT_CACHE_DIR),
 then steady-state latency at each shape in interleaved rounds, every output checked against
-onnxruntime (rtol 1e-3 / atol 1e-4).
+onnxruntime (rtol 1e-3 / atol 1e-4). With every model (none named) the README table
+between the dynamic-table markers is rewritten.
 """
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ sys.path.insert(0, ROOT)
 
 OPT_LEVEL = 3
 START, END = "<!-- models-table:start -->", "<!-- models-table:end -->"
+DYNAMIC_START, DYNAMIC_END = "<!-- dynamic-table:start -->", "<!-- dynamic-table:end -->"
 
 
 def _median_ms(fn, repeat: int, number: int) -> float:
@@ -258,16 +260,17 @@ def quantized_table(rows: list[dict], threads: list[int]) -> str:
     return "\n".join(lines)
 
 
-def write_readme(text: str) -> None:
+def write_readme(text: str, start: str = START, end: str = END) -> None:
+    """Put text between README.md's start and end markers."""
     path = os.path.join(ROOT, "README.md")
     with open(path) as f:
         readme = f.read()
-    if START not in readme or END not in readme:
-        raise SystemExit(f"README.md has no {START} ... {END} markers")
-    head, rest = readme.split(START, 1)
-    _, tail = rest.split(END, 1)
+    if start not in readme or end not in readme:
+        raise SystemExit(f"README.md has no {start} ... {end} markers")
+    head, rest = readme.split(start, 1)
+    _, tail = rest.split(end, 1)
     with open(path, "w") as f:
-        f.write(f"{head}{START}\n{text}\n{END}{tail}")
+        f.write(f"{head}{start}\n{text}\n{end}{tail}")
 
 
 def main() -> None:
@@ -299,7 +302,10 @@ def main() -> None:
     except ValueError:
         parser.error(f"--threads must be comma-separated integers, got {args.threads!r}")
     if args.dynamic:
-        bench_dynamic(args.models, args.repeat, args.number, threads)
+        text = bench_dynamic(args.models, args.repeat, args.number, threads)
+        if not args.no_readme and not args.models:
+            write_readme(text, DYNAMIC_START, DYNAMIC_END)
+            print("\nREADME.md dynamic-models table updated")
         return
     if args.quantized:
         return _main_quantized(args, threads)
@@ -358,9 +364,9 @@ def _bench_all(jobs: list, args, threads: list[int]) -> list[dict]:
     return rows
 
 
-def bench_dynamic(names: list[str], repeat: int, number: int, threads: list[int]) -> None:
+def bench_dynamic(names: list[str], repeat: int, number: int, threads: list[int]) -> str:
     """--dynamic: each model's first call and steady latency at each of its shapes, beside
-    onnxruntime (see the module docstring); prints one table."""
+    onnxruntime (see the module docstring); prints one table and returns it."""
     import onnx
     from benchmarks.generated_models import DYNAMIC_MODELS
     from codegen import jit
@@ -377,8 +383,10 @@ def bench_dynamic(names: list[str], repeat: int, number: int, threads: list[int]
             onnx.save(build(), path)
             rows += _bench_shapes(name, path, [(s, feeds_for(**s)) for s in shapes], repeat,
                                   number, threads)
+    text = dynamic_table(rows, threads)
     print()
-    print(dynamic_table(rows, threads))
+    print(text)
+    return text
 
 
 def _bench_shapes(name: str, path: str, cases: list, repeat: int, number: int,
