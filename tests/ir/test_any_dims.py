@@ -8,7 +8,8 @@ import pytest
 import compiler as tvm
 from compiler import relay
 from compiler.errors import CompilerError, TypeInferenceError
-from compiler.ir.dims import Any, collect_constraints, describe, dim_max, dim_min
+from compiler.ir.dims import (Any, bcast, broadcast_sides, collect_constraints, describe, dim_max,
+                               dim_min, evaluate, symbols_of)
 from compiler.ir.types import TensorType, structurally_equal_types
 
 
@@ -127,3 +128,19 @@ def test_relay_build_refuses_dynamic_shapes_with_advice():
 def test_concrete_shape_of_a_dynamic_type_is_a_clear_error():
     with pytest.raises(TypeError, match=r"Tensor\[\(\?, 3\), float32\] has dynamic"):
         TensorType((relay.Any(), 3)).concrete_shape
+
+
+def test_a_dim_evaluates_at_values_of_its_symbols():
+    b, s = Any("b"), Any("s")
+    d = (2 * b * s + 4) // 2 + dim_max(s, 3) % 5
+    assert set(symbols_of(d)) == {b.symbol, s.symbol} and symbols_of(7) == []
+    assert evaluate(d, {b.symbol: 3, s.symbol: 7}) == 3 * 7 + 2 + 7 % 5
+    assert evaluate(12, {}) == 12
+    m = bcast(s, Any("t"))
+    (left, right), = broadcast_sides(m)
+    assert left == [s.symbol] and len(right) == 1
+    assert evaluate(m, {s.symbol: 1, right[0]: 6}) == 6
+    with pytest.raises(ValueError, match="do not broadcast"):
+        evaluate(m, {s.symbol: 2, right[0]: 6})
+    with pytest.raises(KeyError):
+        evaluate(b + 1, {})

@@ -2,10 +2,12 @@
 
 The kernel's symbols are the model's symbols its inputs' dynamic dims are built from (and
 its outputs', when their shapes depend on input values: dyn.strided_slice, ...), symbols on
-the two sides of a broadcast taken as one (equal, as the model's inputs make them; a call
-that really broadcasts there fails the signature check). Its dims are polynomials in them
-(12 * batch; a floordiv that does not divide does not fit), and each must be some dim
-alone, for the run time to read it. The function is specialised (specialise.py) at
+the two sides of a broadcast sampled as one (equal); an input dim that may still be 1 there
+at run time gets a symbol of its own and a clamped index, and a symbol that must be 1 for
+the function to type (it broadcasts against a static dim) is held at 1. Its dims are
+polynomials in the symbols (12 * batch; a floordiv that does not divide does not fit), and
+each symbol must be some dim alone (times a constant), for the run time to read it. The
+function is specialised (specialise.py) at
 codegen.symbolic's sample values of them, lowered by the same strategies and schedules as a
 static kernel, and codegen.symbolic fits the samples into one kernel for every value. The
 signature that comes out is then checked against the function's shape program at small
@@ -69,12 +71,11 @@ def lower_symbolic(func: Function, name: str, options: CodegenOptions) -> PrimFu
             return ins + [at(t) for t in outputs]
         return ins + [tuple(int(x) for x in s) for s in program.evaluate(ins, {})]
 
-    ones = _broadcast_ones(list(dict.fromkeys(classes[s] for d in read for s in symbols_of(d))),
-                           shapes_at)
+    read_roots = list(dict.fromkeys(classes[s] for d in read for s in symbols_of(d)))
+    ones = _broadcast_ones(read_roots, shapes_at)
     if ones is None:
         return None
-    roots = [r for r in dict.fromkeys(classes[s] for d in read for s in symbols_of(d))
-             if r not in ones]
+    roots = [r for r in read_roots if r not in ones]
     units = _units(every, classes, roots)
     if not roots or len(roots) > MAX_SYMBOLS or units is None:
         return None
