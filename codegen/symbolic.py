@@ -59,14 +59,16 @@ def _monomials(k: int, degree: int) -> list[tuple[int, ...]]:
 def sample_points(num_symbols: int) -> list[tuple[int, ...]]:
     """Values of the symbols to lower the function at: a lattice unisolvent for the degree
     (one point per monomial), then two more of the same size to check the fit, last one
-    about four times smaller: where the loop nest has the same structure there, its integers
-    must be the fit's (a size clipped to a constant, min(n, 512), would show)."""
+    about four times smaller and a multiple of 64: where the loop nest has the same
+    structure there, its integers must be the fit's (a size clipped to a constant,
+    min(n, 512), would show, and so would ceil(n / 8) fitted as n // 8 + 1, which no odd
+    sample tells apart)."""
     k, degree = num_symbols, degree_for(num_symbols)
     base = [_BASE + _SPAN * j for j in range(k)]
     points = [tuple(b + _STEP * a for b, a in zip(base, e)) for e in _monomials(k, degree)]
     for extra in (1, 2):
         points.append(tuple(b + _STEP * (degree + extra) + 2 * j for j, b in enumerate(base)))
-    points.append(tuple(257 + 6 * j for j in range(k)))
+    points.append(tuple(256 + 64 * j for j in range(k)))
     return points
 
 
@@ -181,10 +183,14 @@ def symbolic_kernel(name: str, samples: list[PrimFunc], points: list[tuple[int, 
     if polys is None:
         return None
     slot_poly = dict(zip(varying, polys))
-    if check.supported and check.skeleton() == first.skeleton() and any(
-            (_fitted_value(slot_poly[s], points[-1]) if s in slot_poly else columns[s][0])
-            != v for s, v in enumerate(check.values)):
+    quotients = [f for f in polys if isinstance(f[0], str)]
+    same = check.supported and check.skeleton() == first.skeleton()
+    if same and any((_fitted_value(slot_poly[s], points[-1]) if s in slot_poly
+                     else columns[s][0]) != v for s, v in enumerate(check.values)):
         return None  # the smaller size has the structure but other integers: a clip
+    if quotients and not (same and all(_value(q, points[-1]) % c == 0
+                                       for _, q, c, _, _ in quotients)):
+        return None  # a quotient not checked where every block is full
     for s in slot_poly:
         kind, obj, *_ = first.where[s]
         if kind == "stride" and not any(id(b) == id(obj) for b in first.func.params):

@@ -79,6 +79,25 @@ def test_batch_matmul_over_a_shared_dynamic_batch():
                                    x @ y.transpose(0, 2, 1), rtol=1e-4, atol=1e-5)
 
 
+def test_row_kernels_with_scratch_at_sizes_on_and_off_their_blocks():
+    """Softmax and layer norm keep per-row scratch (a run-time size, from the heap) and take
+    rows in blocks: whole blocks only, a remainder, a single row."""
+    g, b = _f32(64), _f32(64)
+    x = relay.var("x", shape=(relay.Any(), 64))
+    exe, vm = _loaded(relay.Function([x], relay.Tuple([
+        relay.nn.softmax(x), relay.nn.layer_norm(x, relay.const(g), relay.const(b))])))
+    assert _kinds(exe) == {"symbolic"}
+    for rows in (1, 3, 4, 8, 64, 67):
+        a = _f32(rows, 64)
+        e = np.exp(a - a.max(1, keepdims=True))
+        mean, var = a.mean(1, keepdims=True), a.var(1, keepdims=True)
+        soft, norm = vm.invoke("main", a)
+        np.testing.assert_allclose(soft.numpy(), e / e.sum(1, keepdims=True), rtol=1e-5,
+                                   atol=1e-7)
+        np.testing.assert_allclose(norm.numpy(), (a - mean) / np.sqrt(var + 1e-5) * g + b,
+                                   rtol=1e-4, atol=1e-5)
+
+
 def test_two_dynamic_dims_that_broadcast_either_way():
     x, y = relay.var("x", shape=(relay.Any(), 16)), relay.var("y", shape=(relay.Any(), 16))
     exe, vm = _loaded(relay.Function([x, y], relay.multiply(relay.add(x, y), y)))
