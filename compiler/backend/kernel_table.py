@@ -84,7 +84,9 @@ class KernelTable:
         self.used: set[str] = set()
         self.prim_funcs: list = []
 
-    def _unique(self, name: str) -> str:
+    def unique_name(self, name: str) -> str:
+        """name, or name_1, name_2, ...: one no kernel of this table has (the VM's dynamic
+        kernels take theirs here too, so a library's names never clash)."""
         if name not in self.used:
             self.used.add(name)
             return name
@@ -109,7 +111,7 @@ class KernelTable:
             if structural_equal(other, func):
                 self.names[id(func)] = name
                 return name
-        name = self._unique(kernel_name_for(func, self.mod_name))
+        name = self.unique_name(kernel_name_for(func, self.mod_name))
         self.by_hash.setdefault(key, []).append((func, name))
         self.names[id(func)] = name
         self.prim_funcs.append(lower_kernel(func, name, self.options))

@@ -109,6 +109,20 @@ def test_two_dynamic_dims_that_broadcast_either_way():
         vm.invoke("main", _f32(3, 16), _f32(2, 16))
 
 
+def test_a_static_and_a_symbolic_kernel_of_one_name_are_told_apart():
+    """Fuzzer find (seed 51): a static and a dynamic fused max were both named
+    tvmgen_default_fused_max, which one library cannot hold."""
+    x, y = relay.var("x", shape=(relay.Any(), 8)), relay.var("y", shape=(3, 8))
+    exe, vm = _loaded(relay.Function([x, y], relay.Tuple([relay.max(x, axis=1),
+                                                          relay.max(y, axis=1)])))
+    assert sorted(k.kind for k in exe.kernels) == ["static", "symbolic"]
+    assert len({k.name for k in exe.kernels}) == 2
+    a, b = _f32(5, 8), _f32(3, 8)
+    got = vm.invoke("main", a, b)
+    np.testing.assert_array_equal(got[0].numpy(), a.max(1))
+    np.testing.assert_array_equal(got[1].numpy(), b.max(1))
+
+
 def test_the_compiler_still_specialises_where_it_is_attached():
     x = relay.var("x", shape=(relay.Any(), 8))
     exe = relay.vm.compile(relay.IRModule.from_expr(relay.Function([x], relay.negative(x))))

@@ -93,11 +93,7 @@ class KernelResolver:
             if structural_equal(other, func):
                 return index
         index = len(self.entries)
-        base = kernel_name_for(func, self.mod_name)
-        taken = {e.name for e in self.entries}
-        name, k = base, 1
-        while name in taken:
-            name, k = f"{base}_{k}", k + 1
+        name = self.table.unique_name(kernel_name_for(func, self.mod_name))
         symbolic = lower_symbolic(func, name, self.options) if self.symbolic else None
         if symbolic is not None:
             self.symbolic_funcs.append(symbolic)
