@@ -146,8 +146,11 @@ def _units(dims: list, classes: dict, roots: list) -> list[int] | None:
         if len(own) != 1:
             continue
         (root,) = own
-        v1, v2 = (evaluate(d, {s: x for s, r in classes.items() if r is root})
-                  for x in (1009, 1013))
+        try:
+            v1, v2 = (evaluate(d, {s: x for s, r in classes.items() if r is root})
+                      for x in (1009, 1013))
+        except ValueError:  # a broadcast inside the dim that these sizes break
+            continue
         if v1 % 1009 == 0 and v2 == v1 // 1009 * 1013:
             units[root] = min(units.get(root, v1 // 1009), v1 // 1009)
     if any(r not in units or units[r] < 1 for r in roots):
