@@ -44,7 +44,8 @@ LEVELS = (0, 3, "vm", "vm-dynamic")
 BASE_TOL = {"float32": (1e-4, 1e-5), "float16": (1e-2, 1e-3), "float64": (1e-7, 1e-9)}
 _UNSUPPORTED = re.compile(r"not supported|unsupported|not implemented|no converter|"
                           r"only supports?|does not support|cannot (?:be )?(?:lower|handle)|"
-                          r"requires? (?:a )?static|not yet|is supported (?:for|only)|supported only", re.I)
+                          r"requires? (?:a )?static|needs static|not yet|is supported (?:for|only)|"
+                          r"supported only", re.I)
 
 
 def tolerance(dtype: str, err: float) -> tuple:
