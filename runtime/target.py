@@ -15,6 +15,8 @@ from typing import Iterable, NamedTuple
 
 import llvmlite.binding as llvm
 
+from .cpu_features import canonical_cpu, named_cpu_features, named_cpus
+
 _init_lock = threading.Lock()
 _initialized = False
 
@@ -83,9 +85,10 @@ def host_info() -> TargetInfo:
 def resolve_cpu_target(cpu: str = "", mattr: Iterable[str] = (), triple: str = "") -> TargetInfo:
     """The TargetInfo for `-mcpu=cpu -mattr=... -mtriple=...`.
 
-    cpu: "" / "native" / the host's own CPU name (the host, with every feature it has) or an
-    x86-64 level (baseline_cpus()). Other names are refused: their features could not be
-    recorded, so a machine lacking one could not be told apart at load. mattr: "+feature" adds,
+    cpu: "" / "native" / the host's own CPU name (the host, with every feature it has), an
+    x86-64 level (baseline_cpus()) or a named x86 CPU (runtime.cpu_features: exactly its
+    features, every other one LLVM knows disabled). Other names are refused: their features
+    could not be recorded, so a machine lacking one could not be told apart at load. mattr: "+feature" adds,
     "-feature" removes. Code runs in this process's JIT, so the triple must be the host's.
     """
     host = host_info()
@@ -98,10 +101,15 @@ def resolve_cpu_target(cpu: str = "", mattr: Iterable[str] = (), triple: str = "
     elif cpu in _X86_64_LEVELS and host.triple.startswith("x86_64"):
         info = TargetInfo(host.triple, cpu, "")
         features = {f: "+" for f in baseline_features(cpu)}
+    elif canonical_cpu(cpu) and host.triple.startswith("x86_64"):
+        info = TargetInfo(host.triple, canonical_cpu(cpu), "")
+        features = {f[1:]: "-" for f in host.features.split(",") if f}
+        features.update((f, "+") for f in named_cpu_features(cpu))
     else:
         raise ValueError(f"-mcpu={cpu!r} is not a CPU relayjit can record features for; "
-                         f"expected this machine's CPU ({host.cpu!r}, or leave -mcpu out) or "
-                         f"a baseline: {', '.join(baseline_cpus())}")
+                         f"expected this machine's CPU ({host.cpu!r}, or leave -mcpu out), "
+                         f"a baseline ({', '.join(baseline_cpus())}) or a named x86 CPU "
+                         f"({', '.join(named_cpus())})")
     for attr in mattr:
         if len(attr) < 2 or attr[0] not in "+-":
             raise ValueError(f"-mattr entry {attr!r}: expected +feature or -feature")
