@@ -14,19 +14,26 @@ bytes the kernel reads and writes.
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
+import os
+import shutil
 import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from .benchmark import BenchmarkResult, time_calls
+from .debug_result import DEVICE_FOLDER, DebugResult
 from .device import Device
 from .dtypes import numpy_dtype
-from .graph_executor import GraphModule
+from .graph_executor import _HAS_RUN, GraphModule, executor_with_library_params
 from .graph_json import GraphPlan, OpNode
 from .graph_runtime import GraphExecutor
 from .library import KernelLibrary
+from .ndarray import NDArray, array
 
 __all__ = ["create", "GraphModuleDebug", "NodeProfile", "ProfileReport"]
 
@@ -37,13 +44,19 @@ _MAX_NUMBER = 1000
 
 def create(graph_json_str: str, libmod: KernelLibrary, device: Device | list,
            dump_root: str | None = None) -> GraphModuleDebug:
-    """A GraphModuleDebug running `graph_json_str` with `libmod` on `device` (dump_root is
-    accepted for TVM compatibility; nothing is dumped)."""
+    """A GraphModuleDebug running `graph_json_str` with `libmod` on `device`; with dump_root,
+    each run() writes the graph, every node's outputs and a trace there (debug_result)."""
+    device = _one_device(device)
+    return GraphModuleDebug(executor_with_library_params(graph_json_str, libmod, device),
+                            dump_root=dump_root)
+
+
+def _one_device(device: Device | list) -> Device:
     if isinstance(device, (list, tuple)):
         if len(device) != 1:
             raise ValueError(f"create: expected one device, got {device}")
         device = device[0]
-    return GraphModuleDebug(GraphExecutor(graph_json_str, libmod, device))
+    return device
 
 
 @dataclass(frozen=True)
@@ -100,9 +113,29 @@ class ProfileReport:
         """Nodes, slowest first."""
         return sorted(self.nodes, key=lambda n: -n.median)
 
-    def table(self, sort: bool = True, top: int | None = None) -> str:
-        """A fixed-width text table (slowest first unless sort=False), with the totals."""
-        rows = self.sorted() if sort else list(self.nodes)
+    def aggregated(self) -> list[NodeProfile]:
+        """One row per distinct fused-op list (TVM's aggregate): times and bytes summed over
+        the nodes that run it, named by the ops and the node count."""
+        groups: dict[tuple[str, ...], list[NodeProfile]] = {}
+        for n in self.nodes:
+            groups.setdefault(n.ops or (n.kernel,), []).append(n)
+        rows = []
+        for ops, nodes in groups.items():
+            flops = [n.flops for n in nodes]
+            rows.append(NodeProfile(
+                name=f"{', '.join(ops)} (x{len(nodes)})", kernel=nodes[0].kernel, ops=ops,
+                input_shapes=nodes[0].input_shapes, output_shapes=nodes[0].output_shapes,
+                median=sum(n.median for n in nodes), min=sum(n.min for n in nodes),
+                max=sum(n.max for n in nodes), share=sum(n.share for n in nodes),
+                flops=None if None in flops else sum(flops), bytes=sum(n.bytes for n in nodes)))
+        return rows
+
+    def table(self, sort: bool = True, top: int | None = None, aggregate: bool = False,
+              col_sums: bool = True) -> str:
+        """A fixed-width text table (slowest first unless sort=False), with the totals
+        (col_sums); aggregate=True gives one row per fused-op list, as TVM's Report.table."""
+        rows = self.aggregated() if aggregate else list(self.nodes)
+        rows = sorted(rows, key=lambda n: -n.median) if sort else rows
         shown = rows[:top] if top else rows
         head = (f"{'node':<40} {'fused ops':<44} {'median ms':>10} {'min..max ms':>17} "
                 f"{'share':>6} {'rate':>13}  shapes (in -> out)")
@@ -118,10 +151,24 @@ class ProfileReport:
                          f"{rate:>13}  {shapes}")
         if len(shown) < len(rows):
             lines.append(f"... {len(rows) - len(shown)} more nodes")
-        lines.append(f"sum of {len(rows)} nodes {self.total * 1e3:.3f} ms; whole run "
-                     f"{self.whole_run * 1e3:.3f} ms (median of {self.repeat} rounds, "
-                     f"{self.number} calls each)")
+        if col_sums:
+            lines.append(f"sum of {len(self.nodes)} nodes {self.total * 1e3:.3f} ms; whole "
+                         f"run {self.whole_run * 1e3:.3f} ms (median of {self.repeat} rounds, "
+                         f"{self.number} calls each)")
         return "\n".join(lines)
+
+    def csv(self) -> str:
+        """One CSV row per node (execution order), as TVM's Report.csv."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["name", "kernel", "ops", "median_ms", "min_ms", "max_ms", "share",
+                         "flops", "bytes", "input_shapes", "output_shapes"])
+        for n in self.nodes:
+            writer.writerow([n.name, n.kernel, ";".join(n.ops), f"{n.median * 1e3:.6f}",
+                             f"{n.min * 1e3:.6f}", f"{n.max * 1e3:.6f}", f"{n.share:.6f}",
+                             "" if n.flops is None else n.flops, n.bytes,
+                             _shapes(n.input_shapes), _shapes(n.output_shapes)])
+        return out.getvalue()
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: nodes (execution order), total_ms, whole_run_ms, repeat, number."""
@@ -167,15 +214,95 @@ def _cut(text: str, width: int) -> str:
 
 
 class GraphModuleDebug(GraphModule):
-    """A GraphModule that can also time each graph node (TVM's GraphModuleDebug)."""
+    """A GraphModule that can also time each graph node and keep each node's outputs
+    (TVM's GraphModuleDebug). TVM's constructor form (module, device, graph_json_str,
+    dump_root) is accepted; the module already knows its device and graph."""
 
-    def run_individual(self, number: int, repeat: int = 1) -> list[float]:
+    def __init__(self, module: GraphExecutor | GraphModule, device: Any = None,
+                 graph_json_str: str | None = None, dump_root: str | None = None) -> None:
+        super().__init__(module)
+        if device is not None and _one_device(device) != self._ex.device:
+            raise ValueError(f"GraphModuleDebug: device {device} is not the module's "
+                             f"({self._ex.device})")
+        if graph_json_str is not None and graph_json_str != self._ex.graph_json:
+            raise ValueError("GraphModuleDebug: graph_json_str differs from the module's graph")
+        self._dump_root = dump_root
+        path = os.path.join(dump_root, DEVICE_FOLDER) if dump_root is not None else None
+        self.debug_datum = DebugResult(self._ex.graph_json, path)
+
+    def run(self, **input_dict: Any) -> None:
+        """Run node by node, keeping every node's outputs (debug_get_output) and time; with
+        a dump_root, write them there."""
+        if input_dict:
+            self.set_input(**input_dict)
+        self._ex.check_inputs_set()
+        ex, datum = self._ex, self.debug_datum
+        steps_of: dict[str, list[int]] = {}
+        for i, (_, _, name) in enumerate(ex.steps):
+            steps_of.setdefault(name, []).append(i)
+        datum.outputs, datum.times = {}, []
+        for name, entry in zip(ex.plan.input_names, ex.plan.input_entries):
+            datum.outputs[datum.node_index(name)] = [ex.entries[entry].copy()]
+        for op in ex.plan.ops:
+            start = time.perf_counter()
+            for i in steps_of.get(op.name, ()):
+                ex.run_step(i)
+            datum.times.append((op.name, time.perf_counter() - start))
+            datum.outputs[op.nid] = [ex.entries[e].copy() for e in op.outputs]
+        _HAS_RUN.add(ex)
+        datum.dump()
+
+    def debug_get_output(self, node: int | str, out: NDArray | None = None) -> NDArray:
+        """Output 0 of graph node `node` (index or name) from the last run()."""
+        index = self.debug_datum.node_index(node)
+        values = self.debug_datum.outputs.get(index)
+        if values is None:
+            raise RuntimeError(f"debug_get_output({node!r}): run() has not been called on "
+                               "this debug module yet")
+        return out.copyfrom(values[0]) if out is not None else array(values[0])
+
+    def run_individual(self, number: int, repeat: int = 1, min_repeat_ms: float = 0,
+                       limit_zero_time_iterations: int = 100, cooldown_interval_ms: float = 0,
+                       repeats_to_cooldown: int = 1) -> list[float]:
         """Mean seconds per call of each executed node (execution order), over `repeat`
-        rounds of `number` calls each."""
+        rounds of `number` calls each (more calls while a round is under min_repeat_ms).
+        The cooldown and zero-time arguments are accepted; rounds run back to back."""
         _check_count("number", number)
         _check_count("repeat", repeat)
-        rounds = [self._ex.time_steps(number) for _ in range(repeat)]
+        self._ex.check_inputs_set()
+        rounds = []
+        for _ in range(repeat):
+            calls = number
+            while True:
+                start = time.perf_counter()
+                times = self._ex.time_steps(calls)
+                elapsed_ms = (time.perf_counter() - start) * 1e3
+                if elapsed_ms >= (min_repeat_ms or 0) or calls >= _MAX_NUMBER * number:
+                    break
+                calls *= 2
+            rounds.append(times)
         return [statistics.fmean(times) for times in zip(*rounds)]
+
+    def run_individual_node(self, index: int, number: int = 10, repeat: int = 1,
+                            min_repeat_ms: float = 0, **_cooldown: Any) -> BenchmarkResult:
+        """Time graph node `index` (its graph JSON index) alone, as TVM's."""
+        node = self.debug_datum.node_index(index)
+        steps = [i for i, (_, _, name) in enumerate(self._ex.steps)
+                 if name == self.debug_datum.nodes[node]["name"]]
+        if not steps:
+            raise ValueError(f"run_individual_node({index}): node "
+                             f"{self.debug_datum.nodes[node]['name']!r} runs no kernel")
+        self._ex.check_inputs_set()
+
+        def call() -> None:
+            for i in steps:
+                self._ex.run_step(i)
+        return time_calls(call, repeat, number, min_repeat_ms or 0)
+
+    def exit(self) -> None:
+        """Delete the dump folder (TVM's exit)."""
+        if self._dump_root is not None and os.path.isdir(self._dump_root):
+            shutil.rmtree(self._dump_root)
 
     def profile(self, repeat: int = 10, number: int | None = None,
                 **input_dict: Any) -> ProfileReport:
@@ -186,7 +313,7 @@ class GraphModuleDebug(GraphModule):
         _check_count("repeat", repeat)
         if input_dict:
             self.set_input(**input_dict)
-        self.run()  # warm-up; also makes the outputs readable afterwards
+        GraphModule.run(self)  # warm-up; also makes the outputs readable afterwards
         if number is None:
             start = time.perf_counter()
             self._ex.run()

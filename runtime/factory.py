@@ -40,6 +40,7 @@ class GraphExecutorFactoryModule:
             name: v if isinstance(v, NDArray) else array(v) for name, v in (params or {}).items()
         }
         self.libmod_name = libmod_name
+        lib.params = self.params
 
     def get_graph_json(self) -> str:
         """The graph JSON text."""
@@ -64,10 +65,21 @@ class GraphExecutorFactoryModule:
                               if n not in executor.shared_names})
         return executor
 
-    def __getitem__(self, key: str) -> Callable[[Device], GraphExecutor]:
+    def __getitem__(self, key: str) -> Callable[..., GraphExecutor]:
+        """`factory["default"](dev)`, or TVM's `factory["debug_create"]("default", dev)` (the
+        executor for debug_executor.GraphModuleDebug)."""
+        if key == "debug_create":
+            return self._debug_create
         if key != self.libmod_name:
-            raise KeyError(f"factory has module {self.libmod_name!r}, not {key!r}")
+            raise KeyError(f"factory has module {self.libmod_name!r} (and 'debug_create'), "
+                           f"not {key!r}")
         return self.create
+
+    def _debug_create(self, name: str, dev: Device | str = "cpu") -> GraphExecutor:
+        if name != self.libmod_name:
+            raise KeyError(f"debug_create: factory has module {self.libmod_name!r}, not "
+                           f"{name!r}")
+        return self.create(dev)
 
     def __iter__(self) -> Iterator[Any]:
         """Legacy unpacking: `graph_json, lib, params = relay.build(...)`."""

@@ -27,7 +27,16 @@ def create(graph_json_str: str, libmod: KernelLibrary, device: Device | list) ->
         if len(device) != 1:
             raise ValueError(f"create: expected one device, got {device}")
         device = device[0]
-    return GraphModule(GraphExecutor(graph_json_str, libmod, device))
+    return GraphModule(executor_with_library_params(graph_json_str, libmod, device))
+
+
+def executor_with_library_params(graph_json_str: str, libmod: KernelLibrary,
+                                  device: Device) -> GraphExecutor:
+    """A GraphExecutor whose inputs named by the params the library's build bound start with
+    them (TVM's `create(graph_json, lib.lib, dev)` runs without set_params)."""
+    executor = GraphExecutor(graph_json_str, libmod, device)
+    executor.load_params(libmod.params)
+    return executor
 
 
 class GraphModule:

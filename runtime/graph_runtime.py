@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .benchmark import BenchmarkResult, time_calls
 from .device import Device
 from .dtypes import numpy_dtype
 from .errors import KernelError
@@ -211,6 +212,14 @@ class GraphExecutor:
             if status:
                 self._fail(i, status)
 
+    def run_step(self, index: int) -> None:
+        """Call step `index` alone (the debug executor runs node by node); a nonzero status
+        raises as in run(). Inputs are checked by the caller, once per run."""
+        fn, arg, _ = self.steps[index]
+        status = fn(arg)
+        if status:
+            self._fail(index, status)
+
     def time_steps(self, number: int) -> list[float]:
         """Each step's mean seconds over `number` back-to-back calls, steps in order (what the
         debug executor's profile repeats); a kernel's nonzero status raises as in run()."""
@@ -225,6 +234,19 @@ class GraphExecutor:
                     self._fail(i, status)
             times.append((time.perf_counter() - start) / number)
         return times
+
+    def time_evaluator(self, func_name: str, dev: Device, number: int = 10, repeat: int = 1,
+                       min_repeat_ms: float = 0, limit_zero_time_iterations: int = 100,
+                       cooldown_interval_ms: float = 0, repeats_to_cooldown: int = 1,
+                       f_preproc: str = "") -> Callable[[], BenchmarkResult]:
+        """TVM's `module.module.time_evaluator("run", dev, number, repeat)`: a function that
+        times run() (BenchmarkResult: .results, .mean). Cooldowns are accepted; rounds run
+        back to back."""
+        if func_name != "run":
+            raise ValueError(f"time_evaluator: a graph module times 'run', got {func_name!r}")
+        if f_preproc:
+            raise ValueError(f"time_evaluator: f_preproc {f_preproc!r} is not supported")
+        return lambda: time_calls(self.run, repeat, number, min_repeat_ms)
 
     def _fail(self, step: int, status: int) -> None:
         why = status_message(status)

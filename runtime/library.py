@@ -205,6 +205,9 @@ class KernelLibrary:
                             f"compiled for, got {type(target).__name__}")
         # what the code was compiled for (hand-made libraries: the host)
         self.target = target if target is not None else host_info()
+        # the params relay.build bound for this library's graph (set by its factory), so
+        # graph_executor.create(graph_json, lib, dev) starts with them, as TVM's lib.lib does
+        self.params: dict = {}
         self._engine = self._load_engine(self._objects)
         # from the object code's own table (compiled libraries have one); None only for
         # hand-made libraries, whose buffers cannot be checked
