@@ -45,6 +45,7 @@ from compiler.backend.graph_codegen import CONCAT, NOP, GraphCodegen, function_c
 from compiler.backend.kernel_table import KernelTable, kernel_name_for
 from compiler.driver import build_cache
 from compiler.driver.build_timing import PipelineInstrument, TimingRecorder
+from compiler.driver.executor_runtime import check_executor_runtime
 from compiler.errors import CompilerError
 from compiler.ir.expr import Constant, Function
 from compiler.ir.module import IRModule
@@ -243,6 +244,7 @@ def build(ir_mod: Any, target: Any = None, target_host: Any = None,
 
     `target` is a Target or anything Target() takes (None: Target.current(), else "llvm");
     the build runs with it as Target.current() and the factory keeps it as `.target`."""
+    check_executor_runtime(executor, runtime)
     with _collector_paused():
         return _build(ir_mod, target, target_host, params, mod_name)
 

@@ -111,6 +111,13 @@ class IRModule:
     def same_as(self, other) -> bool:
         return self is other
 
+    def holds_the_same(self, other: "IRModule") -> bool:
+        """The same function objects under the same GlobalVars and equal attrs (what a pass
+        that changed nothing returns; TVM then hands back the input module itself)."""
+        return (self._functions.keys() == other._functions.keys()
+                and all(f is other._functions[gv] for gv, f in self._functions.items())
+                and self.attrs == other.attrs)
+
     def shallow_copy(self) -> "IRModule":
         mod = IRModule()
         mod._functions = dict(self._functions)

@@ -26,3 +26,17 @@ from compiler.ir.expr import RelayExpr as Expr  # noqa: E402,F401
 from . import testing  # noqa: F401,E402
 from compiler.ir.parser import fromtext, parse, parse_expr  # noqa: E402,F401
 from runtime.params import load_param_dict, save_param_dict  # noqa: E402,F401
+from compiler.ir.span import SourceName, Span  # noqa: E402,F401
+from . import backend  # noqa: E402,F401
+from runtime.unsupported import missing_names as _missing_names  # noqa: E402
+
+_ADT = ("algebraic data types are not supported: use Tuple/TupleGetItem for fixed-size "
+        "records and If with relay.vm.compile for control flow")
+__getattr__ = _missing_names(__name__, {
+    **{name: _ADT for name in ("TypeData", "Constructor", "Match", "Clause", "TypeCall",
+                               "PatternConstructor", "PatternVar", "PatternWildcard",
+                               "PatternTuple", "Pattern", "prelude", "Prelude", "adt")},
+    "RefCreate": "references (mutable cells) are not supported: pass values functionally",
+    "RefRead": "references (mutable cells) are not supported: pass values functionally",
+    "RefWrite": "references (mutable cells) are not supported: pass values functionally",
+})

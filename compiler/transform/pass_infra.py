@@ -58,8 +58,11 @@ class ModulePass(Pass):
         self.info = info
 
     def _transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        # a shallow copy, so a pass that assigns mod["f"] never edits the caller's module
-        return self.pass_func(mod.shallow_copy(), ctx)
+        # a shallow copy, so a pass that assigns mod["f"] never edits the caller's module;
+        # a pass that hands that copy back unchanged returns the input itself, as TVM's do
+        copy = mod.shallow_copy()
+        out = self.pass_func(copy, ctx)
+        return mod if out is copy and copy.holds_the_same(mod) else out
 
 
 _SKIP_ATTRS = ("Compiler", "Extern", "SkipOptimization")
