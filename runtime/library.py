@@ -284,6 +284,15 @@ class KernelLibrary:
 
     __getitem__ = get_function
 
+    def get_source(self, fmt: str = "") -> str:
+        """TVM's lib.get_source(): a relayjit library holds object code only (keeping every
+        kernel's LLVM IR would double a build's memory), so this says where the text is."""
+        raise NotImplementedError(
+            f"get_source({fmt!r}): the library holds object code only; print the kernels' "
+            "LLVM IR or assembly with `relayjit inspect MODEL --dump llvm|asm|tir`, or "
+            "codegen.jit.get_llvm_ir / get_assembly on the functions "
+            "compiler.driver.build.lower_module gives")
+
     def __contains__(self, name: object) -> bool:
         return name in self._kernels
 

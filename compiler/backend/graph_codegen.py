@@ -108,6 +108,22 @@ def _nbytes(t: TensorType) -> int:
     return int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize
 
 
+def unique_input_names(names: list[str]) -> list[str]:
+    """Graph input names, one per parameter: a repeated name hint (four relay.var("w"))
+    becomes w, w_1, w_2, ... as TVM makes them unique; set_input by index reaches each."""
+    taken = set(names)
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        unique, k = name, 0
+        while unique in seen or (k and unique in taken):
+            k += 1
+            unique = f"{name}_{k}"
+        seen.add(unique)
+        out.append(unique)
+    return out
+
+
 def _fused_op_attrs(func: Function) -> dict[str, str]:
     """Node attrs naming the Relay ops fused into a kernel ("relay_ops", comma-separated, in
     execution order) and, when the registry knows their cost, "flops" (the profiler reads
@@ -219,10 +235,10 @@ class GraphCodegen:
     # ---- walk -------------------------------------------------------------------------
     def run(self) -> GraphCodegenResult:
         main = self.main
-        reserved = {p.name_hint for p in main.params}
-        for p in main.params:
-            self.expr_entries[p] = self._input(p.name_hint, p.checked_type,
-                                               f"input {p.name_hint!r}")
+        names = unique_input_names([p.name_hint for p in main.params])
+        reserved = set(names)
+        for p, name in zip(main.params, names):
+            self.expr_entries[p] = self._input(name, p.checked_type, f"input {name!r}")
         arg_nodes = list(range(len(main.params)))
         order, self.let_values = _main_order(main)
         for expr in order:

@@ -32,24 +32,32 @@ class Node:
     def same_as(self, other) -> bool:
         return self is other
 
-    def astext(self, show_meta_data: bool = True) -> str:
-        return print_text(self, show_meta_data)
+    def astext(self, show_meta_data: bool = True, annotate=None) -> str:
+        return print_text(self, show_meta_data, annotate)
 
     def __str__(self) -> str:
-        return self.astext()
+        return print_text(self)
 
     def __repr__(self) -> str:
-        return self.astext()
+        return print_text(self)
 
 
-def print_text(node, show_meta_data: bool = True) -> str:
-    """TVM's text form of a node or an IRModule (compiler.ir.printer)."""
+# What TVM's astext() of a module or expression begins with (str() leaves it out).
+VERSION_HEADER = '#[version = "0.0.5"]\n'
+
+
+def print_text(node, show_meta_data: bool = True, annotate=None) -> str:
+    """TVM's text form of a node or an IRModule (compiler.ir.printer), without the header."""
     from .printer import astext  # the printer imports every node class; nodes print through it
-    return astext(node, show_meta_data)
+    return astext(node, show_meta_data, annotate)
 
 
 class RelayExpr(Node):
     """Base of expressions: holds the type InferType fills in, and the arithmetic sugar."""
+
+    def astext(self, show_meta_data: bool = True, annotate=None) -> str:
+        """TVM's text form, with its version header first."""
+        return VERSION_HEADER + print_text(self, show_meta_data, annotate)
 
     __slots__ = ("_checked_type", "span")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .expr import Function, GlobalVar, RelayExpr, print_text
+from .expr import VERSION_HEADER, Function, GlobalVar, RelayExpr, print_text
 from .vars import free_vars
 
 
@@ -91,11 +91,12 @@ class IRModule:
     def __iter__(self):
         return iter(self._functions.items())
 
-    def astext(self, show_meta_data: bool = True) -> str:
-        return print_text(self, show_meta_data)
+    def astext(self, show_meta_data: bool = True, annotate=None) -> str:
+        """TVM's text form, with its version header first (str() leaves it out)."""
+        return VERSION_HEADER + print_text(self, show_meta_data, annotate)
 
     def __str__(self) -> str:
-        return self.astext()
+        return print_text(self)
 
     __repr__ = __str__
 

@@ -17,8 +17,9 @@ TVM's rules, which this module follows:
   op's schema default (OpDef.attrs; a None is left out where None is the default). Function
   attributes print after the params (`fn (%p0, Primitive=1)`).
 
-Choices where TVM's output has parts we leave out: no `#[version = "0.0.5"]` header, no
-metadata section (nor TVM's "metadata section has been omitted" comment), and no trailing
+`astext()` of a module or expression begins with TVM's `#[version = "0.0.5"]` header;
+`str()` leaves it out, as TVM's printing does. Choices where TVM's output has parts we leave
+out: no metadata section (nor TVM's "metadata section has been omitted" comment), and no trailing
 newline after a module's last function, whatever show_meta_data says. Functions of a module
 print in insertion order, separated by a blank line.
 
@@ -27,7 +28,7 @@ of its children to a driver loop with an explicit stack (see `_Printer.run`).
 """
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, Union
 
 import numpy as np
@@ -49,10 +50,14 @@ _SCALAR_SUFFIX = {"int16": "i16", "int32": "", "int64": "i64", "float16": "f16",
                   "float64": "f64"}
 
 
-def astext(node, show_meta_data: bool = True) -> str:
-    """The TVM text form of an expression, a module or a type."""
+def astext(node, show_meta_data: bool = True, annotate: Callable | None = None) -> str:
+    """The TVM text form of an expression, a module or a type (without the version header
+    IRModule.astext / RelayExpr.astext put first). annotate(expr) -> str, as TVM's, replaces
+    the `/* ty=... */` comment of calls and constants with its (raw) text."""
+    if annotate is not None and not callable(annotate):
+        raise TypeError(f"astext: annotate must be callable, got {type(annotate).__name__}")
     if isinstance(node, (IRModule, RelayExpr)):
-        return _Printer().print(node)
+        return _Printer(annotate).print(node)
     if isinstance(node, Type):
         return type_to_str(node)
     if isinstance(node, Attrs):
@@ -176,7 +181,8 @@ def _use_counts(root: RelayExpr) -> dict:
 class _Printer:
     """One printout: names, temporaries and meta indices are shared by everything printed."""
 
-    def __init__(self):
+    def __init__(self, annotate: Callable | None = None):
+        self.annotate = annotate
         self.memo: dict = {}
         self.names: dict[str, int] = {}
         self.temps = 0
@@ -274,7 +280,9 @@ class _Printer:
             text = yield self.visit[kind](node)
             if kind is Let and not inline:
                 text = "(" + _indent("\n" + text) + "\n)"
-        if kind in _TYPE_ANNOTATED and node._checked_type is not None:
+        if kind in _TYPE_ANNOTATED and self.annotate is not None:
+            text += self.annotate(node) or ""
+        elif kind in _TYPE_ANNOTATED and node._checked_type is not None:
             text += f" /* ty={type_to_str(node._checked_type)} */"
         if inline:
             self.memo[node] = text

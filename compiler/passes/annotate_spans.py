@@ -4,7 +4,7 @@ text, by printing the module and parsing it back (as TVM does, under the source 
 from __future__ import annotations
 
 from compiler.ir.module import IRModule
-from compiler.ir.printer import astext, meta_table
+from compiler.ir.printer import meta_table
 from compiler.ir.parser import parse
 from compiler.transform import module_pass, register_pass
 
@@ -17,6 +17,7 @@ def AnnotateSpans():  # noqa: N802  (TVM's pass name)
 
     @module_pass(opt_level=0, name="AnnotateSpans")
     def annotate_spans(mod: IRModule, ctx) -> IRModule:
-        return parse(astext(mod), SOURCE_NAME, init_meta_table=meta_table(mod))
+        # mod.astext(), header included, is the text the spans point into (as TVM's)
+        return parse(mod.astext(), SOURCE_NAME, init_meta_table=meta_table(mod))
 
     return annotate_spans

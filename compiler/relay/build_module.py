@@ -8,10 +8,11 @@ import numpy as np
 from compiler.driver.build import build
 from compiler.driver.build_vm import compile as vm_compile
 from compiler.errors import CompilerError
-from compiler.ir.expr import Function, RelayExpr
+from compiler.ir.expr import Function, RelayExpr, const
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType, TupleType
 from compiler.op import interpreter
+from compiler.passes.bind import bind
 from compiler.passes.bind_params import bind_params_by_name
 from compiler.target import Target
 from runtime.device import cpu
@@ -66,9 +67,17 @@ class Executor:
         self.target = Target(target if target is not None else "llvm")
         self.params = params or {}
 
-    def evaluate(self, expr: RelayExpr | None = None):
+    def evaluate(self, expr: RelayExpr | None = None, binds: dict | None = None):
         """A callable over main's inputs; for an expression that is not a function (nor a
-        module), its value, as TVM's evaluate gives."""
+        module), its value, as TVM's evaluate gives. `binds` ({Var: value}) fixes free vars
+        of `expr` to constants first, as TVM's does with lets."""
+        if binds:
+            if expr is None or isinstance(expr, IRModule):
+                raise CompilerError("evaluate(expr, binds): binds apply to an expression's "
+                                    "free vars; give the expression")
+            expr = bind(expr, {var: value if isinstance(value, RelayExpr) else const(
+                value.numpy() if isinstance(value, NDArray) else value)
+                for var, value in binds.items()})
         mod = _main_of(self.mod, expr)
         if self.params:
             mod = mod.shallow_copy()
@@ -96,12 +105,12 @@ class Executor:
                 raise CompilerError(f"the function takes {len(params)} input(s) "
                                     f"{[p.name_hint for p in params]}, got {len(args)} "
                                     f"positional and {sorted(kwargs)} named")
-            for p, value in zip(params, args):
-                gmod.set_input(p.name_hint, _as_input(p, value))
-            for p in params[len(args):]:
+            for i, (p, value) in enumerate(zip(params, args)):
+                gmod.set_input(i, _as_input(p, value))  # by index: names may repeat
+            for i, p in enumerate(params[len(args):], len(args)):
                 if p.name_hint not in kwargs:
                     raise CompilerError(f"missing input {p.name_hint!r}")
-                gmod.set_input(p.name_hint, _as_input(p, kwargs[p.name_hint]))
+                gmod.set_input(i, _as_input(p, kwargs[p.name_hint]))
             gmod.run()
             outs = iter([gmod.get_output(i) for i in range(gmod.get_num_outputs())])
             return _nest_like(ret, outs)

@@ -166,7 +166,8 @@ def test_meta_constants_come_from_init_meta_table():
 
 
 def test_type_comments_and_printed_text_round_trip():
-    text = ("def @main(%x: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] {\n"
+    text = ('#[version = "0.0.5"]\n'  # TVM's astext header, read and printed back
+            "def @main(%x: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] {\n"
             "  %0 = exp(%x) /* ty=Tensor[(2, 3), float32] */;\n"
             "  %1 = add(%0, 1f /* ty=float32 */) /* ty=Tensor[(2, 3), float32] */;\n"
             "  multiply(%1, %0) /* ty=Tensor[(2, 3), float32] */\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.ir.expr import Function
+from compiler.ir.expr import RelayExpr
 from compiler.ir.module import IRModule
 from compiler.ir.types import TensorType
 from compiler.transform.pass_infra import InferType
@@ -81,10 +81,11 @@ class Xavier(Initializer):
 def create_workload(net, initializer: Initializer | None = None, seed: int = 0):
     """(mod, params) for a network: type-checked module and one initialised array per
     parameter of main except the inputs named `data...`."""
-    mod = IRModule.from_expr(net) if isinstance(net, Function) else net
-    if not isinstance(mod, IRModule):
-        raise TypeError(f"create_workload: expected a relay Function or IRModule, got "
+    if not isinstance(net, (IRModule, RelayExpr)):
+        raise TypeError(f"create_workload: expected a relay expression or IRModule, got "
                         f"{type(net).__name__}")
+    # any expression, as TVM's: its free vars become main's parameters
+    mod = net if isinstance(net, IRModule) else IRModule.from_expr(net)
     mod = InferType()(mod)
     initializer = initializer if initializer is not None else Xavier()
     initializer.rng = np.random.RandomState(seed)
