@@ -44,6 +44,11 @@ class IntImm(int):
     def value(self) -> int:
         return int(self)
 
+    def same_as(self, other) -> bool:
+        """TVM's identity test; an int has no identity worth keeping, so equal values are
+        the same dimension."""
+        return type(other) in (int, IntImm) and int(self) == int(other)
+
 
 class _Symbol:
     """A leaf unknown; identity is what distinguishes two symbols."""

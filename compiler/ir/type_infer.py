@@ -16,8 +16,8 @@ come before the functions it calls; mutually recursive functions need full annot
 A parameter without annotation is typed at its first use as an op argument, by the op's
 OpDef.solve_missing (conv2d's weight from channels and kernel_size, dense's from units,
 bias_add's from the data's axis: what TVM's type relations solve); there is no general
-unification, so a parameter no solver can type is an error naming it. Call type_args are not
-filled in (primitive ops are monomorphic here).
+unification, so a parameter no solver can type is an error naming it. An op call's type_args
+are its argument types, as TVM fills them; a call of a polymorphic function keeps its own.
 """
 from __future__ import annotations
 
@@ -282,6 +282,9 @@ class _Inferer:
         if not isinstance(ty, Type):
             raise TypeInferenceError(f"InferType: the type relation of {name} returned "
                                      f"{type(ty).__name__} {ty!r:.60}, expected a Type")
+        # TVM fills an op call's type_args with its argument types (structural equality and
+        # hashing ignore them for op calls, so setting them in place changes no identity)
+        object.__setattr__(call, "type_args", tuple(arg_types))
         return ty
 
     def _type_getitem(self, node: TupleGetItem) -> Type:

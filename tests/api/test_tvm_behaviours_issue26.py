@@ -67,3 +67,21 @@ def test_get_source_says_where_the_text_is():
     lib = relay.build(tvm.IRModule.from_expr(relay.Function([x], relay.exp(x))))
     with pytest.raises(NotImplementedError, match="relayjit inspect MODEL --dump llvm"):
         lib.get_lib().get_source()
+
+
+def test_type_args_of_op_calls():
+    # TVM's test_type_infer.test_type_args
+    x = relay.var("x", shape=(10, 10))
+    y = relay.var("y", shape=(1, 10))
+    z = relay.transform.InferType()(tvm.IRModule.from_expr(relay.add(x, y)))["main"].body
+    ty_args = z.type_args
+    assert len(ty_args) == 2
+    assert ty_args[0].dtype == "float32" and ty_args[1].dtype == "float32"
+    assert [d.value for d in ty_args[0].shape] == [10, 10]
+    assert [d.value for d in ty_args[1].shape] == [1, 10]
+
+
+def test_shape_dims_answer_same_as():
+    shape = relay.TensorType((10, 3)).shape
+    assert shape[0].same_as(relay.TensorType((10,)).shape[0])
+    assert not shape[0].same_as(shape[1])
