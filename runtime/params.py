@@ -93,6 +93,21 @@ def load_param_dict(blob: bytes | bytearray | memoryview) -> dict[str, NDArray]:
     return params
 
 
+def save_ndarray(value: NDArray | np.ndarray) -> bytes:
+    """One array in TVM's NDArray binary layout (load_ndarray reads it)."""
+    return _save_tensor("array", value)
+
+
+def load_ndarray(blob: bytes | bytearray | memoryview, name: str = "array") -> NDArray:
+    """One array in TVM's NDArray binary layout (as in a params blob, or base64 in TVM's
+    JSON "b64ndarrays"); ValueError when the bytes are not exactly one array."""
+    r = _Reader(blob)
+    value = _load_tensor(r, name)
+    if r.pos != len(r.blob):
+        raise ValueError(f"{name}: {len(r.blob) - r.pos} trailing bytes after the array")
+    return value
+
+
 def _bounded(count: int, r: _Reader, min_item: int, what: str) -> int:
     """Reject counts the remaining bytes cannot possibly hold (before looping over them)."""
     if count * min_item > len(r.blob) - r.pos:

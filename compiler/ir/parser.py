@@ -37,6 +37,7 @@ from compiler.ir.module import IRModule
 from compiler.ir.printer import meta_table
 from compiler.ir.span import SourceName, Span
 from compiler.ir.tokenizer import ParseError, Token, error_at, tokenize
+from compiler.ir.tvm_metadata import read_metadata, split_metadata
 from compiler.ir.type_infer import infer_module
 from compiler.ir.types import (FuncType, IncompleteType, TensorType, TupleType, Type,
                                TypeVar)
@@ -270,8 +271,10 @@ class _Parser:
                 return expr
 
     def type_params(self) -> tuple[list[TypeVar], dict]:
-        """`<t, u>` (or nothing), bound for what follows; returns them and the old bindings."""
-        params = self.sequence(">", self.type_param) if self.accept("<") else []
+        """`<t, u>` or TVM's `[t, u]` (or nothing), bound for what follows; returns them and
+        the old bindings."""
+        params = (self.sequence(">", self.type_param) if self.accept("<") else
+                  self.sequence("]", self.type_param) if self.accept("[") else [])
         saved = dict(self.type_vars)
         self.type_vars.update((tv.name_hint, tv) for tv in params)
         return params, saved
@@ -448,15 +451,33 @@ class _Parser:
             raise self.error(f"bad tensor type: {err}", dtype) from None
 
 
+def _split_metadata(source: str, source_name: str,
+                    init_meta_table: Mapping[str, Any] | None) -> tuple[str, Mapping | None]:
+    """The program text and its meta table: init_meta_table when given, else the constants
+    of a TVM `#[metadata]` section after the program."""
+    if not isinstance(source, str):
+        raise TypeError(f"parse expects the program text as a str, got {type(source).__name__}")
+    text, section = split_metadata(source)
+    if section is None or init_meta_table is not None:
+        return text, init_meta_table
+    try:
+        return text, read_metadata(section)
+    except ValueError as err:
+        raise ParseError(f"{source_name}: {err}") from None
+
+
 def parse_expr(source: str, source_name: str = "from_string",
                init_meta_table: Mapping[str, Any] | None = None) -> RelayExpr:
     """An expression from text (TVM's tvm.parser.parse_expr); not type-inferred."""
+    source, init_meta_table = _split_metadata(source, source_name, init_meta_table)
     return _Parser(source, source_name, init_meta_table).expression()
 
 
 def parse(source: str, source_name: str = "from_string", init_module: IRModule | None = None,
           init_meta_table: Mapping[str, Any] | None = None) -> IRModule:
-    """An IRModule from text (TVM's tvm.parser.parse), type-inferred like TVM's."""
+    """An IRModule from text (TVM's tvm.parser.parse), type-inferred like TVM's; a TVM
+    `#[metadata]` section gives the meta[relay.Constant][k] values."""
+    source, init_meta_table = _split_metadata(source, source_name, init_meta_table)
     parser = _Parser(source, source_name, init_meta_table)
     mod = parser.module(init_module.shallow_copy() if init_module is not None else IRModule())
     return infer_module(mod)

@@ -27,7 +27,8 @@ from .expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, 
                    TupleGetItem, Var)
 from .module import IRModule
 from .dims import Any as AnyDim
-from .types import Type, structurally_equal_types, type_to_str
+from .types import (FuncType, TupleType, Type, TypeVar, structurally_equal_types,
+                    type_to_str)
 
 _GRAPH_NODES = (Var, Call, Tuple, TupleGetItem, Let, If, Function)
 _MAX_SHOWN = 3000
@@ -132,6 +133,22 @@ def _types_equal(a, b) -> bool:
     return a == b
 
 
+def _rename_type_vars(ty, mapping: dict):
+    """ty (a type, or a tuple of them) with the TypeVars in mapping replaced (types are
+    shallow trees, so this recursion is bounded by a type's nesting, not a program's size)."""
+    if isinstance(ty, tuple):
+        return tuple(_rename_type_vars(t, mapping) for t in ty)
+    if isinstance(ty, TypeVar):
+        return mapping.get(ty, ty)
+    if isinstance(ty, TupleType):
+        return TupleType([_rename_type_vars(f, mapping) for f in ty.fields])
+    if isinstance(ty, FuncType):
+        return FuncType([_rename_type_vars(a, mapping) for a in ty.arg_types],
+                        _rename_type_vars(ty.ret_type, mapping),
+                        [mapping.get(tp, tp) for tp in ty.type_params])
+    return ty
+
+
 def _attrs_equal(a, b) -> bool:
     """None and empty attrs are the same; otherwise compare field values."""
     if not a or not b:
@@ -153,6 +170,14 @@ class _Equal:
         self.map_free_vars = map_free_vars
         self.lmap: dict = {}
         self.rmap: dict = {}
+        self.type_vars: dict = {}  # lhs function type params -> the rhs ones at that place
+
+    def _types_eq(self, a, b) -> bool:
+        """_types_equal with the lhs's bound type params renamed to the rhs's (so functions
+        that differ only in their type params' names or objects compare equal, as TVM's)."""
+        if self.type_vars:
+            a = _rename_type_vars(a, self.type_vars)
+        return _types_equal(a, b)
 
     def run(self, lhs: RelayExpr, rhs: RelayExpr, path) -> Mismatch | None:
         stack = [(lhs, rhs, path)]
@@ -180,7 +205,7 @@ class _Equal:
 
     def _define(self, a: Var, b: Var, path) -> Mismatch | None:
         """Match two vars at their definition points (params, let vars)."""
-        if not _types_equal(a.type_annotation, b.type_annotation):
+        if not self._types_eq(a.type_annotation, b.type_annotation):
             return Mismatch(f"var type annotations differ: {a.type_annotation} vs "
                             f"{b.type_annotation}", path, a, b)
         return self._bind(a, b, path)
@@ -229,7 +254,7 @@ class _Equal:
             return Mismatch(f"calls have {len(a.args)} vs {len(b.args)} arguments", path, a, b)
         if not _attrs_equal(a.attrs, b.attrs):
             return Mismatch(f"call attrs differ: {a.attrs!r} vs {b.attrs!r}", path, a, b)
-        if not isinstance(a.op, Op) and not _types_equal(tuple(a.type_args),
+        if not isinstance(a.op, Op) and not self._types_eq(tuple(a.type_args),
                                                          tuple(b.type_args)):
             return Mismatch("call type_args differ", path, a, b)
         found = self._bind(a, b, path)
@@ -267,10 +292,11 @@ class _Equal:
         if len(a.params) != len(b.params):
             return Mismatch(f"functions have {len(a.params)} vs {len(b.params)} params",
                             path, a, b)
-        if not _types_equal(a.ret_type, b.ret_type):
-            return Mismatch(f"return types differ: {a.ret_type} vs {b.ret_type}", path, a, b)
-        if tuple(a.type_params) != tuple(b.type_params):
+        if len(a.type_params) != len(b.type_params):
             return Mismatch("function type params differ", path, a, b)
+        self.type_vars.update((x, y) for x, y in zip(a.type_params, b.type_params) if x is not y)
+        if not self._types_eq(a.ret_type, b.ret_type):
+            return Mismatch(f"return types differ: {a.ret_type} vs {b.ret_type}", path, a, b)
         found = self._bind(a, b, path)
         for i, (x, y) in enumerate(zip(a.params, b.params)):
             found = found or self._define(x, y, (path, f".params[{i}]"))
@@ -325,8 +351,18 @@ def _type_hash(ty: Type | None) -> int:
         return 0
     value = _TYPE_HASHES.get(ty)
     if value is None:
-        value = _TYPE_HASHES[ty] = _str_hash(type_to_str(ty))
+        # type variables hash alike whatever their names: equality matches them by position
+        value = _TYPE_HASHES[ty] = _str_hash(type_to_str(_rename_type_vars(ty, _AnyTypeVar())))
     return value
+
+
+class _AnyTypeVar(dict):
+    """A mapping that sends every TypeVar to one, for hashing."""
+
+    _ONE = TypeVar("T")
+
+    def get(self, key, default=None):
+        return self._ONE
 
 
 def _value_hash(value: Any) -> int:
