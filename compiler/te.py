@@ -1,7 +1,8 @@
 """tvm.te: the tensor expression language custom op computes are written in (codegen.te)."""
 from codegen.te import (Tensor, argmax, argmin, compute, constant, extern,  # noqa: F401
                         materialize, max, min, placeholder, prod, reduce_axis, sum)
-from codegen.tir.ops import cast, const, if_then_else  # noqa: F401
+from codegen.tir.ops import (cast, const, erf, exp, if_then_else, log, sigmoid,  # noqa: F401
+                             sqrt, tanh)
 from runtime.unsupported import missing_names
 
 __getattr__ = missing_names(__name__, {

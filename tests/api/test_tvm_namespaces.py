@@ -15,6 +15,8 @@ from compiler import relay
 from compiler.contrib import graph_executor, utils
 from compiler.contrib.debugger import debug_executor
 from compiler.instrument import PassTimingInstrument, PrintAfterAll, PrintBeforeAll
+from compiler.op.registry import _REGISTRY
+from compiler.relay.op import op as _op
 
 
 def _dense_relu():
@@ -170,3 +172,29 @@ def test_missing_names_say_what_to_use(where, name, says):
     assert not hasattr(where, name)
     with pytest.raises(AttributeError, match=says):
         getattr(where, name)
+
+
+def test_custom_op_compute_written_with_tvm_te_and_tir():
+    name = "test_tvm26.soft_gate"
+    try:
+        _op.register(name, "exp(x) where x > 0, else 0")
+        op = _op.get(name)
+        op.set_num_inputs(1)
+        op.add_type_rel("Identity")
+        _op.register_pattern(name, _op.OpPattern.ELEMWISE)
+
+        @_op.register_compute(name)
+        def compute(attrs, inputs, out_type):
+            (a,) = inputs
+            return [tvm.te.compute(out_type.shape, lambda *i: tvm.tir.if_then_else(
+                a[i] > tvm.tir.const(0.0, a.dtype), tvm.te.exp(a[i]),
+                tvm.tir.const(0.0, a.dtype)), name="soft_gate")]
+        x = relay.var("x", shape=(2, 3))
+        lib = relay.build(tvm.IRModule.from_expr(relay.Function([x], relay.Call(op, [x]))))
+        m = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+        data = np.linspace(-1, 1, 6, dtype="float32").reshape(2, 3)
+        m.run(x=data)
+        tvm.testing.assert_allclose(m.get_output(0).numpy(),
+                                    np.where(data > 0, np.exp(data), 0), rtol=1e-6)
+    finally:
+        _REGISTRY.pop(name, None)
