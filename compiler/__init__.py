@@ -6,6 +6,7 @@ what to use instead."""
 from runtime import cpu, device, nd  # noqa: F401
 from runtime.errors import TVMError  # noqa: F401
 from runtime.registry import get_global_func, list_global_func_names, register_func  # noqa: F401
+from runtime.aliases import alias_submodules
 from runtime.unsupported import missing_names
 
 from . import ir  # noqa: F401
@@ -17,6 +18,11 @@ from . import relay  # noqa: F401
 from .ir import parser  # noqa: F401  (TVM's tvm.parser)
 from . import contrib, error, instrument, runtime, te, testing  # noqa: F401
 from .tools.session import InferenceSession, load  # noqa: F401
+
+# TVM's tvm.ir.transform is tvm.transform; the IR layer sits below the pass infrastructure, so
+# the package that holds both links them (attribute and import path, one module object).
+ir.transform = transform
+alias_submodules("compiler.ir", {"transform": transform})
 
 __getattr__ = missing_names(__name__, {
     "autotvm": "autotuning is not supported; relayjit's schedules pick tile sizes from the "

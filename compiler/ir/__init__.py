@@ -15,7 +15,6 @@ from .json_io import load_json, save_json  # noqa: F401
 from runtime.unsupported import missing_names  # noqa: E402
 
 __getattr__ = missing_names(__name__, {
-    "transform": "the pass infrastructure is compiler.transform (tvm.transform), above the IR",
     "EnvFunc": "pass Python callables directly; register names with compiler.register_func",
     "make_node": "construct IR nodes with their classes (relay.Var, relay.Call, ...)",
 })

@@ -67,6 +67,11 @@ def test_submodule_import_paths_give_the_same_modules():
     assert GraphModuleDebug is runtime.debug_executor.GraphModuleDebug
 
 
+def test_ir_transform_is_the_pass_infrastructure():
+    from compiler.ir.transform import PassContext
+    assert tvm.ir.transform is tvm.transform and PassContext is tvm.transform.PassContext
+
+
 def test_instruments_print_and_time(capsys):
     mod, _, _ = _dense_relu()
     timing = PassTimingInstrument()
@@ -161,7 +166,6 @@ def test_parametrize_targets_runs_cpu_and_skips_gpu(target, dev):
 @pytest.mark.parametrize("where,name,says", [
     (tvm, "autotvm", "autotuning is not supported"),
     (tvm, "cuda", "use tvm.cpu()"),
-    (tvm.ir, "transform", "compiler.transform"),
     (tvm.ir, "make_node", "relay.Var"),
     (tvm.contrib, "graph_runtime", "compiler.contrib.graph_executor"),
     (tvm.runtime, "Module", "KernelLibrary"),
