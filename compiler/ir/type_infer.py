@@ -26,7 +26,7 @@ from .expr import (VARIADIC, Call, Constant, Function, GlobalVar, If, Let, Op, R
                    TupleGetItem, Var)
 from .dims import Any as AnyDim
 from .module import IRModule
-from .traversal import post_order, rewrite_post_order
+from .traversal import children, post_order, rewrite_post_order
 from .types import FuncType, IncompleteType, TensorType, TupleType, Type, instantiate
 
 _BOOL_SCALAR = TensorType((), "bool")
@@ -114,6 +114,13 @@ def brief(node: RelayExpr, depth: int = 1) -> str:
     return kind.__name__
 
 
+def _arguments_first(node: RelayExpr) -> tuple:
+    """children(), with a called function literal after the call's arguments."""
+    if type(node) is Call and type(node.op) is Function:
+        return (*node.args, node.op)
+    return children(node)
+
+
 def _types_str(types) -> str:
     return "(" + ", ".join(str(t) for t in types) + ")"
 
@@ -125,13 +132,21 @@ class _Inferer:
         self.global_type = global_type
         self.types: dict = {}
         self.untyped: set = set()  # params waiting for an op's solve_missing to type them
+        self.argument_of: dict = {}  # unannotated param of a called literal -> its argument
         self.needs_fill = False
 
     # ----- the sweep
     def infer(self, expr: RelayExpr) -> Type:
-        order = post_order(expr)
+        # a function literal called in place (a fused function) comes after its call's
+        # arguments, so its unannotated params take their types (TVM unifies them)
+        order = post_order(expr, children_of=_arguments_first)
         let_values = {n.var: n.value for n in order
                       if type(n) is Let and not is_complete(n.var.type_annotation)}
+        self.argument_of = {p: a for n in order
+                            if type(n) is Call and type(n.op) is Function
+                            and len(n.op.params) == len(n.args)
+                            for p, a in zip(n.op.params, n.args)
+                            if not is_complete(p.type_annotation)}
         pending: dict = {}
         types = self.types
         for node in order:
@@ -154,12 +169,22 @@ class _Inferer:
             var._set_checked_type(ann)
             return
         value = let_values.get(var)
-        if value is None:
+        argument = self.argument_of.get(var)
+        if argument is not None and argument in self.types:
+            self._fill_param(var, self.types[argument])
+        elif value is None:
             self.untyped.add(var)  # typed by the op call that first uses it, if it can be
         elif value in self.types:
             self._bind_let_var(var, self.types[value])
         else:
             pending.setdefault(value, []).append(var)
+
+    def _fill_param(self, var: Var, ty: Type) -> None:
+        """Type an unannotated parameter (the annotation is filled in by the second sweep)."""
+        self.untyped.discard(var)
+        self.types[var] = ty
+        var._set_checked_type(ty)
+        self.needs_fill = True
 
     def _bind_let_var(self, var: Var, ty: Type) -> None:
         ann = var.type_annotation
@@ -225,13 +250,16 @@ class _Inferer:
     def _type_call(self, call: Call) -> Type:
         if type(call.op) is Op:
             self._solve_untyped_args(call)
-        arg_types = [self._child(a, call) for a in call.args]
-        if type(call.op) is Op:
-            return self._type_op_call(call, arg_types)
+            return self._type_op_call(call, [self._child(a, call) for a in call.args])
         fty = self._child(call.op, call)
         if not isinstance(fty, FuncType):
             raise TypeInferenceError(f"InferType: {brief(call)} calls {brief(call.op, 0)}, whose "
                                      f"type is {fty}, not a function type")
+        if not fty.type_params and len(fty.arg_types) == len(call.args):
+            for arg, want in zip(call.args, fty.arg_types):  # an unannotated argument var
+                if arg in self.untyped and is_complete(want):  # takes the param's type
+                    self._fill_param(arg, want)
+        arg_types = [self._child(a, call) for a in call.args]
         if len(fty.arg_types) != len(arg_types):
             raise TypeInferenceError(f"InferType: {brief(call)}: the callee takes "
                                      f"{len(fty.arg_types)} argument(s), got {len(arg_types)}")

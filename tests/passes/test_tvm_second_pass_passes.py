@@ -154,3 +154,22 @@ def test_mac_number_and_op_freqs():
     with pytest.raises(CompilerError, match="run relay.transform.InferType first"):
         relay.analysis.get_total_mac_number(relay.nn.dense(relay.var("a", shape=(1, 2)),
                                                            relay.var("b", shape=(3, 2))))
+
+
+def test_infer_type_of_a_fused_function_called_in_place():
+    def before():
+        x, w = relay.var("x", shape=(1, 4, 8, 8)), relay.var("w1")
+        p0, p1 = relay.var("p0"), relay.var("p1")
+        inner = relay.Function([p0, p1], relay.nn.relu(
+            relay.nn.conv2d(p0, p1, channels=8, kernel_size=(3, 3))))
+        return relay.Function([x, w], relay.Call(inner, [x, w]))
+
+    def expected():
+        x = relay.var("x", shape=(1, 4, 8, 8))
+        w = relay.var("w1", shape=(8, 4, 3, 3))
+        p0, p1 = relay.var("p0", shape=(1, 4, 8, 8)), relay.var("p1", shape=(8, 4, 3, 3))
+        inner = relay.Function([p0, p1], relay.nn.relu(
+            relay.nn.conv2d(p0, p1, channels=8, kernel_size=(3, 3))))
+        return relay.Function([x, w], relay.Call(inner, [x, w]))
+
+    tvm.ir.assert_structural_equal(run_infer_type(before()), run_infer_type(expected()))
