@@ -7,7 +7,9 @@ from runtime import debug_executor, graph_executor, ndarray, params, vm  # noqa:
 from runtime.aliases import alias_submodules
 from runtime.unsupported import missing_names
 
-__all__ = list(_runtime_names) + ["ndarray", "params"]
+from .testing import device_enabled as enabled  # noqa: F401  (TVM's tvm.runtime.enabled)
+
+__all__ = list(_runtime_names) + ["ndarray", "params", "enabled"]
 
 alias_submodules(__name__, {"vm": vm, "ndarray": ndarray, "params": params,
                             "graph_executor": graph_executor, "debug_executor": debug_executor})
@@ -21,5 +23,4 @@ __getattr__ = missing_names(__name__, {
     "convert": "pass Python values (lists, ints, strings) directly",
     "container": "use Python tuples and lists; the VM returns runtime.vm.ADT for tuples",
     "profiler_vm": "profile with runtime.debug_executor on a relay.build graph module",
-    "enabled": "only the CPU (llvm) is enabled: compiler.testing.device_enabled says so",
 })

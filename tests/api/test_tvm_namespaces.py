@@ -145,6 +145,7 @@ def test_debug_executor_and_te_import_paths():
 
 
 def test_testing_helpers():
+    assert tvm.runtime.enabled("llvm") and not tvm.runtime.enabled("cuda")
     assert tvm.testing.enabled_targets()[0][0] == "llvm"
     assert tvm.testing.device_enabled("llvm") and not tvm.testing.device_enabled("cuda")
     with pytest.raises(AssertionError):
