@@ -7,10 +7,17 @@ from .expr import VERSION_HEADER, Function, GlobalVar, RelayExpr, print_text
 from .vars import free_vars
 
 
+def _refuse_type_definitions(type_definitions) -> None:
+    if type_definitions:
+        raise NotImplementedError("IRModule: type definitions (algebraic data types) are not "
+                                  "supported by relayjit")
+
+
 class IRModule:
     """A set of global functions; `main` is the entry point."""
 
     def __init__(self, functions: Mapping | None = None, type_definitions=None, attrs=None):
+        _refuse_type_definitions(type_definitions)
         self._functions: dict[GlobalVar, Function] = {}
         self.attrs = dict(attrs or {})
         for key, func in (functions or {}).items():
@@ -20,11 +27,19 @@ class IRModule:
     def from_expr(expr: RelayExpr, functions: Mapping | None = None,
                   type_defs=None) -> "IRModule":
         """Wrap an expression as @main (free vars become parameters if it is not a function)."""
+        _refuse_type_definitions(type_defs)
         mod = IRModule(functions)
         if not isinstance(expr, Function):
             expr = Function(free_vars(expr), expr)
         mod["main"] = expr
         return mod
+
+    def import_from_std(self, file_to_import: str) -> None:
+        """TVM's prelude import: refused, as ADTs are (not silently skipped)."""
+        raise NotImplementedError(
+            f"IRModule.import_from_std({file_to_import!r}): the Relay prelude needs algebraic "
+            "data types, which relayjit does not support; use Tuple/TupleGetItem for records "
+            "and If with relay.vm.compile for control flow")
 
     @property
     def functions(self) -> dict:

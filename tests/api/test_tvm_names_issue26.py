@@ -67,3 +67,11 @@ def test_source_name_and_span():
 def test_knowingly_missing_names_say_what_to_use(where, name, says):
     with pytest.raises(AttributeError, match=says):
         getattr(where, name)
+
+
+def test_prelude_and_type_definitions_are_refused_by_name():
+    with pytest.raises(NotImplementedError, match="algebraic data types"):
+        tvm.IRModule().import_from_std("core.rly")
+    with pytest.raises(NotImplementedError, match="type definitions"):
+        tvm.IRModule({}, type_definitions={"List": object()})
+    assert tvm.IRModule({}, type_definitions={}).functions == {}
