@@ -61,8 +61,10 @@ def test_runtime_namespace_is_the_runtime_package():
 def test_submodule_import_paths_give_the_same_modules():
     from compiler.contrib.debugger.debug_executor import GraphModuleDebug
     from compiler.contrib.graph_executor import GraphModule
+    from compiler.runtime.profiler_vm import VirtualMachineProfiler
     from compiler.runtime.vm import VirtualMachine
     assert VirtualMachine is runtime.vm.VirtualMachine
+    assert VirtualMachineProfiler is runtime.vm.VirtualMachineProfiler
     assert GraphModule is runtime.graph_executor.GraphModule
     assert GraphModuleDebug is runtime.debug_executor.GraphModuleDebug
 
