@@ -174,6 +174,20 @@ def _upsampling(attrs, inputs, out_ndims):
     return [_shape(*out)]
 
 
+def _reduce_keepdims(attrs, inputs, out_ndims):
+    """A dyn reduction: the axes in inputs[1] become 1s (each named once)."""
+    data, axes = _ints(inputs[0]), _ints(inputs[1])
+    norm = [a + len(data) if a < 0 else a for a in axes]
+    if any(not 0 <= a < len(data) for a in norm) or len(set(norm)) != len(norm):
+        raise ValueError(f"reduction axes {axes} are out of range for rank {len(data)} or "
+                         "name an axis twice")
+    return [_shape(*(1 if i in norm else d for i, d in enumerate(data)))]
+
+
+for _name in ("dyn.sum", "dyn.mean", "dyn.max", "dyn.min", "dyn.prod"):
+    shape_function(_name)(_reduce_keepdims)
+
+
 @shape_function("arange")
 def _arange(attrs, inputs, out_ndims):
     start, stop, step = (float(_scalar(v)) for v in inputs)

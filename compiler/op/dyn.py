@@ -2,7 +2,8 @@
 
 dyn.reshape(data, newshape) is reshape with newshape read at run time, and so on for
 broadcast_to, strided_slice, tile, zeros, ones, full, topk, one_hot, expand_dims, squeeze,
-nn.pad and nn.upsampling. Each is described once, as a DynOp beside the static op it stands
+nn.pad, nn.upsampling and the reductions sum, mean, max, min and prod (their axes a tensor;
+the reduced dims stay as 1s, which is what lets a kernel tell them from the shapes alone). Each is described once, as a DynOp beside the static op it stands
 for: which inputs carry the shape-like values, and how those values become the static op's
 attributes. From that one description come
 - its type relation: output dims that depend on the values are Any (fresh symbols);
@@ -281,6 +282,18 @@ def _upsampling_attrs(values, attrs, types):
             "method": attrs.method, "align_corners": attrs.align_corners}
 
 
+def _reduce_type(op: str):
+    def out_type(data, values, attrs):
+        _vector(op, values[0], "axis")
+        return TensorType(tuple(d if d == 1 else Any() for d in data[0].shape), data[0].dtype)
+    return out_type
+
+
+def _reduce_attrs(values, attrs, types):
+    return {"axis": tuple(_ints(values[0])), "keepdims": True, "exclude": False}
+
+
+_REDUCTIONS = ("sum", "mean", "max", "min", "prod")
 _TOPK_ATTRS = {"axis": -1, "ret_type": "both", "is_ascend": False, "dtype": "int32"}
 _UPSAMPLING_ATTRS = {"layout": "NCHW", "method": "nearest_neighbor", "align_corners": False}
 # name, static op, data inputs, value positions, out_type, to_attrs, attrs, reshape_only
@@ -305,6 +318,8 @@ for _args in [
     ("dyn.nn.pad", "nn.pad", 2, (1,), _pad_type, _pad_attrs, {"pad_mode": "constant"}, False),
     ("dyn.nn.upsampling", "nn.upsampling", 1, (1, 2), _upsampling_type, _upsampling_attrs,
      _UPSAMPLING_ATTRS, False),
+    *((f"dyn.{r}", r, 1, (1,), _reduce_type(f"dyn.{r}"), _reduce_attrs, {}, False)
+      for r in _REDUCTIONS),
 ]:
     _name, _static, _data, _values, _out, _to, _attrs, _reshape = _args
     _define(DynOp(_name, _static, _values, _to, _out, _attrs, _reshape), _data)
@@ -365,6 +380,14 @@ def squeeze(data, axis):
 
 def pad(data, pad_width, pad_value=0.0, pad_mode="constant"):
     return _call("dyn.nn.pad", [data, pad_width, pad_value], pad_mode=pad_mode)
+
+
+def reduce(kind: str, data, axis):
+    """dyn.<kind> (sum, mean, max, min, prod) over the axes in the 1-D integer tensor `axis`;
+    the reduced dims stay as 1s (dyn.squeeze removes them)."""
+    if kind not in _REDUCTIONS:
+        raise ValueError(f"dyn reductions are {_REDUCTIONS}, got {kind!r}")
+    return _call(f"dyn.{kind}", [data, axis])
 
 
 def upsampling(data, scale_h, scale_w, layout="NCHW", method="nearest_neighbor",

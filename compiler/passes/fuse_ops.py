@@ -47,7 +47,7 @@ from compiler.ir.attrs import DictAttrs
 from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr,
                               Tuple, TupleGetItem, Var)
 from compiler.ir.traversal import children, post_order, with_children
-from compiler.ir.types import TensorType, TupleType, Type
+from compiler.ir.types import TensorType, TupleType, Type, is_dynamic_type
 from compiler.op.registry import OpPattern, get_op
 from compiler.transform import FunctionPass, function_pass, register_pass
 
@@ -91,6 +91,15 @@ def _expand_into(node: RelayExpr) -> bool:
     return not (isinstance(node, Function) and node.is_primitive)
 
 
+def _reads_values_for_its_shape(call: Call) -> bool:
+    """A call whose dynamic output shape its shape function computes from input values (arange
+    with computed bounds): alone, so those values stay parameters of its primitive function,
+    where the VM's shape program reads them."""
+    shape_func = call.op.op_def.shape_func if isinstance(call.op, Op) else None
+    return shape_func is not None and is_dynamic_type(call._checked_type) and \
+        any(shape_func.reads_value(i) for i in range(len(call.args)))
+
+
 def _tensor_type(expr: RelayExpr) -> TensorType | None:
     ty = expr._checked_type
     return ty if isinstance(ty, TensorType) else None
@@ -130,6 +139,8 @@ def build_graph(func: Function) -> list[GraphNode]:
         elif kind is Call:
             g.pattern = OpPattern(expr.op.op_def.pattern) if isinstance(expr.op, Op) else OPAQUE
             rtype = _tensor_type(expr)
+            if _reads_values_for_its_shape(expr):
+                g.pattern = OPAQUE
             for arg in expr.args:
                 pattern = g.pattern
                 atype = _tensor_type(arg)

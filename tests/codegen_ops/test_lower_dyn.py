@@ -18,7 +18,8 @@ from compiler.op.registry import get_def, make_call
 
 OPS_TESTED = {"dyn.reshape", "dyn.broadcast_to", "dyn.strided_slice", "dyn.tile", "dyn.zeros",
               "dyn.ones", "dyn.full", "dyn.topk", "dyn.one_hot", "dyn.expand_dims",
-              "dyn.squeeze", "dyn.nn.pad", "dyn.nn.upsampling"}
+              "dyn.squeeze", "dyn.nn.pad", "dyn.nn.upsampling", "dyn.sum", "dyn.mean",
+              "dyn.max", "dyn.min", "dyn.prod"}
 _ids = itertools.count()
 
 
@@ -36,7 +37,7 @@ def _concrete_function(op: str, inputs: list, **attrs):
     return func, outs
 
 
-def check(op: str, inputs: list, **attrs):
+def check(op: str, inputs: list, rtol: float = 0.0, **attrs):
     inputs = [np.asarray(a) for a in inputs]
     func, want = _concrete_function(op, inputs, **attrs)
     name = f"dyn_kernel_{next(_ids)}"
@@ -45,7 +46,7 @@ def check(op: str, inputs: list, **attrs):
     got = [np.empty(w.shape, w.dtype) for w in want]
     kernel(*[np.ascontiguousarray(a) for a in inputs], *got)
     for g, w in zip(got, want):
-        np.testing.assert_array_equal(g, w)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=0)
 
 
 def rand(*shape, seed=0):
@@ -102,6 +103,16 @@ def test_pad_reads_widths_at_run_time(mode):
 def test_upsampling(method):
     check("dyn.nn.upsampling", [rand(1, 2, 3, 4), np.array(2.0, "float32"),
                                 np.array(3.0, "float32")], method=method)
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("axes", [(1,), (-1, 0), (1, 2), ()])
+def test_reductions_find_their_axes_from_the_shapes(kind, axes):
+    """Axis 1 of size 1 is reduced or not alike; the others must be found from the 1s."""
+    x = rand(2, 1, 3, 4, seed=5)
+    check(f"dyn.{kind}", [x, np.array(axes, "int64")], rtol=1e-6)  # float64 references
+    if kind in ("sum", "max"):
+        check(f"dyn.{kind}", [np.arange(24, dtype="int32").reshape(2, 3, 4), i64(2, 0)])
 
 
 def test_a_dynamic_output_type_is_a_clear_lowering_error():

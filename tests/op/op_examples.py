@@ -232,6 +232,8 @@ EXAMPLES: list = [
     E("dyn.squeeze", T(2, 1, 3, 1), L(1), keep_ones=True, values={1: [1]}),
     E("dyn.nn.pad", T(2, 3, 4), L(3, 2), T(), values={1: [[0, 0], [1, 2], [2, 1]]}),
     E("dyn.nn.upsampling", T(1, 3, 4, 5), T(), T(), values={1: 2.0, 2: 3.0}),
+    *(E(f"dyn.{r}", T(2, 3, 4), L(2), values={1: [-1, 0]})
+      for r in ("sum", "mean", "max", "min", "prod")),
     # qnn.*: int8/uint8 data, float32 scales and int32 zero points (scalars; per channel
     # where the op takes an axis, kept static: the parameters are constants in practice, and
     # a run-time one-element vector is a scalar the relation cannot tell from a full one)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.ir.dims import Any as AnyDim
 from compiler.ir.expr import TupleGetItem
 from .common import NodeContext, as_ints, const, converter, norm_axis, op
 
@@ -11,11 +12,15 @@ _AXES_INPUT_SINCE = {"ReduceSum": 13}
 
 
 def _reduce_axes(ctx: NodeContext, inputs, since: int):
-    """Normalised axes, or None for all; [] means 'no reduction' (noop_with_empty_axes)."""
+    """Normalised axes, or None for all; [] means 'no reduction' (noop_with_empty_axes); an
+    expression when the axes input is known only at run time."""
     rank = ctx.rank(inputs[0])
     if ctx.opset >= since:
-        axes = as_ints(ctx.value(inputs[1], "axes")) if len(inputs) > 1 and \
-            inputs[1] is not None else []
+        given = inputs[1] if len(inputs) > 1 else None
+        value = ctx.maybe_value(given)
+        if value is None and given is not None and ctx.shape(given) != (0,):
+            return _run_time_axes(ctx, given)
+        axes = [] if value is None else as_ints(value)
         if not axes:
             return [] if ctx.attr("noop_with_empty_axes", 0) else None
     else:
@@ -23,6 +28,39 @@ def _reduce_axes(ctx: NodeContext, inputs, since: int):
         if axes is None:
             return None
     return sorted({norm_axis(ctx, int(a), rank) for a in axes})
+
+
+def _run_time_axes(ctx: NodeContext, axes):
+    """The axes tensor as int64, checked to be 1-D of a static length (the output's rank
+    without keepdims)."""
+    shape = ctx.shape(axes)
+    if len(shape) != 1 or isinstance(shape[0], AnyDim):
+        raise ctx.error(f"the axes input must be 1-D of a static length, got "
+                        f"{ctx.type_of(axes)}")
+    return axes if ctx.dtype(axes) == "int64" else op("cast", axes, dtype="int64")
+
+
+def _build_dynamic(kind: str, x, axes, keepdims: bool):
+    """_build with the axes a run-time tensor: the dyn reductions keep the reduced dims as 1s,
+    dyn.squeeze drops them."""
+    def reduce(name, value):
+        return op(f"dyn.{name}", value, axes)
+    if kind in ("sum", "mean", "max", "min", "prod"):
+        out = reduce(kind, x)
+    elif kind == "l1":
+        out = reduce("sum", op("abs", x))
+    elif kind == "l2":
+        out = op("sqrt", reduce("sum", op("multiply", x, x)))
+    elif kind == "sumsquare":
+        out = reduce("sum", op("multiply", x, x))
+    elif kind == "logsum":
+        out = op("log", reduce("sum", x))
+    elif kind == "logsumexp":
+        peak = reduce("max", x)
+        out = op("add", op("log", reduce("sum", op("exp", op("subtract", x, peak)))), peak)
+    else:
+        raise ValueError(kind)
+    return out if keepdims else op("dyn.squeeze", out, axes)
 
 
 def _build(kind: str, x, axes, keepdims: bool, dtype: str):
@@ -54,6 +92,8 @@ def _reducer(kind: str, onnx_name: str):
         x = inputs[0]
         axes = _reduce_axes(ctx, inputs, since)
         keepdims = bool(ctx.attr("keepdims", 1))
+        if axes is not None and not isinstance(axes, list):
+            return _build_dynamic(kind, x, axes, keepdims)
         if axes == []:
             return x
         if axes is None:

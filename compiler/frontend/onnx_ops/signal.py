@@ -125,10 +125,35 @@ def _stft(ctx, inputs):
     return dft(ctx, framed, 2, frame, False, bool(ctx.attr("onesided", 1)))
 
 
+def _run_time_window(ctx: NodeContext, kind: str, size, periodic: bool, dtype: str):
+    """The window of a size known at run time: arange(size) and the same formulas, in float64
+    like the constant path."""
+    def f64(value):
+        return const(np.float64(value), "float64")
+    size = op("cast", ctx.reshape(size, []) if ctx.rank(size) else size, dtype="float64")
+    n = op("arange", f64(0), size, f64(1), start=None, stop=None, step=None, dtype="float64")
+    denom = size if periodic else op("subtract", size, f64(1))
+    denom = op("where", op("equal", denom, f64(0)), f64(1), denom)  # one point: phase 0
+    phase = op("divide", op("multiply", n, f64(2 * np.pi)), denom)
+    if kind == "hann":
+        half = op("sin", op("multiply", phase, f64(0.5)))
+        values = op("multiply", half, half)
+    elif kind == "hamming":
+        values = op("subtract", f64(25.0 / 46.0), op("multiply", op("cos", phase),
+                                                       f64(21.0 / 46.0)))
+    else:
+        values = op("add", op("subtract", f64(0.42), op("multiply", f64(0.5), op("cos", phase))),
+                    op("multiply", f64(0.08), op("cos", op("multiply", phase, f64(2)))))
+    return op("cast", values, dtype=dtype)
+
+
 def _window(kind: str):
     def convert(ctx: NodeContext, inputs):
-        size = int(as_ints(ctx.value(inputs[0], "size"))[0])
         dtype = onnx_dtype(int(ctx.attr("output_datatype", 1)), ctx.where)
+        given = ctx.maybe_value(inputs[0])
+        if given is None:
+            return _run_time_window(ctx, kind, inputs[0], bool(ctx.attr("periodic", 1)), dtype)
+        size = int(as_ints(given)[0])
         denom = size if int(ctx.attr("periodic", 1)) else size - 1
         n = np.arange(size, dtype=np.float64)
         phase = 2 * np.pi * n / denom if denom else np.zeros(size)

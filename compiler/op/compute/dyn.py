@@ -3,12 +3,14 @@ specialises a dynamic kernel at the shapes its shape program computed, so the ou
 is known when lowering even though the shape-like inputs are read only at run time.
 
 Most become the static op's rule over the data inputs (the output shape is all they need:
-reshape, broadcast_to, tile, zeros/ones/full, topk, one_hot, upsampling). strided_slice and
+reshape, broadcast_to, tile, zeros/ones/full, topk, one_hot, upsampling; the reductions,
+whose reduced dims are the ones that became 1). strided_slice and
 pad also need where the window starts, which the shape does not tell: their kernels load
 begin, strides and pad widths from the value tensors.
 """
 from __future__ import annotations
 
+from compiler.ir.attrs import Attrs
 from compiler.ir.types import is_dynamic_type
 from compiler.op.dyn import DYN_OPS
 from compiler.op.registry import get_def
@@ -36,6 +38,26 @@ def _as_static(name: str) -> None:
 for _name in ("dyn.broadcast_to", "dyn.tile", "dyn.zeros", "dyn.ones", "dyn.full", "dyn.topk",
               "dyn.one_hot", "dyn.nn.upsampling"):
     _as_static(_name)
+
+
+def _reduction(name: str) -> None:
+    """A dyn reduction keeps the reduced dims as 1s, so the shapes tell which axes it reduced:
+    a dim that became 1 (reducing a dim that already was 1 changes nothing)."""
+    dyn = DYN_OPS[name]
+    static = get_def(dyn.static)
+
+    @rule(name)
+    def lower(inputs, attrs, out_type):
+        _concrete(name, out_type)
+        x = inputs[0]
+        axes = tuple(d for d, (i, o) in enumerate(zip(x.shape, out_type.shape))
+                     if int(o) == 1 and int(i) != 1)
+        fields = {"axis": axes, "keepdims": True, "exclude": False}
+        return static.compute([x], Attrs(fields, static.attrs_type_key), out_type)
+
+
+for _name in ("dyn.sum", "dyn.mean", "dyn.max", "dyn.min", "dyn.prod"):
+    _reduction(_name)
 
 
 def _i64(t: te.Tensor, *index) -> Expr:

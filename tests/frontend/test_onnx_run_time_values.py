@@ -1,0 +1,77 @@
+"""ONNX inputs that ONNX allows to be computed (axes, k, splits, depth, sizes...) fed at run
+time, as graph inputs: each model converts without freezing them and matches onnxruntime on
+the Relay VM and in the debug interpreter, at two sets of values."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from compiler import relay
+from compiler.frontend import from_onnx
+from compiler.op.interpreter import evaluate
+from runtime import cpu
+from runtime.vm import VirtualMachine
+
+ort = pytest.importorskip("onnxruntime")
+RNG = np.random.default_rng(11)
+_ONNX_TYPES = {"float32": TensorProto.FLOAT, "int64": TensorProto.INT64,
+               "int32": TensorProto.INT32}
+
+
+def _model(op_type, feeds: dict, n_out=1, opset=18, **attrs):
+    """op_type over the feeds (in order) as graph inputs, with the shapes of the first feeds."""
+    inputs = [helper.make_tensor_value_info(n, _ONNX_TYPES[v.dtype.name], v.shape)
+              for n, v in feeds.items()]
+    outs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op_type, list(feeds), outs, **attrs)
+    graph = helper.make_graph([node], "g", inputs,
+                              [helper.make_empty_tensor_value_info(o) for o in outs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def check(op_type, *value_sets: dict, n_out=1, opset=18, **attrs):
+    """The model built for the first value set, run at each: VM and interpreter vs ORT."""
+    model = _model(op_type, value_sets[0], n_out, opset, **attrs)
+    mod, params = from_onnx(model)
+    assert not params
+    vm = VirtualMachine(relay.vm.compile(mod, target="llvm"), cpu(0))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for feeds in value_sets:
+        want = sess.run(None, feeds)
+        args = [feeds[p.name_hint] for p in mod["main"].params]
+        for got in (vm.invoke("main", *args), evaluate(mod, args)):
+            got = list(got) if isinstance(got, (tuple, list)) else [got]
+            for g, w in zip(got, want):
+                g = g.numpy() if hasattr(g, "numpy") else np.asarray(g)
+                assert g.shape == w.shape and g.dtype == w.dtype
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    return mod
+
+
+def f32(*shape):
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def i64(*values):
+    return np.array(values, "int64")
+
+
+@pytest.mark.parametrize("op_type", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                                     "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSumExp",
+                                     "ReduceSumSquare"])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reductions_over_run_time_axes(op_type, keepdims):
+    x = f32(2, 3, 4)
+    mod = check(op_type, {"x": x, "axes": i64(1, -1)}, {"x": x, "axes": i64(0, 1)},
+                keepdims=keepdims)
+    assert "dyn." in str(mod)
+
+
+def test_run_time_axes_out_of_range_is_a_clear_error():
+    mod, _ = from_onnx(_model("ReduceSum", {"x": f32(2, 3), "axes": i64(0)}))
+    vm = VirtualMachine(relay.vm.compile(mod, target="llvm"), cpu(0))
+    with pytest.raises(Exception, match=r"axes \[5\] are out of range for rank 2"):
+        vm.invoke("main", f32(2, 3), i64(5))
