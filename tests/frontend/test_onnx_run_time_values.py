@@ -75,3 +75,71 @@ def test_run_time_axes_out_of_range_is_a_clear_error():
     vm = VirtualMachine(relay.vm.compile(mod, target="llvm"), cpu(0))
     with pytest.raises(Exception, match=r"axes \[5\] are out of range for rank 2"):
         vm.invoke("main", f32(2, 3), i64(5))
+
+
+def test_squeeze_and_unsqueeze_at_run_time_axes():
+    check("Unsqueeze", {"x": f32(2, 3), "axes": i64(0, -1)}, {"x": f32(2, 3), "axes": i64(1, 3)},
+          opset=13)
+    check("Squeeze", {"x": f32(1, 3, 1), "axes": i64(0, -1)}, opset=13)
+
+
+def test_unsqueeze_naming_one_position_twice_is_a_clear_error():
+    mod, _ = from_onnx(_model("Unsqueeze", {"x": f32(3, 1), "axes": i64(0, 1)}, opset=13))
+    vm = VirtualMachine(relay.vm.compile(mod, target="llvm"), cpu(0))
+    with pytest.raises(Exception, match="out of range"):
+        vm.invoke("main", f32(3, 1), i64(0, 0))
+
+
+def test_slice_with_run_time_axes_and_steps():
+    x = f32(4, 5, 6)
+    check("Slice", {"x": x, "s": i64(1, -1), "e": i64(3, 0), "a": i64(2, 1), "st": i64(1, -2)},
+          {"x": x, "s": i64(0, 1), "e": i64(9, 4), "a": i64(-3, 1), "st": i64(2, 1)})
+
+
+def test_split_with_run_time_sizes():
+    x = f32(3, 7)
+    check("Split", {"x": x, "split": i64(2, 5)}, {"x": x, "split": i64(7, 0)}, n_out=2, axis=1)
+
+
+def test_split_sizes_that_do_not_add_up_are_a_clear_error():
+    mod, _ = from_onnx(_model("Split", {"x": f32(6), "split": i64(2, 4)}, n_out=2))
+    vm = VirtualMachine(relay.vm.compile(mod, target="llvm"), cpu(0))
+    with pytest.raises(Exception, match="out of range"):
+        vm.invoke("main", f32(6), i64(2, 3))
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+def test_trilu_with_a_run_time_k(upper):
+    x = f32(2, 4, 5)
+    check("Trilu", {"x": x, "k": np.array(1, "int64")}, {"x": x, "k": np.array(-2, "int64")},
+          upper=upper)
+
+
+def test_one_hot_with_a_run_time_depth():
+    indices = np.array([[0, 3], [-1, 5]], "int64")
+    check("OneHot", {"i": indices, "depth": i64(4), "v": np.array([0.0, 2.0], "float32")},
+          {"i": indices, "depth": i64(6), "v": np.array([1.0, -1.0], "float32")}, axis=1)
+
+
+@pytest.mark.parametrize("op_type", ["CumSum", "CumProd"])
+def test_cumulative_ops_along_a_run_time_axis(op_type):
+    x = f32(3, 4)
+    check(op_type, {"x": x, "axis": np.array(1, "int64")}, {"x": x, "axis": np.array(-2, "int64")},
+          opset=26, reverse=1)
+
+
+def test_center_crop_pad_and_pad_with_run_time_sizes_and_axes():
+    x = f32(5, 4, 3)
+    check("CenterCropPad", {"x": x, "shape": i64(2, 7)}, {"x": x, "shape": i64(6, 1)},
+          axes=[0, 1])
+    check("Pad", {"x": x, "pads": i64(1, 0, 2, 1), "value": np.array(1.5, "float32"),
+                  "axes": i64(-1, 0)},
+          {"x": x, "pads": i64(0, 2, 1, 0), "value": np.array(0.0, "float32"),
+           "axes": i64(1, 2)})
+
+
+@pytest.mark.parametrize("op_type", ["HannWindow", "HammingWindow", "BlackmanWindow"])
+@pytest.mark.parametrize("periodic", [0, 1])
+def test_windows_of_a_run_time_size(op_type, periodic):
+    check(op_type, {"size": np.array(10, "int64")}, {"size": np.array(1, "int64")},
+          periodic=periodic)

@@ -8,6 +8,7 @@ import numpy as np
 
 from compiler.ir.expr import RelayExpr, Tuple
 
+from . import dynamic_shapes
 from .common import NodeContext, as_ints, cast, const, converter, norm_axis, op
 
 
@@ -88,25 +89,43 @@ def _swiglu(ctx, inputs):
     return op("multiply", gate, b)
 
 
+def _cumulative(ctx, inputs, name: str):
+    """CumSum/CumProd; the axis may arrive at run time (a where over every axis, checked)."""
+    x = inputs[0]
+    rank = ctx.rank(x)
+    reverse, exclusive = bool(ctx.attr("reverse", 0)), bool(ctx.attr("exclusive", 0))
+
+    def build(axis: int):
+        y = op("reverse", x, axis=axis) if reverse else x
+        out = op(name, y, axis=axis, dtype=ctx.dtype(x), exclusive=exclusive)
+        return op("reverse", out, axis=axis) if reverse else out
+    given = ctx.maybe_value(inputs[1])
+    if given is None:
+        return dynamic_shapes.select_axis(
+            ctx, dynamic_shapes.checked_axes(ctx, dynamic_shapes.scalar(ctx, inputs[1]), rank),
+            rank, build)
+    return build(norm_axis(ctx, as_ints(given)[0], rank))
+
+
+@converter("CumSum", since=11)
+def _cumsum(ctx, inputs):
+    return _cumulative(ctx, inputs, "cumsum")
+
+
 @converter("CumProd", since=26)
 def _cumprod(ctx, inputs):
-    x = inputs[0]
-    axis = norm_axis(ctx, as_ints(ctx.value(inputs[1], "axis"))[0], ctx.rank(x))
-    reverse = bool(ctx.attr("reverse", 0))
-    if reverse:
-        x = op("reverse", x, axis=axis)
-    out = op("cumprod", x, axis=axis, dtype=ctx.dtype(x),
-             exclusive=bool(ctx.attr("exclusive", 0)))
-    return op("reverse", out, axis=axis) if reverse else out
+    return _cumulative(ctx, inputs, "cumprod")
 
 
 @converter("CenterCropPad", since=18)
 def _center_crop_pad(ctx, inputs):
     x = inputs[0]
-    target = as_ints(ctx.value(inputs[1], "shape"))
     shape = list(ctx.shape(x))
     rank = len(shape)
     axes = [norm_axis(ctx, a, rank) for a in ctx.attr("axes", list(range(rank)))]
+    if ctx.maybe_value(inputs[1]) is None:
+        return dynamic_shapes.center_crop_pad(ctx, x, inputs[1], axes)
+    target = as_ints(ctx.value(inputs[1], "shape"))
     if len(axes) != len(target):
         raise ctx.error(f"shape has {len(target)} values for {len(axes)} axes")
     pads = [[0, 0] for _ in range(rank)]

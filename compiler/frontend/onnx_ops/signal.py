@@ -133,7 +133,6 @@ def _run_time_window(ctx: NodeContext, kind: str, size, periodic: bool, dtype: s
     size = op("cast", ctx.reshape(size, []) if ctx.rank(size) else size, dtype="float64")
     n = op("arange", f64(0), size, f64(1), start=None, stop=None, step=None, dtype="float64")
     denom = size if periodic else op("subtract", size, f64(1))
-    denom = op("where", op("equal", denom, f64(0)), f64(1), denom)  # one point: phase 0
     phase = op("divide", op("multiply", n, f64(2 * np.pi)), denom)
     if kind == "hann":
         half = op("sin", op("multiply", phase, f64(0.5)))
@@ -156,7 +155,8 @@ def _window(kind: str):
         size = int(as_ints(given)[0])
         denom = size if int(ctx.attr("periodic", 1)) else size - 1
         n = np.arange(size, dtype=np.float64)
-        phase = 2 * np.pi * n / denom if denom else np.zeros(size)
+        with np.errstate(invalid="ignore"):  # one symmetric point: 0 / 0, NaN as ONNX's
+            phase = 2 * np.pi * n / denom
         if kind == "hann":
             values = np.sin(phase / 2) ** 2
         elif kind == "hamming":

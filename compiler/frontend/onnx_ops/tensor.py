@@ -110,12 +110,14 @@ def _concat(ctx, inputs):
 
 
 def _axes_input(ctx: NodeContext, inputs, index: int, attr_until: int):
-    """Axes from the attribute (opset < attr_until) or the optional input."""
+    """Axes from the attribute (opset < attr_until) or the optional input: ints, or the
+    input's expression when its values arrive at run time."""
     if ctx.opset < attr_until:
         axes = ctx.attr("axes")
         return None if axes is None else list(axes)
     if len(inputs) > index and inputs[index] is not None:
-        return as_ints(ctx.value(inputs[index], "axes"))
+        value = ctx.maybe_value(inputs[index])
+        return inputs[index] if value is None else as_ints(value)
     return None
 
 
@@ -128,6 +130,10 @@ def _squeeze(attr_until: int):
                 raise ctx.error(f"Squeeze without axes of shape {shape} is not supported: "
                                 "whether a dynamic dim goes depends on its size at run time")
             axes = [i for i, d in enumerate(shape) if d == 1]
+        if not isinstance(axes, list):  # at run time: dyn.squeeze checks the dims are 1
+            dynamic_shapes.static_length(ctx, axes, "axes")
+            return op("dyn.squeeze", inputs[0], dynamic_shapes.checked_axes(ctx, axes,
+                                                                           len(shape)))
         axes = sorted(norm_axis(ctx, a, len(shape)) for a in axes)
         for a in axes:  # a dynamic dim must be 1 at run time (the reshape checks it)
             if not isinstance(shape[a], AnyDim) and shape[a] != 1:
@@ -142,6 +148,8 @@ def _unsqueeze(attr_until: int):
         axes = _axes_input(ctx, inputs, 1, attr_until)
         if axes is None:
             raise ctx.error("axes are required")
+        if not isinstance(axes, list):
+            return dynamic_shapes.unsqueeze(ctx, inputs[0], axes)
         rank = len(shape) + len(axes)
         axes = sorted(norm_axis(ctx, a, rank) for a in axes)
         if len(set(axes)) != len(axes):
@@ -225,6 +233,11 @@ def _slice_v10(ctx, inputs):
         value = ctx.symbolic_value(inputs[i])
         return list(np.asarray(value).reshape(-1)) if value is not None else None
     starts, ends = bound(1), bound(2)
+    if any(len(inputs) > i and inputs[i] is not None and ctx.maybe_value(inputs[i]) is None
+           for i in (3, 4)):  # axes or steps at run time
+        return dynamic_shapes.slice_run_time_axes(
+            ctx, inputs[0], inputs[1], inputs[2], *(inputs[i] if len(inputs) > i else None
+                                                   for i in (3, 4)))
     axes, steps = opt(3, "axes"), opt(4, "steps")
     if starts is None or ends is None:  # data-dependent: the number of bounds is static
         n = [ctx.shape(inputs[i])[0] for i in (1, 2)]
@@ -344,9 +357,13 @@ def _split_v1(ctx, inputs):
 
 @converter("Split", since=13)
 def _split_v13(ctx, inputs):
-    split = as_ints(ctx.value(inputs[1], "split")) if len(inputs) > 1 and \
-        inputs[1] is not None else None
-    return _split(ctx, inputs, split)
+    given = inputs[1] if len(inputs) > 1 else None
+    split = ctx.maybe_value(given)
+    if given is not None and split is None:  # sizes at run time
+        x = inputs[0]
+        axis = norm_axis(ctx, int(ctx.attr("axis", 0)), ctx.rank(x))
+        return dynamic_shapes.split(ctx, x, given, axis, ctx.num_outputs())
+    return _split(ctx, inputs, None if split is None else as_ints(split))
 
 
 def _pad_common(ctx, x, pads: list, mode: str, value, axes=None):
@@ -404,12 +421,15 @@ def _pad_v11(ctx, inputs):
     value = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     if value is not None and ctx.shape(value):
         value = ctx.reshape(value, [])
-    axes = as_ints(ctx.value(inputs[3], "axes")) if len(inputs) > 3 and \
-        inputs[3] is not None else None
+    axes = _axes_input(ctx, inputs, 3, 0)
     pads, mode = ctx.maybe_value(inputs[1]), ctx.attr("mode", "constant")
-    if pads is None and mode in dynamic_shapes.PAD_MODES:  # known at run time
+    run_time_axes = axes is not None and not isinstance(axes, list)
+    if (pads is None or run_time_axes) and mode in dynamic_shapes.PAD_MODES:
         return dynamic_shapes.pad(ctx, x, inputs[1], mode, value, axes)
-    if pads is None:  # wrap: only for pads known at import (StaticInputRequired otherwise)
+    # wrap: only for pads and axes known at import (StaticInputRequired otherwise)
+    if run_time_axes:
+        axes = as_ints(ctx.value(inputs[3], "axes"))
+    if pads is None:
         pads = ctx.value(inputs[1], "pads")
     return _pad_common(ctx, x, as_ints(pads), mode, value, axes)
 
@@ -442,8 +462,17 @@ converter("SpaceToDepth")(_space_depth(True))
 def _trilu(ctx, inputs):
     x = inputs[0]
     shape = ctx.shape(x)
-    k = int(ctx.value(inputs[1], "k")) if len(inputs) > 1 and inputs[1] is not None else 0
+    given = inputs[1] if len(inputs) > 1 else None
     rows, cols = shape[-2], shape[-1]
+    if given is not None and ctx.maybe_value(given) is None and \
+            not isinstance(rows, AnyDim) and not isinstance(cols, AnyDim):
+        # k at run time: keep where col - row >= k (upper) or <= k (lower)
+        offset = np.arange(cols)[None, :] - np.arange(rows)[:, None]
+        keep = "greater_equal" if ctx.attr("upper", 1) else "less_equal"
+        mask = op(keep, const(offset.astype(np.int64), "int64"),
+                  dynamic_shapes.scalar(ctx, given))
+        return op("where", mask, x, const(0, ctx.dtype(x)))
+    k = int(ctx.value(given, "k")) if given is not None else 0
     ones = np.ones((rows, cols), bool)
     mask = np.triu(ones, k) if ctx.attr("upper", 1) else np.tril(ones, k)
     return op("where", const(mask, "bool"), x, const(0, ctx.dtype(x)))
@@ -461,6 +490,8 @@ def _eye_like(ctx, inputs):
 @converter("OneHot", since=9)
 def _one_hot(ctx, inputs):
     indices, depth, values = inputs
+    if ctx.maybe_value(depth) is None:
+        return _run_time_one_hot(ctx, indices, depth, values)
     depth = int(np.asarray(ctx.value(depth, "depth")).reshape(-1)[0])
     rank = ctx.rank(indices)
     axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank + 1)
@@ -481,14 +512,19 @@ def _one_hot(ctx, inputs):
     return op("where", hit, on, off)
 
 
-@converter("CumSum", since=11)
-def _cumsum(ctx, inputs):
-    x = inputs[0]
-    axis = norm_axis(ctx, int(np.asarray(ctx.value(inputs[1], "axis")).reshape(-1)[0]),
-                     ctx.rank(x))
-    if ctx.attr("reverse", 0):
-        x = op("reverse", x, axis=axis)
-    out = op("cumsum", x, axis=axis, dtype=ctx.dtype(x), exclusive=bool(ctx.attr("exclusive", 0)))
-    if ctx.attr("reverse", 0):
-        out = op("reverse", out, axis=axis)
-    return out
+def _run_time_one_hot(ctx, indices, depth, values):
+    """OneHot of a depth known at run time: dyn.one_hot, negative indices counted from the
+    end of depth first (dyn.one_hot leaves them off)."""
+    if not ctx.dtype(indices).startswith("int"):
+        indices = op("cast", indices, dtype="int64")
+    depth = dynamic_shapes.scalar(ctx, op("cast", depth, dtype="int64")
+                                  if not ctx.dtype(depth).startswith("int") else depth)
+    indices = op("cast", indices, dtype="int64")
+    indices = op("where", op("less", indices, const(0, "int64")), op("add", indices, depth),
+                 indices)
+    rank = ctx.rank(indices)
+    axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank + 1)
+    off, on = (op("take", values, const(i, "int64"), axis=0, batch_dims=0, mode="clip")
+               for i in (0, 1))
+    return op("dyn.one_hot", indices, on, off, depth, axis=axis, dtype=ctx.dtype(values))
+
