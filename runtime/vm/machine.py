@@ -117,7 +117,7 @@ class VirtualMachine:
         # the VM's own view of each function's code (prepare.py), and the addresses of the
         # values it fixed; pool tensors' addresses are kept while a run holds them
         self._code: list[list[tuple]] = []
-        self._fixed_addresses: dict[int, int] = {}
+        self._fixed_addresses: dict[int, tuple[np.ndarray, int]] = {}
         for f, storages in zip(exe.functions, static_storages(exe.functions)):
             code, addresses = prepare_function(
                 f.code, exe.constants, storages,
@@ -369,10 +369,11 @@ class VirtualMachine:
         known = self._addresses.get(id(a))
         if known is not None:
             return known[1]
-        address = self._fixed_addresses.get(id(a))
-        if address is None:
-            address = a.ctypes.data
-            self._remember(a, address)
+        known = self._fixed_addresses.get(id(a))
+        if known is not None:
+            return known[1]
+        address = a.ctypes.data
+        self._remember(a, address)
         return address
 
     def _place(self, storage: Any, offset: int, shape: tuple, dtype: str) -> np.ndarray:

@@ -75,8 +75,8 @@ class NativeRun(NamedTuple):
 
 
 def prepare_function(code: tuple, constants: tuple, storages: dict[int, np.ndarray],
-                     static_kernels: list) -> tuple[list[tuple], dict[int, int]]:
-    """(the VM's instructions for one function, {id(fixed value): its address}).
+                     static_kernels: list) -> tuple[list[tuple], dict[int, tuple]]:
+    """(the VM's instructions for one function, {id(fixed tensor): (it, its address)}).
     static_kernels[k] is (cfunc, signature, name) of static kernel entry k, else None."""
     writer = _single_writers(code)
     fixed: dict[int, Any] = {}
@@ -95,7 +95,10 @@ def prepare_function(code: tuple, constants: tuple, storages: dict[int, np.ndarr
             prepared.append(inst)
     _pool_tensors(code, prepared)
     _native_runs(prepared, code, fixed, addresses, static_kernels)
-    return prepared, addresses
+    # each address beside its tensor: a native run drops the FIXED instructions inside it, and
+    # a tensor no one holds would free its id for another tensor to be mistaken for it
+    return prepared, {id(v): (v, addresses[id(v)]) for v in fixed.values()
+                      if type(v) is np.ndarray and id(v) in addresses}
 
 
 def _pool_tensors(code: tuple, prepared: list[tuple]) -> None:

@@ -7,10 +7,12 @@ import json
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
 import compiler as tvm
 import runtime
 from compiler import relay
+from compiler.frontend import from_onnx
 from runtime.errors import KernelError
 from runtime.vm import Executable, VirtualMachine, serialize
 from runtime.vm.prepare import FIXED, NATIVE, PACKED, POOL_TENSOR
@@ -129,3 +131,29 @@ def test_a_pool_allocation_too_small_for_its_tensor_is_refused():
     vm = VirtualMachine(Executable.load_exec(_encode(program, blob), lib), runtime.cpu())
     with pytest.raises(ValueError, match=r"does not fit in a storage of 64 bytes"):
         vm.run(_f32(4, 8))
+
+
+
+def test_tensors_fixed_inside_a_native_run_stay_alive():
+    """A tensor placed in static storage inside a native run is known there only by its
+    address: the VM must keep it alive, or its id goes to a new tensor that then reads and
+    writes the static storage instead of its own (an ONNX reverse LSTM gave zeros)."""
+    hidden, seq = 3, 4
+    node = helper.make_node("LSTM", ["X", "W", "R"], ["", "Y_h"], hidden_size=hidden,
+                            direction="reverse")
+    shapes = {"X": (seq, 1, 2), "W": (1, 4 * hidden, 2), "R": (1, 4 * hidden, hidden)}
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+                      for n, s in shapes.items()],
+        [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, (1, 1, hidden))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    mod, _ = from_onnx(model)
+    feeds = [_f32(*s) for s in shapes.values()]
+    want = relay.create_executor("debug", mod=mod).evaluate()(*feeds).numpy()
+    vm = VirtualMachine(relay.vm.compile(mod, target="llvm"), runtime.cpu())
+    for key, (tensor, address) in vm._fixed_addresses.items():
+        assert id(tensor) == key and tensor.ctypes.data == address
+    churn = [np.empty((1, 4 * hidden), "float32") for _ in range(2000)]  # reuses freed ids
+    for _ in range(3):
+        np.testing.assert_allclose(vm.run(*feeds).numpy(), want, rtol=1e-5, atol=1e-6)
+    assert vm._fixed_addresses and churn
