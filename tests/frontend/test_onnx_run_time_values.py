@@ -143,3 +143,21 @@ def test_center_crop_pad_and_pad_with_run_time_sizes_and_axes():
 def test_windows_of_a_run_time_size(op_type, periodic):
     check(op_type, {"size": np.array(10, "int64")}, {"size": np.array(1, "int64")},
           periodic=periodic)
+
+
+def test_resize_with_run_time_scales_it_cannot_follow_is_an_error_not_a_wrong_answer():
+    """Run-time scales go to dyn.nn.upsampling, whose interpolation is ONNX's for whole
+    scales on H and W only: others fail at run time."""
+    x = f32(1, 2, 3, 4)
+    model = _model("Resize", {"x": x, "roi": np.zeros(0, "float32"),
+                              "scales": np.array([1, 1, 2, 3], "float32")}, opset=13,
+                   mode="linear", coordinate_transformation_mode="align_corners")
+    mod, _ = from_onnx(model)
+    vm = VirtualMachine(relay.vm.compile(mod, target="llvm"), cpu(0))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {"x": x, "roi": np.zeros(0, "float32"), "scales": np.array([1, 1, 2, 3], "float32")}
+    np.testing.assert_allclose(vm.invoke("main", *feeds.values()).numpy(),
+                               sess.run(None, feeds)[0], rtol=1e-5, atol=1e-6)
+    for bad in ([1, 1, 0.6, 1], [2, 1, 1, 1]):
+        with pytest.raises(Exception, match="out of range"):
+            vm.invoke("main", x, feeds["roi"], np.array(bad, "float32"))

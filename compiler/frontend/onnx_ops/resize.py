@@ -11,6 +11,7 @@ import numpy as np
 
 from compiler.ir.dims import is_static_shape
 
+from . import dynamic_shapes
 from .common import NodeContext, as_ints, const, converter, op
 
 
@@ -210,8 +211,17 @@ def _dynamic_resize(ctx, x, scales_expr, mode: str, transform: str):
     if scales is not None:
         return op("nn.upsampling", x, scale_h=float(scales[2]), scale_w=float(scales[3]),
                   layout="NCHW", method=method, align_corners=align)
-    picks = [op("take", op("cast", scales_expr, dtype="float32"),
-                const(np.int64(i), "int64"), axis=0, batch_dims=0, mode="fast") for i in (2, 3)]
+    # what this covers is checked at run time: 1 on N and C, whole numbers >= 1 on H and W
+    scales = op("cast", scales_expr, dtype="float32")
+    one = const(np.float32(1), "float32")
+    bad = op("logical_or", op("not_equal", scales, op("floor", scales)), op("less", scales, one))
+    bad = op("logical_or", bad, op("logical_and", const(np.array([1, 1, 0, 0], bool), "bool"),
+                                   op("not_equal", scales, one)))
+    guard = op("cast", dynamic_shapes.must_be_zero(ctx, op("sum", op("cast", bad, dtype="int64"),
+                                                         axis=None, keepdims=False,
+                                                         exclude=False)), dtype="float32")
+    picks = [op("add", op("take", scales, const(np.int64(i), "int64"), axis=0, batch_dims=0,
+                          mode="fast"), guard) for i in (2, 3)]
     return op("dyn.nn.upsampling", x, *picks, layout="NCHW", method=method, align_corners=align)
 
 
