@@ -19,12 +19,13 @@ _ONNX_TYPES = {"float32": TensorProto.FLOAT, "int64": TensorProto.INT64,
                "int32": TensorProto.INT32}
 
 
-def _model(op_type, feeds: dict, n_out=1, opset=18, **attrs):
-    """op_type over the feeds (in order) as graph inputs, with the shapes of the first feeds."""
+def _model(op_type, feeds: dict, n_out=1, opset=18, node_inputs=None, **attrs):
+    """op_type over the feeds as graph inputs (node_inputs: the node's input names, "" for
+    one left out; default the feeds in order), with the shapes of the first feeds."""
     inputs = [helper.make_tensor_value_info(n, _ONNX_TYPES[v.dtype.name], v.shape)
               for n, v in feeds.items()]
     outs = [f"y{i}" for i in range(n_out)]
-    node = helper.make_node(op_type, list(feeds), outs, **attrs)
+    node = helper.make_node(op_type, node_inputs or list(feeds), outs, **attrs)
     graph = helper.make_graph([node], "g", inputs,
                               [helper.make_empty_tensor_value_info(o) for o in outs])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
@@ -32,9 +33,10 @@ def _model(op_type, feeds: dict, n_out=1, opset=18, **attrs):
     return model
 
 
-def check(op_type, *value_sets: dict, n_out=1, opset=18, **attrs):
+def check(op_type, *value_sets: dict, n_out=1, opset=18, node_inputs=None, atol=1e-6,
+          **attrs):
     """The model built for the first value set, run at each: VM and interpreter vs ORT."""
-    model = _model(op_type, value_sets[0], n_out, opset, **attrs)
+    model = _model(op_type, value_sets[0], n_out, opset, node_inputs, **attrs)
     mod, params = from_onnx(model)
     assert not params
     vm = VirtualMachine(relay.vm.compile(mod, target="llvm"), cpu(0))
@@ -47,7 +49,7 @@ def check(op_type, *value_sets: dict, n_out=1, opset=18, **attrs):
             for g, w in zip(got, want):
                 g = g.numpy() if hasattr(g, "numpy") else np.asarray(g)
                 assert g.shape == w.shape and g.dtype == w.dtype
-                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=atol)
     return mod
 
 
@@ -161,3 +163,22 @@ def test_resize_with_run_time_scales_it_cannot_follow_is_an_error_not_a_wrong_an
     for bad in ([1, 1, 0.6, 1], [2, 1, 1, 1]):
         with pytest.raises(Exception, match="out of range"):
             vm.invoke("main", x, feeds["roi"], np.array(bad, "float32"))
+
+
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_affine_grid_of_a_run_time_size(align_corners):
+    theta = f32(2, 2, 3)
+    check("AffineGrid", {"theta": theta, "size": i64(2, 3, 4, 5)},
+          {"theta": theta, "size": i64(2, 1, 2, 3)}, opset=20, align_corners=align_corners)
+
+
+def test_upsample_with_run_time_scales():
+    x = f32(1, 2, 3, 4)
+    check("Upsample", {"x": x, "scales": np.array([1, 1, 2, 3], "float32")},
+          {"x": x, "scales": np.array([1, 1, 1, 2], "float32")}, opset=9)
+
+
+def test_dft_along_a_run_time_axis():
+    x = f32(2, 6, 6, 1)
+    check("DFT", {"x": x, "axis": np.array(1, "int64")}, {"x": x, "axis": np.array(-2, "int64")},
+          opset=20, node_inputs=["x", "", "axis"], atol=1e-5)  # onnxruntime's float32 noise

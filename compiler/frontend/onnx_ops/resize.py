@@ -278,4 +278,11 @@ def _upsample_v7(ctx, inputs):
 
 @converter("Upsample", since=9)
 def _upsample_v9(ctx, inputs):
+    if ctx.maybe_value(inputs[1]) is None:  # scales at run time
+        mode = ctx.attr("mode", "nearest")
+        ctx.attrs.setdefault("nearest_mode", "floor")
+        out = _dynamic_resize(ctx, inputs[0], inputs[1],
+                              "linear" if mode == "bilinear" else mode, "asymmetric")
+        if out is not None:
+            return out
     return _upsample(ctx, inputs[0], np.asarray(ctx.value(inputs[1], "scales")).reshape(-1))

@@ -16,6 +16,7 @@ import numpy as np
 from compiler.ir.expr import Tuple, TupleGetItem
 from compiler.ir.types import TupleType
 
+from . import dynamic_shapes
 from .common import NodeContext, as_ints, const, converter, infer_type, norm_axis, op
 
 
@@ -109,7 +110,12 @@ def _split_to_sequence(ctx, inputs):
     shape = ctx.shape(x)
     axis = norm_axis(ctx, int(ctx.attr("axis", 0)), len(shape))
     length = int(shape[axis])
-    split = None if len(inputs) < 2 or inputs[1] is None else ctx.value(inputs[1], "split")
+    given = inputs[1] if len(inputs) > 1 else None
+    if given is not None and ctx.maybe_value(given) is None and ctx.rank(given) == 1:
+        # sizes at run time: their count, the sequence's length, is static
+        count = dynamic_shapes.static_length(ctx, given, "split")
+        return Tuple(dynamic_shapes.split(ctx, x, given, axis, count))
+    split = None if given is None else ctx.value(given, "split")
     if split is None:
         sizes = [1] * length
     elif np.ndim(split) == 0:

@@ -6,7 +6,8 @@ import numpy as np
 
 from compiler.ir.expr import Tuple
 
-from .common import NodeContext, as_ints, const, converter, norm_axis, onnx_dtype, op
+from . import dynamic_shapes
+from .common import FrontendError, NodeContext, as_ints, const, converter, norm_axis, onnx_dtype, op
 
 
 def _dense_const(x, matrix: np.ndarray, dtype: str):
@@ -88,14 +89,40 @@ def _dft(ctx, inputs):
     x = inputs[0]
     length = inputs[1] if len(inputs) > 1 else None
     length = None if length is None else int(as_ints(ctx.value(length, "dft_length"))[0])
+    inverse, onesided = bool(ctx.attr("inverse", 0)), bool(ctx.attr("onesided", 0))
     if ctx.opset >= 20:
         axis_input = inputs[2] if len(inputs) > 2 else None
+        if axis_input is not None and ctx.maybe_value(axis_input) is None:
+            out = _dft_along_run_time_axis(ctx, x, axis_input, length, inverse, onesided)
+            if out is not None:
+                return out
         axis = -2 if axis_input is None else int(as_ints(ctx.value(axis_input, "axis"))[0])
         if axis < 0:  # counted on x including its trailing (re, im) axis
             axis += ctx.rank(x)
     else:
         axis = int(ctx.attr("axis", 1))
-    return dft(ctx, x, axis, length, bool(ctx.attr("inverse", 0)), bool(ctx.attr("onesided", 0)))
+    return dft(ctx, x, axis, length, inverse, onesided)
+
+
+def _dft_along_run_time_axis(ctx: NodeContext, x, axis, length, inverse, onesided):
+    """DFT along an axis known at run time: a where over the DFT along each axis x allows
+    ([0, rank - 1), negatives counted on x with its (re, im) axis), when all give one shape;
+    None otherwise (the axis must then be static)."""
+    rank = ctx.rank(x)
+    try:
+        outs = [dft(ctx, x, a, length, inverse, onesided) for a in range(rank - 1)]
+    except FrontendError:  # an axis the DFT cannot take
+        return None
+    if len({ctx.shape(o) for o in outs}) != 1:
+        return None
+    axis = dynamic_shapes.scalar(ctx, axis)
+    n = op("where", op("less", axis, const(np.int64(0), "int64")),
+           op("add", axis, const(np.int64(rank), "int64")), axis)
+    n = op("add", dynamic_shapes.checked_axes(ctx, n, rank - 1),  # in [0, rank - 1)
+           dynamic_shapes.must_be_zero(ctx, op("cast", op("less", n, const(np.int64(0),
+                                                                       "int64")),
+                                                dtype="int64")))
+    return dynamic_shapes.select_axis(ctx, n, rank - 1, lambda a: outs[a])
 
 
 @converter("STFT", since=17)

@@ -12,6 +12,7 @@ import itertools
 import numpy as np
 
 from compiler.ir.expr import Tuple
+from . import dynamic_shapes
 from .common import NodeContext, as_ints, const, converter, norm_axis, op
 
 _GRID_MODES = {"linear": "bilinear", "bilinear": "bilinear", "nearest": "nearest",
@@ -37,13 +38,15 @@ def _grid_sample(ctx: NodeContext, inputs):
 def _base_coords(size: int, align_corners: bool) -> np.ndarray:
     """Normalised pixel-centre coordinates along one axis."""
     if align_corners:
-        return np.linspace(-1.0, 1.0, size) if size > 1 else np.zeros(1)
+        return np.linspace(-1.0, 1.0, size)  # one point: -1 (ONNX's reference; onnxruntime 1)
     return (np.arange(size) * 2.0 + 1.0) / size - 1.0
 
 
 @converter("AffineGrid", since=20)
 def _affine_grid(ctx: NodeContext, inputs):
     theta, size = inputs
+    if ctx.maybe_value(size) is None:
+        return _run_time_affine_grid(ctx, theta, size)
     dims = as_ints(ctx.value(size, "size"))
     nd = len(dims) - 2
     if nd not in (2, 3) or tuple(ctx.shape(theta)) != (dims[0], nd, nd + 1):
@@ -59,6 +62,50 @@ def _affine_grid(ctx: NodeContext, inputs):
     grid = op("nn.batch_matmul", points, theta, out_dtype="", transpose_a=False,
               transpose_b=True)
     return ctx.reshape(grid, [dims[0]] + dims[2:] + [nd])
+
+
+def _run_time_affine_grid(ctx: NodeContext, theta, size):
+    """AffineGrid to a size known at run time: each axis' coordinates from arange, the mesh
+    by broadcasting, the grid reshaped to [N, (D,) H, W, nd] from the size tensor itself."""
+    nd = ctx.shape(theta)[1]
+    if dynamic_shapes.static_length(ctx, size, "size") != nd + 2 or nd not in (2, 3) or \
+            tuple(ctx.shape(theta))[1:] != (nd, nd + 1):
+        raise ctx.error(f"theta {ctx.shape(theta)} does not match a size of "
+                        f"{ctx.shape(size)[0]} values (expected [N, {nd}, {nd + 1}])")
+    dtype, align = ctx.dtype(theta), bool(ctx.attr("align_corners", 0))
+    size = op("cast", size, dtype="int64")
+
+    def scalar(value):
+        return const(np.array(value, dtype), dtype)
+    coords = []
+    for k in range(nd):  # D?, H, W
+        n = op("cast", op("take", size, const(np.int64(k + 2), "int64"), axis=0, batch_dims=0,
+                          mode="fast"), dtype=dtype)
+        i = op("arange", scalar(0), n, scalar(1), start=None, stop=None, step=None, dtype=dtype)
+        if align:  # linspace(-1, 1, n); one point is -1
+            step = op("divide", scalar(2), op("maximum", op("subtract", n, scalar(1)),
+                                              scalar(1)))
+            c = op("subtract", op("multiply", i, step), scalar(1))
+        else:
+            c = op("subtract", op("divide", op("add", op("multiply", i, scalar(2)), scalar(1)),
+                                  n), scalar(1))
+        shape = [1] * nd
+        shape[k] = -1
+        coords.append(op("reshape", c, newshape=shape, allowzero=False))
+    zero = coords[0]
+    for c in coords[1:]:
+        zero = op("add", zero, c)
+    zero = op("multiply", zero, scalar(0))  # the mesh's shape
+    columns = [op("add", c, zero) for c in reversed(coords)] + [op("add", zero, scalar(1))]
+    points = op("reshape", op("stack", Tuple(columns), axis=nd), newshape=[1, -1, nd + 1],
+                allowzero=False)
+    grid = op("nn.batch_matmul", points, theta, out_dtype="", transpose_a=False,
+              transpose_b=True)
+    out_shape = op("concatenate", Tuple([
+        op("strided_slice", size, begin=[0], end=[1], strides=[1], slice_mode="end", axes=None),
+        op("strided_slice", size, begin=[2], end=[nd + 2], strides=[1], slice_mode="end",
+           axes=None), const(np.array([nd], np.int64), "int64")]), axis=0)
+    return op("dyn.reshape", grid, out_shape, allowzero=False)
 
 
 def _along(values: np.ndarray, axis: int, rank: int) -> np.ndarray:
