@@ -515,11 +515,9 @@ def _one_hot(ctx, inputs):
 def _run_time_one_hot(ctx, indices, depth, values):
     """OneHot of a depth known at run time: dyn.one_hot, negative indices counted from the
     end of depth first (dyn.one_hot leaves them off)."""
-    if not ctx.dtype(indices).startswith("int"):
+    depth = dynamic_shapes.scalar(ctx, depth)
+    if ctx.dtype(indices) != "int64":
         indices = op("cast", indices, dtype="int64")
-    depth = dynamic_shapes.scalar(ctx, op("cast", depth, dtype="int64")
-                                  if not ctx.dtype(depth).startswith("int") else depth)
-    indices = op("cast", indices, dtype="int64")
     indices = op("where", op("less", indices, const(0, "int64")), op("add", indices, depth),
                  indices)
     rank = ctx.rank(indices)
