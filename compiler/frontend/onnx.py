@@ -181,17 +181,19 @@ class GraphConverter:
         if isinstance(ty, TensorType):
             return self._as_constant(value, ty, where)
         folded = Tuple([self._folded(v, t, where) for v, t in zip(value, ty.fields)])
-        self.types[folded] = ty
+        self.types[folded] = TupleType([self.types[f] for f in folded.fields])
         return folded
 
     def _as_constant(self, value: np.ndarray, ty: TensorType, where: str) -> Constant:
         value = np.asarray(value)
-        if value.dtype.name != ty.dtype or tuple(value.shape) != ty.shape:
+        # a dynamic dim (a data-dependent op's, as NonZero's) takes the folded value's size
+        if value.dtype.name != ty.dtype or value.ndim != len(ty.shape) or any(
+                not isinstance(d, AnyDim) and int(d) != n for d, n in zip(ty.shape, value.shape)):
             raise FrontendError(f"{where}: folding gave {value.shape} {value.dtype}, but the type "
                                 f"relation says {ty.shape} {ty.dtype} (an op reference/type "
                                 "relation disagree)")
         folded = const(value, ty.dtype)
-        self.types[folded] = ty
+        self.types[folded] = TensorType(value.shape, ty.dtype)
         return folded
 
     # -- inputs ----------------------------------------------------------------------------

@@ -317,7 +317,10 @@ def _range(ctx, inputs):
     values = [ctx.maybe_value(i) for i in inputs[:3]]
     if any(v is None for v in values):  # bounds known at run time
         return dynamic_shapes.arange(ctx, *inputs[:3])
-    start, limit, delta = values
+    if any(np.size(v) != 1 for v in values):
+        raise ctx.error(f"start, limit and delta must be scalars, got shapes "
+                        f"{[np.shape(v) for v in values]}")
+    start, limit, delta = (np.asarray(v).reshape(()) for v in values)  # [1] from a Slice too
     dtype = ctx.dtype(inputs[0])
     count = max(int(np.ceil((limit - start) / delta)), 0)
     return const(start + np.arange(count, dtype=dtype) * delta, dtype)
