@@ -12,7 +12,8 @@ The executor defaults to $RELAYJIT_CONFORMANCE_EXECUTOR or "vm" (relay.vm.compil
 Relay VM: the same kernels as relay.build, plus control flow, sequences and dynamic shapes);
 "graph" runs relay.build and the graph executor; "debug" the numpy-reference interpreter. Without --as-written a
 graph input that a converter needs as a constant (a shape, axes, k...) is frozen to the
-case's value; with it every input arrives at run time, as a user's would.
+case's value; with it every input arrives at run time, as a user's would (expected_failures.txt
+then also lists the cases marked "as written only", which need an input frozen).
 """
 from __future__ import annotations
 
