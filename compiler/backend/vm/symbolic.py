@@ -35,6 +35,7 @@ from compiler.errors import CompilerError
 from compiler.ir.dims import broadcast_sides, evaluate, symbols_of
 from compiler.ir.expr import Function
 from compiler.op.shape_func import ShapeFuncError, shape_program
+from runtime.library import check_signatures
 from runtime.shape_program import ShapeProgramFormatError
 from runtime.symbolic_signature import SymbolicSignature
 
@@ -105,6 +106,9 @@ def lower_symbolic(func: Function, name: str, options: CodegenOptions) -> PrimFu
                 break
         if kernel is None:
             return None
+        # what a library loader accepts (a kernel of more symbols than a signature may name
+        # is specialised per shape instead)
+        check_signatures({name: kernel.attrs["symbolic_signature"]}, [name])
         signature = SymbolicSignature(name, kernel.attrs["symbolic_signature"])
         for values in _CHECK_VALUES:
             signature.bind(name, shapes_at(at_point(values)))
