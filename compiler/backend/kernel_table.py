@@ -81,6 +81,7 @@ class KernelTable:
         self.share = not PassContext.current().get_config(DISABLE_COMPILE_ENGINE_CACHE)
         self.by_hash: dict[int, list] = {}
         self.names: dict[int, str] = {}  # id(function as called in main) -> kernel name
+        self._named: list = []  # the functions behind self.names: kept, so no id is reused
         self.used: set[str] = set()
         self.prim_funcs: list = []
 
@@ -99,6 +100,7 @@ class KernelTable:
     def add(self, func: Function) -> str:
         if id(func) in self.names:
             return self.names[id(func)]
+        self._named.append(func)
         if self.byte_concat and is_byte_concat(func):
             self.names[id(func)] = CONCAT
             return CONCAT
