@@ -79,6 +79,10 @@ class KernelReading:
         self.values: list[int] = []
         self.where: list[tuple] = []  # ("imm", IntImm) | ("extent", For) | ("dim"|"stride", Buffer, d)
         self.supported = True
+        # each loop's thread cap, in walk order: not in the skeleton (members of one size
+        # class differ in it; see generalised_body)
+        self.caps: list[int] = []
+        self.cap_index: dict[int, int] = {}
         self.guarded: list[IfThenElseExpr] = []  # loads speculated with clamped indices
         self.divisors: set[int] = set()  # slots of integer constants something is divided by
         self._imm_slots: dict[int, int] = {}
@@ -180,6 +184,8 @@ class KernelReading:
                 work.extend(reversed(s.stmts))
             elif t is For:
                 self.tokens.append(f"for {self._var(s.var)} {s.kind}")
+                self.cap_index[id(s)] = len(self.caps)
+                self.caps.append(s.threads)
                 if isinstance(s.extent, int):
                     self._slot(s.extent, ("extent", s))
                 else:
@@ -346,8 +352,10 @@ def _generalise(members: list[KernelReading], t_slot: int, fits: dict[int, tuple
     def smallest(k: int, b: Buffer) -> int:
         return min(r.func.params[k].nbytes for r in members) // itemsize(b.dtype)
 
+    # each loop's thread cap: the members' largest (0, no cap, above all)
+    caps = [0 if 0 in column else max(column) for column in zip(*(m.caps for m in members))]
     params, body = generalised_body(first, {s: value(a, b) for s, (a, b) in fits.items()},
-                                    smallest)
+                                    smallest, caps=caps)
     name = f"{first.func.name}_family"
     while name in taken:
         name += "_"
@@ -357,15 +365,17 @@ def _generalise(members: list[KernelReading], t_slot: int, fits: dict[int, tuple
 
 
 def generalised_body(first: KernelReading, slot_values: dict[int, Expr], flat_size,
-                     broadcast: dict[tuple[int, int], Expr] | None = None
-                     ) -> tuple[list[Buffer], Stmt]:
+                     broadcast: dict[tuple[int, int], Expr] | None = None,
+                     caps: list[int] | None = None) -> tuple[list[Buffer], Stmt]:
     """The parameters and body of `first` with each slot in slot_values replaced by its
     expression: loop extents and integer constants directly, buffers whose dims or strides
     vary flattened to one dim of flat_size(parameter index, buffer) elements and addressed
     by offsets computed from their varying dims. Scratch whose dims vary (codegen.symbolic's
     only; a family's never do) is flattened too, its Allocate sized by the expression.
     broadcast {(parameter index, dim): n} (codegen.symbolic's): that dim of the parameter
-    is n at run time, which may also be 1 (broadcast): its index is clamped below n."""
+    is n at run time, which may also be 1 (broadcast): its index is clamped below n. caps:
+    each loop's thread cap in first's walk order (For.threads; None: no cap, the work known
+    only at run time)."""
     imms: dict[int, Expr] = {}
     extents: dict[int, Expr] = {}
     dims: dict[int, dict[int, Expr]] = {}     # id(buffer) -> {d: dim}
@@ -427,7 +437,8 @@ def generalised_body(first: KernelReading, slot_values: dict[int, Expr], flat_si
         if t_ is SeqStmt:
             return SeqStmt(tuple(stmt(c) for c in s.stmts))
         if t_ is For:
-            return For(s.var, extents.get(id(s), s.extent), stmt(s.body), s.kind)
+            cap = 0 if caps is None else caps[first.cap_index[id(s)]]
+            return For(s.var, extents.get(id(s), s.extent), stmt(s.body), s.kind, cap)
         if t_ is Store:
             if id(s.buffer) in flat:
                 new, addressing = flat[id(s.buffer)]

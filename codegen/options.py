@@ -8,6 +8,7 @@ field changes generated code, so `key()` (all of them) is part of the compile ca
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
@@ -84,7 +85,7 @@ class CodegenOptions:
             if isinstance(value, TargetInfo):
                 value = list(value)
             elif isinstance(value, ParallelPolicy):
-                value = [value.min_work, value.target_tasks, value.min_inner]
+                value = dataclasses.astuple(value)
             out[f.name] = value
         return json.dumps(out, sort_keys=True, default=repr)
 

@@ -1,9 +1,13 @@
-"""Where loop nests go parallel: the outer loops of a stage run on the runtime's thread pool.
+"""Where loop nests go parallel, and on how many threads: the thread policy.
 
 The thread count is a run-time setting (runtime.threadpool), so the kernels do not know it:
-a parallel loop only needs enough iterations that the pool's static split (contiguous chunks
-that differ by one iteration) keeps every thread busy, and enough work per call that the
-fork/join (about a microsecond with spinning workers) is noise.
+a parallel loop needs enough iterations that the pool's static split (contiguous chunks that
+differ by one iteration) keeps every thread busy. How many threads its work pays for is known
+at compile time: ParallelPolicy.threads prices the loop's FLOPs and bytes and gives each thread
+at least min_thread_ns of it, so a fork/join (about a microsecond with spinning workers, far
+more when a worker waits for a core) is never a large share of a thread's work. The loop
+carries that count (For.threads); the pool runs it on at most that many threads, serially on
+the caller for one, so a small kernel runs no slower on many threads than on one.
 """
 from __future__ import annotations
 
@@ -18,27 +22,65 @@ INDEX = "int64"
 
 @dataclass(frozen=True)
 class ParallelPolicy:
-    """When a loop nest goes parallel and how finely it splits (CodegenOptions.parallel)."""
+    """When a loop nest goes parallel, on how many threads and how finely it splits
+    (CodegenOptions.parallel; part of the compile caches' keys)."""
 
-    # Innermost-body executions below which a nest stays serial (~10 us of elementwise work).
-    min_work: int = 1 << 15
     # Iterations a parallel loop aims for: balanced up to 8 threads within one iteration in 8.
     target_tasks: int = 64
     # A vectorised innermost loop split for parallelism keeps at least this many iterations.
     min_inner: int = 64
+    # What a loop's work costs one thread: FLOPs (vectorised FMA code, well below peak) and
+    # bytes moved (memory or a far cache), per nanosecond
+    flops_per_ns: int = 32
+    bytes_per_ns: int = 8
+    # the work a thread must get for a loop to use it (a fork/join is ~1 us; on a loaded
+    # machine a worker may first wait for its core)
+    min_thread_ns: int = 20_000
+    # the threads the build expects to run on (the pool's count when it was built; 0: not
+    # known): schedules whose split is a trade-off split finer for more (conv2d min_tasks)
+    pool_threads: int = 0
 
-    def pays(self, work: int) -> bool:
-        """Whether `work` innermost-body executions are enough for a parallel loop."""
-        return work >= self.min_work
+    def threads(self, flops: int = 0, nbytes: int = 0) -> int:
+        """Threads a loop of this much work pays for (1: serial)."""
+        ns = flops / self.flops_per_ns + nbytes / self.bytes_per_ns
+        return max(1, int(ns // self.min_thread_ns))
 
-    def kind(self, work: int) -> str:
-        """"parallel" when `work` pays for it, else "serial"."""
-        return "parallel" if self.pays(work) else "serial"
+    def contraction(self, macs: int, floats: int) -> int:
+        """threads() of a product of `macs` multiply-adds over `floats` float32 operands and
+        results."""
+        return self.threads(2 * macs, 4 * floats)
+
+    def loop(self, var: Var, extent: int, body: Stmt, flops: int = 0, nbytes: int = 0) -> For:
+        """For over extent: parallel on the threads its work pays for when that is more than
+        one (and it has two iterations or more), else serial."""
+        return parallel_loop(var, extent, body, self.threads(flops, nbytes))
+
+    def copy_loops(self, loop_vars: list[Var], extents: list[int], body: Stmt,
+                   elements: int, name: str) -> Stmt:
+        """Nested loops over `extents` around body, copying `elements` floats in all (the
+        schedules' padding and packing: 8 bytes an element moved): fused into one parallel
+        loop (fused_parallel) when that pays for more than one thread, else serial."""
+        n = self.threads(nbytes=8 * elements)
+        if n > 1:
+            return fused_parallel(loop_vars, extents, body, name, n)
+        for v, e in reversed(list(zip(loop_vars, extents))):
+            body = For(v, e, body)
+        return body
 
 
-def fused_parallel(loop_vars: list[Var], extents: list[int], body: Stmt, name: str) -> Stmt:
+def parallel_loop(var: Var, extent: int, body: Stmt, threads: int) -> For:
+    """For over extent, parallel on `threads` threads when that is more than one and the loop
+    has two iterations or more, else serial."""
+    if threads > 1 and extent > 1:
+        return For(var, extent, body, "parallel", threads)
+    return For(var, extent, body)
+
+
+def fused_parallel(loop_vars: list[Var], extents: list[int], body: Stmt, name: str,
+                   threads: int = 0) -> Stmt:
     """One parallel loop over the product of `extents`, binding each var of `loop_vars`
-    (outermost first) from the fused index; vars of extent 1 are bound to 0."""
+    (outermost first) from the fused index; vars of extent 1 are bound to 0. threads: the
+    loop's cap (For.threads)."""
     total = 1
     for e in extents:
         total *= e
@@ -55,7 +97,7 @@ def fused_parallel(loop_vars: list[Var], extents: list[int], body: Stmt, name: s
                 value = floormod(value, e)
         body = LetStmt(v, value, body)
         inner *= e
-    return For(fused, total, body, "parallel")
+    return For(fused, total, body, "parallel", threads)
 
 
 def stage_nest(axis: tuple[Var, ...], shape: tuple[int, ...], body: Stmt, vectorize: bool,
@@ -72,7 +114,9 @@ def stage_nest(axis: tuple[Var, ...], shape: tuple[int, ...], body: Stmt, vector
     for e in shape:
         points *= e
     vector_kind = "vectorized" if vectorize else "serial"
-    if not policy.pays(points * work_per_point) or ndim == 0:
+    # a point reads work_per_point values and writes one
+    threads = policy.threads(points * work_per_point, 4 * points * (work_per_point + 1))
+    if threads < 2 or ndim == 0:
         return serial_nest(axis, shape, body, vectorize)
     lead, prod = 0, 1
     while lead < ndim - (1 if vectorize else 0) and prod < policy.target_tasks:
@@ -80,7 +124,8 @@ def stage_nest(axis: tuple[Var, ...], shape: tuple[int, ...], body: Stmt, vector
         lead += 1
     if prod >= 2:
         nest = serial_nest(axis[lead:], shape[lead:], body, vectorize)
-        return fused_parallel(list(axis[:lead]), list(shape[:lead]), nest, axis[0].name)
+        return fused_parallel(list(axis[:lead]), list(shape[:lead]), nest, axis[0].name,
+                              threads)
     last = shape[-1]
     for tasks in (policy.target_tasks, 48, 32, 24, 16, 12, 8, 6, 4, 2):
         if last % tasks == 0 and last // tasks >= policy.min_inner:
@@ -89,7 +134,7 @@ def stage_nest(axis: tuple[Var, ...], shape: tuple[int, ...], body: Stmt, vector
             nest = For(inner, chunk, LetStmt(axis[-1], outer * chunk + inner, body),
                        vector_kind)
             return fused_parallel([*axis[:-1], outer], [*shape[:-1], tasks], nest,
-                                  axis[-1].name)
+                                  axis[-1].name, threads)
     return serial_nest(axis, shape, body, vectorize)
 
 

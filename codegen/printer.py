@@ -141,6 +141,7 @@ def _stmt(s: Stmt, ind: int, out: list[str]) -> list[tuple[Stmt | str, int]]:
         return [(c, ind) for c in s.stmts]
     if t is For:
         kind = "" if s.kind == "serial" else f" {s.kind}"
+        kind += f" (threads <= {s.threads})" if s.threads else ""
         out.append(f"{pad}for ({s.var.name}, 0, {s.extent}){kind} {{")
         return [(s.body, ind + 1), (pad + "}", ind)]
     if t is Store:

@@ -4,10 +4,15 @@
 ; the CPU's spin-wait hint) and registered with LLVM, so kernel objects resolve
 ; @relayjit_parallel_for against it.
 ;
-; The pool (fork/join, static partition):
+; The pool (fork/join, static partition, chunks claimed by whoever comes first):
 ;   relayjit_parallel_for(fn, closure, n) runs fn(closure, begin, end) over [0, n) split into
-;   at most num_threads contiguous chunks that differ by at most one iteration. The caller
-;   runs chunk 0 itself; worker k runs chunk k. Workers wait for a new job by spinning on
+;   at most num_threads contiguous chunks that differ by at most one iteration (chunk k is
+;   [k*n/tasks, (k+1)*n/tasks): which thread runs it does not change the result);
+;   relayjit_parallel_for_max(fn, closure, n, max) into at most max of them (0: no cap), the
+;   thread count the kernel found its loop's work pays for. The caller and the workers
+;   claim chunks one at a time (claim_chunks), the caller until none is left, then it waits
+;   for the chunks being run: a worker whose core is busy elsewhere when the job comes never
+;   holds the caller up, it finds the chunks taken. Workers wait for a new job by spinning on
 ;   @generation (pause, with a sched_yield every 256 spins so an oversubscribed machine still
 ;   makes progress), then block on a condition variable, so an idle process burns no CPU.
 ;   One job at a time: a caller that finds the pool busy (another thread's kernel, or a
@@ -16,15 +21,17 @@
 ;   Workers start lazily on the first job after the thread count was set and stop (joined)
 ;   when it changes, at interpreter exit, and are forgotten in a forked child.
 ;
-; Memory ordering: the job fields are plain stores published by the seq_cst increment of
-; @generation and read after a worker's acquire load of it; @status and @remaining are
-; published by each worker's release decrement of @remaining, read by the caller's acquire
-; load. @sleepers/@generation form a Dekker pair (both seq_cst), so a job is never missed by a
-; worker going to sleep: it either sees the new generation or the caller sees it sleeping and
-; broadcasts under the mutex.
+; Memory ordering: the job fields are plain stores published by the release store of @claim
+; (and the seq_cst store of @generation after it) and read after a successful acq_rel
+; compare-and-swap of @claim for the job; @status is published by each chunk's release
+; increment of @done, read after the caller's acquire load of it. @sleepers/@generation form
+; a Dekker pair (both seq_cst), so a job is never missed by a worker going to sleep: it
+; either sees the new generation or the caller sees it sleeping and broadcasts under the
+; mutex.
 
 @generation = internal global i64 0, align 64
-@remaining = internal global i32 0, align 64
+@done = internal global i64 0, align 64
+@claim = internal global i64 0, align 64
 @status = internal global i32 0, align 64
 @busy = internal global i32 0, align 64
 @sleepers = internal global i32 0, align 64
@@ -89,7 +96,6 @@ entry:
 
 define internal ptr @worker(ptr %arg) {
 entry:
-  %id = ptrtoint ptr %arg to i64
   %start = load i64, ptr @spawn_generation
   br label %wait
 wait:
@@ -126,21 +132,51 @@ got:
   %is_stop = icmp ne i32 %stop, 0
   br i1 %is_stop, label %exit, label %job
 job:
-  %tasks = load i64, ptr @job_tasks
-  %mine = icmp ult i64 %id, %tasks
-  br i1 %mine, label %work, label %done
-work:
-  %st = call i32 @run_chunk(i64 %id)
-  %failed = icmp ne i32 %st, 0
-  br i1 %failed, label %record, label %done
-record:
-  %o = atomicrmw or ptr @status, i32 %st monotonic
+  call void @claim_chunks(i64 %g)
   br label %done
 done:
-  %r = atomicrmw sub ptr @remaining, i32 1 release
   br label %wait
 exit:
   ret ptr null
+}
+
+; run the chunks of job %gen nobody has claimed yet, one at a time, until none is left or
+; the job is over. @claim = (job generation mod 2^32) << 32 | tasks << 16 | next chunk: a
+; chunk is claimed by a compare-and-swap that also checks the job, so a worker that wakes
+; late (its core busy elsewhere) finds the chunks taken and never holds the caller up, and
+; one that saw an older job cannot claim a chunk of a newer one.
+define internal void @claim_chunks(i64 %gen) {
+entry:
+  %gen32 = and i64 %gen, 4294967295
+  br label %try
+try:
+  %c = load atomic i64, ptr @claim acquire, align 8
+  %cg = lshr i64 %c, 32
+  %same = icmp eq i64 %cg, %gen32
+  br i1 %same, label %check, label %out
+check:
+  %k = and i64 %c, 65535
+  %t16 = lshr i64 %c, 16
+  %tasks = and i64 %t16, 65535
+  %left = icmp ult i64 %k, %tasks
+  br i1 %left, label %cas, label %out
+cas:
+  %c1 = add i64 %c, 1
+  %pair = cmpxchg ptr @claim, i64 %c, i64 %c1 acq_rel monotonic
+  %ok = extractvalue { i64, i1 } %pair, 1
+  br i1 %ok, label %run, label %try
+run:
+  %st = call i32 @run_chunk(i64 %k)
+  %failed = icmp ne i32 %st, 0
+  br i1 %failed, label %record, label %count
+record:
+  %o = atomicrmw or ptr @status, i32 %st monotonic
+  br label %count
+count:
+  %d = atomicrmw add ptr @done, i64 1 release
+  br label %try
+out:
+  ret void
 }
 
 ; wake every sleeping worker (after @generation changed)
@@ -219,10 +255,20 @@ out:
 
 define i32 @relayjit_parallel_for(ptr %fn, ptr %closure, i64 %n) {
 entry:
+  %s = call i32 @relayjit_parallel_for_max(ptr %fn, ptr %closure, i64 %n, i64 0)
+  ret i32 %s
+}
+
+; as relayjit_parallel_for, on at most %max threads (0: as many as the pool has; 1: serial,
+; on the caller, without touching the pool): the kernel's own cap from its work
+define i32 @relayjit_parallel_for_max(ptr %fn, ptr %closure, i64 %n, i64 %max) {
+entry:
   %t = load atomic i32, ptr @num_threads monotonic, align 4
   %one = icmp sle i32 %t, 1
   %small = icmp sle i64 %n, 1
-  %serial_now = or i1 %one, %small
+  %capped = icmp eq i64 %max, 1
+  %one_or_small = or i1 %one, %small
+  %serial_now = or i1 %one_or_small, %capped
   br i1 %serial_now, label %serial, label %try_lock
 try_lock:
   %pair = cmpxchg ptr @busy, i32 0, i32 1 acquire monotonic
@@ -246,29 +292,41 @@ launch:
   %w64 = zext i32 %w2 to i64
   %all = add i64 %w64, 1
   %fewer = icmp ult i64 %n, %all
-  %tasks = select i1 %fewer, i64 %n, i64 %all
+  %tasks0 = select i1 %fewer, i64 %n, i64 %all
+  %limited = icmp ne i64 %max, 0
+  %below = icmp ult i64 %max, %tasks0
+  %cut = and i1 %limited, %below
+  %tasks = select i1 %cut, i64 %max, i64 %tasks0
   store ptr %fn, ptr @job_fn
   store ptr %closure, ptr @job_closure
   store i64 %n, ptr @job_n
   store i64 %tasks, ptr @job_tasks
   store i32 0, ptr @status
-  store i32 %w2, ptr @remaining
-  %g = atomicrmw add ptr @generation, i64 1 seq_cst
+  store i64 0, ptr @done
+  ; the claim word of the job about to be published, then the job (only the holder of
+  ; @busy changes @generation)
+  %g0 = load atomic i64, ptr @generation monotonic, align 8
+  %g = add i64 %g0, 1
+  %g32 = and i64 %g, 4294967295
+  %ghi = shl i64 %g32, 32
+  %thi = shl i64 %tasks, 16
+  %word = or i64 %ghi, %thi
+  store atomic i64 %word, ptr @claim release, align 8
+  store atomic i64 %g, ptr @generation seq_cst, align 8
   call void @wake_all()
-  %st0 = call i32 @run_chunk(i64 0)
+  call void @claim_chunks(i64 %g)
   br label %join
 join:
   %spins = phi i64 [ 0, %launch ], [ %spins1, %join_more ]
-  %r = load atomic i32, ptr @remaining acquire, align 4
-  %finished = icmp eq i32 %r, 0
+  %d = load atomic i64, ptr @done acquire, align 8
+  %finished = icmp eq i64 %d, %tasks
   br i1 %finished, label %out, label %join_more
 join_more:
   %spins1 = add i64 %spins, 1
   call void @relax(i64 %spins)
   br label %join
 out:
-  %st1 = load i32, ptr @status
-  %st = or i32 %st0, %st1
+  %st = load i32, ptr @status
   store atomic i32 0, ptr @busy release, align 4
   ret i32 %st
 }

@@ -20,6 +20,7 @@ from .thread_config import num_threads_from_env
 
 # The symbols kernel code may call; KernelLibrary registers them before loading objects.
 PARALLEL_FOR = "relayjit_parallel_for"
+PARALLEL_FOR_MAX = "relayjit_parallel_for_max"  # (fn, closure, n, max threads)
 
 _PAUSE = {  # the spin-wait hint by architecture, (call, declaration); nothing elsewhere
     "x86_64": ("call void @llvm.x86.sse2.pause()", "declare void @llvm.x86.sse2.pause()"),
@@ -43,7 +44,8 @@ class NativeSupport:
         self._engine = llvm.create_mcjit_compiler(mod, tm)
         self._engine.finalize_object()
         addr = self._engine.get_function_address
-        llvm.add_symbol(PARALLEL_FOR, addr(PARALLEL_FOR))
+        for symbol in (PARALLEL_FOR, PARALLEL_FOR_MAX):
+            llvm.add_symbol(symbol, addr(symbol))
         self.set_threads = ctypes.CFUNCTYPE(None, ctypes.c_int32)(
             addr("relayjit_pool_set_threads"))
         self.get_threads = ctypes.CFUNCTYPE(ctypes.c_int32)(addr("relayjit_pool_get_threads"))

@@ -4,9 +4,11 @@ the packed weight geometry of the default configuration."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from codegen.llvm.microkernels import Microkernel, by_symbol
 from codegen.options import CodegenOptions
+from codegen.parallel import ParallelPolicy
 from codegen.schedules import conv2d_pack_geometry, dense_pack_geometry
 from codegen.schedules.conv2d_config import channel_block
 from codegen.schedules.gemm_config import resolve_gemm
@@ -16,6 +18,12 @@ from compiler.driver.build import current_options
 def host(width: int | None = None) -> CodegenOptions:
     """The host's options at `width`, else as relay.build would resolve them now."""
     return current_options() if width is None else CodegenOptions.host(vector_width=width)
+
+
+def eager(width: int | None = None) -> CodegenOptions:
+    """host(width) with every loop of more than one iteration's work parallel (tests of a
+    split or its loop order, not of whether it pays)."""
+    return replace(host(width), parallel=ParallelPolicy(min_thread_ns=1))
 
 
 def microkernels_in(text: str, kind: type = Microkernel) -> list:

@@ -21,7 +21,7 @@ import hashlib
 from llvmlite import ir
 
 from runtime.library import STATUS_OUT_OF_MEMORY
-from runtime.native import PARALLEL_FOR  # the runtime's thread pool entry (runtime/native.ll)
+from runtime.native import PARALLEL_FOR_MAX  # the thread pool's entry (runtime/native.ll)
 
 from ..errors import CodegenError
 from ..tir.stmt import (
@@ -288,8 +288,8 @@ class FunctionEmitter(ExprEmitter):
 
     def _parallel_for(self, s: For) -> None:
         """Outline the loop body into `i32 @<kernel>.par(ptr closure, i64 begin, i64 end)` and
-        hand it to the runtime's pool (relayjit_parallel_for), which runs contiguous chunks of
-        [0, extent) on its threads.
+        hand it to the runtime's pool (relayjit_parallel_for_max), which runs contiguous chunks
+        of [0, extent) on its threads, at most s.threads of them (0: no cap).
 
         The closure is a struct of the values the body uses from here (buffer pointers, outer
         loop and let variables), stored on this function's stack; the pool returns only when
@@ -320,9 +320,9 @@ class FunctionEmitter(ExprEmitter):
             slot = b.gep(frame, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True,
                          source_etype=struct_ty)
             b.store(val, slot)
-        launch = self.module.globals.get(PARALLEL_FOR) or ir.Function(
-            self.module, ir.FunctionType(I32, [PTR, PTR, I64]), PARALLEL_FOR)
-        st = b.call(launch, [task_fn, frame, extent])
+        launch = self.module.globals.get(PARALLEL_FOR_MAX) or ir.Function(
+            self.module, ir.FunctionType(I32, [PTR, PTR, I64, I64]), PARALLEL_FOR_MAX)
+        st = b.call(launch, [task_fn, frame, extent, self.const(I64, s.threads)])
         b.store(b.or_(b.load(self.status, typ=I32), st), self.status)
         self.forget_loads()  # the loop stored through these buffers
 

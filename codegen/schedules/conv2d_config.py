@@ -37,8 +37,17 @@ WEIGHT_BLOCK_BYTES = 48 * 1024  # target size of one weight block (KB x CB x R x
 PIXEL_BLOCK_TILES = 48          # pixel tiles (of P pixels) per pixel block
 # Parallel tasks (group x pixel block x channel block) a conv has at least, where it has the
 # tiles: a squeeze 1x1 onto 32-64 channels was one or two tasks and did not speed up on two
-# threads (SqueezeNet's 384->48 at 13x13 0.048 -> 0.062 ms)
+# threads (SqueezeNet's 384->48 at 13x13 0.048 -> 0.062 ms). A build for more threads
+# (ParallelPolicy.pool_threads) asks for twice as many, so each gets work within one task of
+# the others (ResNet-50's, Inception-v1's and DenseNet-121's convs had 4 to 24 tasks; 16
+# threads idled). Not more for fewer threads: 16 or 32 tasks cost ResNet-50 2.5-4% at one
+# thread (same-process A/B, CPU time).
 MIN_TASKS = 4
+
+
+def min_tasks(options: CodegenOptions) -> int:
+    """The default min_tasks for the threads the build expects."""
+    return max(MIN_TASKS, 2 * options.parallel.pool_threads)
 # Output channels and pixel vectors of a rows tile: ROWS_KC (or rows_channels) x nv
 # accumulators
 ROWS_KC = 8
@@ -296,7 +305,7 @@ def resolve_conv2d(g: dict, packed: bool, options: CodegenOptions,
                          f"unpadded convs" + (" of one group" if algorithm != "gemm" else ""))
     given = given or Conv2dConfig()
     if algorithm == "direct":
-        return _resolve_direct(g, c, given, where)
+        return _resolve_direct(g, c, given, where, options)
     if algorithm == "gemm":
         return Conv2dConfig(algorithm, vw, kb, gemm=resolve_gemm(
             g["kg"], g["oh"] * g["ow"], g["cg"], False, options, given.gemm))
@@ -313,7 +322,8 @@ def resolve_conv2d(g: dict, packed: bool, options: CodegenOptions,
                             or g["k"] * npix * 4 <= POINTWISE_HOT_OUTPUT_BYTES))
 
 
-def _resolve_direct(g: dict, c: Conv2dConfig, given: Conv2dConfig, where: str) -> Conv2dConfig:
+def _resolve_direct(g: dict, c: Conv2dConfig, given: Conv2dConfig, where: str,
+                    options: CodegenOptions) -> Conv2dConfig:
     kb, vw = c.channel_block, c.vector_width
     row_px = row_tile_pixels(kb, vw, g)
     row_tile = pick(given.row_tile, lambda: row_px is not None)
@@ -337,7 +347,7 @@ def _resolve_direct(g: dict, c: Conv2dConfig, given: Conv2dConfig, where: str) -
         prefetch_weights=pick(given.prefetch_weights, lambda: True),
         weight_block_bytes=pick(given.weight_block_bytes, lambda: WEIGHT_BLOCK_BYTES),
         pixel_block_tiles=pick(given.pixel_block_tiles, lambda: PIXEL_BLOCK_TILES),
-        min_tasks=pick(given.min_tasks, lambda: MIN_TASKS))
+        min_tasks=pick(given.min_tasks, lambda: min_tasks(options)))
 
 
 def _resolve_rows(g: dict, c: Conv2dConfig, given: Conv2dConfig, where: str) -> Conv2dConfig:

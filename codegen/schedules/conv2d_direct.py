@@ -29,7 +29,8 @@ def pad_input(xb: Buffer, ni, g: dict, name: str, par: ParallelPolicy
                             lambda col: Load(xb, (ni, ci, ih, col), F32),
                             logical_and(ge(ih, 0), lt(ih, g["h"])), g["wp"], 1, -g["pl"],
                             g["w"], f"{name}_pw")
-    return xp, For(ci, g["c"], For(hi, g["hp"], row), par.kind(g["c"] * g["hp"] * g["wp"]))
+    return xp, par.copy_loops([ci, hi], [g["c"], g["hp"]], row, g["c"] * g["hp"] * g["wp"],
+                              f"{name}_pad")
 
 
 def _subsample(xb: Buffer, ni, g: dict, name: str, par: ParallelPolicy
@@ -40,7 +41,8 @@ def _subsample(xb: Buffer, ni, g: dict, name: str, par: ParallelPolicy
     ci, hi, wi = var(f"{name}_sc"), var(f"{name}_sh"), var(f"{name}_sw")
     copy = For(wi, g["ow"], Store(xs, (ci, hi, wi), Load(
         xb, (ni, ci, hi * g["sh"], wi * g["sw"]), F32)), "vectorized")
-    return xs, For(ci, g["c"], For(hi, g["oh"], copy), par.kind(g["c"] * g["oh"] * g["ow"]))
+    return xs, par.copy_loops([ci, hi], [g["c"], g["oh"]], copy, g["c"] * g["oh"] * g["ow"],
+                              f"{name}_sub")
 
 
 def _pixel_major(xb: Buffer, ni, g: dict, name: str, par: ParallelPolicy
@@ -52,7 +54,7 @@ def _pixel_major(xb: Buffer, ni, g: dict, name: str, par: ParallelPolicy
     pi, ci = var(f"{name}_tp"), var(f"{name}_tc")
     copy = For(ci, g["c"], Store(xt, (pi, ci), Load(
         xb, (ni, ci, floordiv(pi, g["w"]), floormod(pi, g["w"])), F32)), "vectorized")
-    return xt, For(pi, npix, copy, par.kind(g["c"] * npix))
+    return xt, par.copy_loops([pi], [npix], copy, g["c"] * npix, f"{name}_pix")
 
 
 def padded_plane_row(store, load, row_inside, width: int, step: int, offset: int,
@@ -227,8 +229,11 @@ def direct_stmt(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: st
     tail = compute(imm(ncb * cbs), ctail, imm(1), True) if ctail else None
     per_kb = Allocate(acc, seq(cblocks, tail, None if single else tiles(store_out, clamp=False)))
     # (group, pixel block, channel block) in parallel, each task with its own accumulators
-    if par.pays(g["n"] * g["k"] * npix * cg * r * s):
-        pixels = fused_parallel([gg, pb, kb2], [groups, npb, nkb], per_kb, name)
+    threads = par.contraction(g["n"] * g["k"] * npix * cg * r * s,
+                              g["k"] * cg * r * s + g["n"] * (g["c"] * g["h"] * g["w"]
+                                                              + g["k"] * npix))
+    if threads > 1:
+        pixels = fused_parallel([gg, pb, kb2], [groups, npb, nkb], per_kb, name, threads)
     else:
         pixels = For(gg, groups, For(pb, npb, For(kb2, nkb, per_kb)))
     stmt = seq(None if packed else pack_w, For(ni, g["n"], seq(pad, pixels)))

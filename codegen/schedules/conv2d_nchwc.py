@@ -32,8 +32,8 @@ from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
 from .common import F32, addr, ceil_div, imm, mark_epilogue, ukr_call, var, zero
 from .config import pick
 from .conv2d_config import (
-    MIN_TASKS, PIXEL_BLOCK_TILES, WEIGHT_BLOCK_BYTES, Conv2dConfig, conv_geometry,
-    least_padding_tile, row_tile_pixels,
+    PIXEL_BLOCK_TILES, WEIGHT_BLOCK_BYTES, Conv2dConfig, conv_geometry,
+    least_padding_tile, min_tasks, row_tile_pixels,
 )
 from .conv2d_direct import c_blocks, pixel_tile_loops
 
@@ -85,7 +85,7 @@ def resolve_conv2d_nchwc(g: dict, kb: int, options: CodegenOptions,
         prefetch_weights=pick(c.prefetch_weights, lambda: True),
         weight_block_bytes=pick(c.weight_block_bytes, lambda: WEIGHT_BLOCK_BYTES),
         pixel_block_tiles=pick(c.pixel_block_tiles, lambda: PIXEL_BLOCK_TILES),
-        min_tasks=pick(c.min_tasks, lambda: MIN_TASKS))
+        min_tasks=pick(c.min_tasks, lambda: min_tasks(options)))
 
 
 def nchwc_geometry(data_shape, packed_shape, channels: int, strides, padding, dilation
@@ -151,8 +151,8 @@ def pad_blocked(xb: Buffer, ni, g: dict, name: str, par: ParallelPolicy, always:
                  run(hi_col, g["wp"], zeros))
     outside = For(qi, g["wp"], For(vi, blk, Store(xp, (ci, hi, qi, vi), zero()), "vectorized"))
     row = IfThenElse(logical_and(ge(ih, 0), lt(ih, g["h"])), inside, outside)
-    return xp, For(ci, g["c"] // blk, For(hi, g["hp"], row),
-                   par.kind(g["c"] * g["hp"] * g["wp"]))
+    return xp, par.copy_loops([ci, hi], [g["c"] // blk, g["hp"]], row,
+                              g["c"] * g["hp"] * g["wp"], f"{name}_pad")
 
 
 def subsample_blocked(xb: Buffer, ni, g: dict, name: str, par: ParallelPolicy
@@ -165,8 +165,8 @@ def subsample_blocked(xb: Buffer, ni, g: dict, name: str, par: ParallelPolicy
     copy = For(qi, g["ow"], For(vi, blk, Store(
         xs, (ci, hi, qi, vi), Load(xb, (ni, ci, hi * g["sh"], qi * g["sw"], vi), F32)),
         "vectorized"))
-    return xs, For(ci, g["c"] // blk, For(hi, g["oh"], copy),
-                   par.kind(g["c"] * g["oh"] * g["ow"]))
+    return xs, par.copy_loops([ci, hi], [g["c"] // blk, g["oh"]], copy,
+                              g["c"] * g["oh"] * g["ow"], f"{name}_sub")
 
 
 def _subsamples(g: dict, config: Conv2dConfig) -> bool:
@@ -260,8 +260,10 @@ def _direct_blocked(xb: Buffer, wpk: Buffer, out: Buffer, g: dict, epilogue, nam
     tail = compute(imm(ncb * cbs), ctail, imm(1)) if ctail else None
     per_kb = Allocate(acc, seq(cblocks, tail,
                                None if single else tiles(store_out, clamp=False)))
-    if par.pays(g["n"] * k * npix * c * r * s):
-        body = fused_parallel([pb, kb2], [npb, nkb], per_kb, name)
+    threads = par.contraction(g["n"] * k * npix * c * r * s,
+                              k * c * r * s + g["n"] * (c * g["h"] * g["w"] + k * npix))
+    if threads > 1:
+        body = fused_parallel([pb, kb2], [npb, nkb], per_kb, name, threads)
     else:
         body = For(pb, npb, For(kb2, nkb, per_kb))
     stmt = For(ni, g["n"], seq(pad, body))

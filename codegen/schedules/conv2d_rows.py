@@ -61,7 +61,8 @@ def rows_stmt(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
                 lambda col, ih=ih: Load(xb, (ni, ci, ih, col), F32),
                 logical_and(ge(ih, 0), lt(ih, g["h"])), wq, sw, px - g["pl"], g["w"],
                 f"{name}_x{py}_{px}"))
-    fill = For(ci, c, For(qi, hq, seq(*phases)), options.parallel.kind(c * sh * sw * hq * wq))
+    fill = options.parallel.copy_loops([ci, qi], [c, hq], seq(*phases), c * sh * sw * hq * wq,
+                                       f"{name}_fill")
     nkc = ceil_div(k, kcn)
     tile = Buffer(f"{name}_tile", (kcn, stack * span), F32)
     kc, oi = var(f"{name}_kc"), var(f"{name}_oh")
@@ -87,8 +88,10 @@ def rows_stmt(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, name: str,
     last = ow - (chunks - 1) * span
     body = Allocate(tile, seq(For(ch, chunks - 1, tile_of(ch, span, "f")) if chunks > 1
                               else None, tile_of(imm(chunks - 1), last, "l")))
-    par = fused_parallel([kc, oi], [nkc, groups], body, name) \
-        if options.parallel.pays(k * oh * ow * c * r * s) else For(kc, nkc, For(oi, groups, body))
+    threads = options.parallel.contraction(k * oh * ow * c * r * s,
+                                           k * c * r * s + c * g["h"] * g["w"] + k * oh * ow)
+    par = fused_parallel([kc, oi], [nkc, groups], body, name, threads) \
+        if threads > 1 else For(kc, nkc, For(oi, groups, body))
     return Allocate(xph, For(ni, g["n"], seq(fill, par)))
 
 
@@ -135,7 +138,8 @@ def pointwise_rows_stmt(xb: Buffer, wb: Buffer, out: Buffer, g: dict, epilogue, 
     body = Allocate(tile, body)
     loops, extents = ([ch, kc], [chunks, nkc]) if config.chunks_outer \
         else ([kc, ch], [nkc, chunks])
-    par = fused_parallel(loops, extents, body, name) if options.parallel.pays(k * npix * c) \
+    threads = options.parallel.contraction(k * npix * c, k * c + c * npix + k * npix)
+    par = fused_parallel(loops, extents, body, name, threads) if threads > 1 \
         else For(loops[0], extents[0], For(loops[1], extents[1], body))
     stmt = For(ni, g["n"], seq(copy, par))
     return Allocate(tail, stmt) if copy is not None else stmt

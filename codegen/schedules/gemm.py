@@ -29,7 +29,7 @@ from __future__ import annotations
 from .. import te
 from ..llvm.microkernels.descriptors import Gemm, GemmRows, Gemv
 from ..options import CodegenOptions
-from ..parallel import fused_parallel
+from ..parallel import fused_parallel, parallel_loop
 from ..tir.expr import Expr, Load
 from ..tir.ops import cast, eq, floordiv, floormod, gt, if_then_else, logical_and, lt, select
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
@@ -135,8 +135,8 @@ def gemv_stmt(m: int, n: int, k: int, xb: Buffer, lead: list, wp: Buffer, out: B
     # groups of N panels in parallel (each streams its own slice of the weight), rows inside
     per_group = Allocate(tile, loop(ii, m, seq(call, For(vv, cols, st, "vectorized"
                                                          if not n % cols else "serial"))))
-    kind = "parallel" if groups > 1 and options.parallel.pays(m * n * k) else "serial"
-    return For(jg, groups, per_group, kind)
+    return options.parallel.loop(jg, groups, per_group, 2 * m * n * k,
+                                 4 * (n * k + m * k + m * n))
 
 
 def dense(x: te.Tensor, w: te.Tensor, name: str = "T_dense", *, options: CodegenOptions,
@@ -359,9 +359,10 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         nbatch *= ext
     # batches in parallel when there are enough of them (each task packs its own panels);
     # else the loops inside one product split
-    parallel_batch = nbatch >= config.parallel_batches \
-        and options.parallel.pays(nbatch * m * n * k)
-    par_pack_b = not parallel_batch and nt > 1 and options.parallel.pays(n * k)
+    threads = options.parallel.contraction(nbatch * m * n * k, nbatch * (m * k + n * k + m * n))
+    parallel_batch = nbatch >= config.parallel_batches and threads > 1
+    pack_threads = 1 if parallel_batch or b_packed is not None else \
+        options.parallel.threads(nbytes=8 * n * k)
     if out_index is None:
         out_index = lambda b, i, j: (*b, i, j)  # noqa: E731
     ldc = n if ldc is None else ldc
@@ -379,8 +380,8 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         val = b_load(bidx, nn, kk)
         if n % NR:
             val = if_then_else(lt(nn, n), val, zero())
-        pack_b = For(jt, nt, For(kk, k, For(vv, NR, Store(bp, (jt, kk, vv), val), "vectorized")),
-                     _kind(par_pack_b))
+        pack_b = parallel_loop(jt, nt, For(kk, k, For(vv, NR, Store(bp, (jt, kk, vv), val),
+                                              "vectorized")), pack_threads)
     if kp > k and b_packed is None:
         kt = var(f"{name}_pkt")
         pack_b = seq(pack_b, For(jt, nt, For(kt, kp - k, For(vv, NR, Store(
@@ -489,14 +490,16 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
         tile_stmt = IfThenElse(lt(m0, m), tile_stmt)
     # parallel: the N panels of the micro tiles (or the M tiles when there are more), each
     # task with its own edge tile; A and B packing split the same way
-    par = not parallel_batch and options.parallel.pays(m * n * k)
+    # (one parallel region a block: its threads from the block's work)
+    rows = min(mc, m)
+    par = 1 if parallel_batch else options.parallel.contraction(
+        rows * n * kc, rows * kc + n * kc + rows * n)
     tiles_in = lambda body: Allocate(tile, body)  # noqa: E731
     if nt >= mtb:
-        micro = For(jt2, nt, tiles_in(For(it2, mtb, tile_stmt)), _kind(par and nt > 1))
+        micro = parallel_loop(jt2, nt, tiles_in(For(it2, mtb, tile_stmt)), par)
     else:
-        micro = For(it2, mtb, tiles_in(For(jt2, nt, tile_stmt)), _kind(par))
-    pack_a = For(it, pack_a.extent, pack_a.body, _kind(par and mtb > 1)) \
-        if a_rows is None else pack_partial
+        micro = parallel_loop(it2, mtb, tiles_in(For(jt2, nt, tile_stmt)), par)
+    pack_a = parallel_loop(it, pack_a.extent, pack_a.body, par) if a_rows is None else pack_partial
     body = For(pc, nb, For(ic, mb, seq(pack_a, micro)))
     if k == 0:  # C = epilogue(0)
         ci, cj = var(f"{name}_zi"), var(f"{name}_zj")
@@ -508,7 +511,7 @@ def gemm_stmt(m: int, n: int, k: int, batch: tuple, a_load, b_load, out: Buffer,
     if parallel_batch:  # per-task packing buffers
         for buf in scratch:
             stmt = Allocate(buf, stmt)
-        return fused_parallel(bvars, list(batch), stmt, f"{name}_b")
+        return fused_parallel(bvars, list(batch), stmt, f"{name}_b", threads)
     for bv, ext in reversed(list(zip(bvars, batch))):
         stmt = loop(bv, ext, stmt)
     for buf in scratch:
@@ -541,7 +544,3 @@ def _vector_attrs(vw: int) -> dict:
     CPU time, same-process A/B: GRU 0.93-0.96x, GPT-2-style decoder 0.99x, MLP at batch 1
     0.92x, BERT-style encoder, LSTM, MLP at batch 32 level)."""
     return {"prefer_vector_width": 32 * vw}
-
-
-def _kind(parallel: bool) -> str:
-    return "parallel" if parallel else "serial"

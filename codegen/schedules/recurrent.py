@@ -6,7 +6,8 @@ this kernel does what is left, in order, with no kernel launch per step:
     state h, c = h0, c0
     for each step t (reversed for the backward direction):
       acc[b, gate panels] = h[b] . Rp        GEMV micro-kernel calls over the packed weight
-                                             (groups of panels; in parallel when it pays)
+                                             (groups of panels; on the threads the step's
+                                             work pays for: ParallelPolicy)
       (GRU without linear_before_reset: z and r first, then (r * h) . Rp_h)
       for j (vectorised): the gate math fused: xw[t, b] + acc + Rb, clip, activations,
                                              new h and c into the state and Y[t, b]
@@ -25,6 +26,7 @@ from typing import Callable
 from .. import te
 from ..llvm.microkernels.descriptors import Gemv
 from ..options import CodegenOptions
+from ..parallel import ParallelPolicy
 from ..tir.expr import Expr, Load, Var
 from ..tir.ops import cast, const, if_then_else, lt, max as tmax, min as tmin
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
@@ -35,20 +37,16 @@ __all__ = ["RecurrentConfig", "RecurrentLayer", "resolve_recurrent", "recurrent_
            "recurrent_panels"]
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
-# Multiply-adds of one step's recurrent product from which its panel groups run in
-# parallel: below it the fork/join of every step costs more than the split saves.
-PARALLEL_MIN_MACS = 1 << 17
 
 
 @dataclass(frozen=True)
 class RecurrentConfig(ScheduleConfig):
-    """The recurrent layer's GEMV: panel width, panels per micro-kernel call, and from how
-    many multiply-adds a step's product splits over threads."""
+    """The recurrent layer's GEMV: panel width and panels per micro-kernel call. (A step's
+    product splits over the threads the build's ParallelPolicy finds its work pays for.)"""
 
     vector_width: int | None = None
     tile_columns: int | None = None      # columns of a packed panel (whole vectors)
     panels: int | None = None            # panels one micro-kernel call computes
-    parallel_min_macs: int | None = None
 
 
 def resolve_recurrent(hidden: int, options: CodegenOptions,
@@ -60,8 +58,7 @@ def resolve_recurrent(hidden: int, options: CodegenOptions,
     cols = pick(c.tile_columns, lambda: vw if hidden <= vw else 2 * vw)
     if cols % vw or cols < vw:
         raise ValueError(f"RecurrentConfig: tile_columns {cols} is not whole vectors of {vw}")
-    return RecurrentConfig(vw, cols, pick(c.panels, lambda: 2 if vw == 16 else 1),
-                           pick(c.parallel_min_macs, lambda: PARALLEL_MIN_MACS))
+    return RecurrentConfig(vw, cols, pick(c.panels, lambda: 2 if vw == 16 else 1))
 
 
 def recurrent_panels(gates: int, hidden: int, block: int) -> tuple[int, int, int]:
@@ -108,7 +105,8 @@ def recurrent_layer(xw: te.Tensor, r: te.Tensor, h0: te.Tensor, c0: te.Tensor,
                              f"configuration reads {config.tile_columns}")
 
     def fcompute(ins, outs):
-        return _Kernel(layer, config if fast else None, name, ins, outs[0], block).stmt()
+        return _Kernel(layer, config if fast else None, options.parallel if fast else None,
+                       name, ins, outs[0], block).stmt()
 
     attrs = {"prefer_vector_width": 32 * config.vector_width} if fast else None
     return te.extern((t_len + 2, b_len, h), [xw, r, h0, c0, rbias, peep, lens], fcompute,
@@ -118,11 +116,12 @@ def recurrent_layer(xw: te.Tensor, r: te.Tensor, h0: te.Tensor, c0: te.Tensor,
 class _Kernel:
     """The TIR of one recurrent_layer (see the module docstring)."""
 
-    def __init__(self, layer: RecurrentLayer, config: RecurrentConfig | None, name: str,
-                 ins: list, out: Buffer, block: int):
+    def __init__(self, layer: RecurrentLayer, config: RecurrentConfig | None,
+                 parallel: ParallelPolicy | None, name: str, ins: list, out: Buffer,
+                 block: int):
         """block: r is packed in panels that wide (0: plain). config None: scalar loops over
         r as it comes (a plain r is one panel of H columns a gate)."""
-        self.layer, self.config, self.name = layer, config, name
+        self.layer, self.config, self.parallel, self.name = layer, config, parallel, name
         self.xw, r, self.h0, self.c0, self.rb, self.peep, self.lens = ins
         self.out = out
         h = layer.hidden
@@ -183,9 +182,9 @@ class _Kernel:
                             addr(self.acc, b, p0 * blk), h * blk)
         body = call(group) if last == group else IfThenElse(lt(q, groups - 1), call(group),
                                                              call(last))
-        macs = b_len * count * blk * h
-        kind = "parallel" if groups > 1 and macs >= self.config.parallel_min_macs else "serial"
-        return For(q, groups, For(b, b_len, body), kind)
+        # one parallel region a step: on the threads its product's work pays for
+        return self.parallel.loop(q, groups, For(b, b_len, body), 2 * b_len * count * blk * h,
+                                  4 * count * blk * h)
 
     def gate(self, t: Expr, b: Var, j: Var, k: int) -> Expr:
         """Gate k's pre-activation without the recurrent part of GRU's h gate: xw + acc + Rb

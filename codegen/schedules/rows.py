@@ -82,8 +82,9 @@ def grouped_rows(rows: int, group: int, n: int, buffers: list, row_passes: Calla
             body = Allocate(buf, body)
         return body
 
-    kind = "parallel" if par.pays(rows * n * 8) and groups > 1 else "serial"
-    main = For(g, groups, allocated(rows_stmt([g * group + r for r in range(group)])), kind)
+    # a row is read a few times and written once: about 8 flops and 12 bytes an element
+    main = par.loop(g, groups, allocated(rows_stmt([g * group + r for r in range(group)])),
+                    8 * rows * n, 12 * rows * n)
     if not rest:
         return main
     return seq(main, For(rt, rest, allocated(rows_stmt([imm(groups * group) + rt]))))

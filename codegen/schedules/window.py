@@ -276,7 +276,9 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
              size=hq * wq)
     ni, ki = var(f"{name}_n"), var(f"{name}_k")
     work = geo["n"] * geo["k"] * oh * ow * kh * kw
-    kind = options.parallel.kind(work)
+    threads = options.parallel.threads(work, 4 * geo["n"] * geo["k"] * (
+        oh * ow + geo["h"] * geo["w"]))
+    kind = "parallel" if threads > 1 else "serial"
     padded = (oh - 1) * sh + (kh - 1) * dh >= geo["h"] or geo["pt"] or geo["pl"] \
         or (ow - 1) * sw + (kw - 1) * dw >= geo["w"]
 
@@ -323,7 +325,7 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
         def in_place(oi: Expr, oj: Expr, _b: int) -> Expr:
             return reduce_taps([Load(xb, (ni, cin, oi * sh + r * dh, oj * sw + s * dw), xb.dtype)
                                 for r in range(kh) for s in range(kw)], ki)
-        return For(ni, geo["n"], For(ki, geo["k"], output_rows(in_place), kind))
+        return For(ni, geo["n"], For(ki, geo["k"], output_rows(in_place), kind, threads))
     if not padded and plane_bytes > config.phases_max_bytes:
         # the column phases of each block's input rows only, in a strip that stays in cache
         span = (config.strip_row_block - 1) * sh + (kh - 1) * dh + 1  # input rows a block reads
@@ -339,7 +341,7 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
                                              oj + s * dw // sw), xb.dtype)
                                 for r in range(kh) for s in range(kw)], ki)
         plane = Allocate(strip, output_rows(from_strip, fill_strip, config.strip_row_block))
-        return For(ni, geo["n"], For(ki, geo["k"], plane, kind))
+        return For(ni, geo["n"], For(ki, geo["k"], plane, kind, threads))
 
     phases = Buffer(f"{name}_phases", (sh, sw, hq * wq), xb.dtype)
     split = seq(*(_phase_rows(xb, phases, ni, channel_of(ki), py, g, fill, f"{name}_{py}",
@@ -352,7 +354,7 @@ def window_stmt(xb: Buffer, out: Buffer, geo: dict, fill: Expr, reduce_taps: Red
                                           q + (r * dh // sh * wq + s * dw // sw)), xb.dtype)
                             for r in range(kh) for s in range(kw)], ki)
     plane = Allocate(phases, seq(split, output_rows(from_phases)))
-    return For(ni, geo["n"], For(ki, geo["k"], plane, kind))
+    return For(ni, geo["n"], For(ki, geo["k"], plane, kind, threads))
 
 
 def pool2d_nchw(x: te.Tensor, kind: str, pool_size, strides, dilation, padding, out_hw,

@@ -188,8 +188,10 @@ def blocked_window_stmt(xb: Buffer, out: Buffer, geo: dict, reduce_taps: Reduce,
     body = seq(IfThenElse(eq(gi, 0), top) if top is not None else None,
                For(ii, per_group, interior) if interior is not None else None,
                IfThenElse(eq(gi, ng - 1), bottom) if bottom is not None else None)
-    if options.parallel.pays(n * cbn * oh * ow * blk * kh * kw):
-        return fused_parallel([ni, ci, gi], [n, cbn, ng], body, name)
+    threads = options.parallel.threads(n * cbn * oh * ow * blk * kh * kw,
+                                       4 * n * cbn * blk * (oh * ow + h * w))
+    if threads > 1:
+        return fused_parallel([ni, ci, gi], [n, cbn, ng], body, name, threads)
     return For(ni, n, For(ci, cbn, For(gi, ng, body)))
 
 
@@ -267,8 +269,9 @@ def global_pool_nchwc(x: te.Tensor, kind: str, name: str, *, options: CodegenOpt
         body = Allocate(acc, seq(For(lane, blk, Store(acc, at, fill), "vectorized"),
                                  For(yi, h, row),
                                  For(lane, blk, Store(ob, idx, value), "vectorized")))
-        if options.parallel.pays(n * cbn * h * w * blk):
-            return fused_parallel([ni, ci], [n, cbn], body, name)
+        threads = options.parallel.threads(n * cbn * h * w * blk, 4 * n * cbn * h * w * blk)
+        if threads > 1:
+            return fused_parallel([ni, ci], [n, cbn], body, name, threads)
         return For(ni, n, For(ci, cbn, body))
 
     return te.extern((n, cbn, 1, 1, blk), [x], mark_epilogue(fcompute, True), dtype=dtype,

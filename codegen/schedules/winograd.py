@@ -30,6 +30,7 @@ from ..tir.ops import const, floordiv, floormod, ge, if_then_else, logical_and, 
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
 from .common import F32, addr, ceil_div, imm, mark_epilogue, var, zero
 from .config import ScheduleConfig, pick
+from ..parallel import fused_parallel
 from .conv2d_nchwc import pad_blocked
 from .gemm import gemm_stmt
 from .gemm_config import GemmConfig, resolve_gemm
@@ -210,9 +211,10 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
             iy, ix = yi - pt, xi - pl
             inside = logical_and(logical_and(ge(iy, 0), lt(iy, h)),
                                  logical_and(ge(ix, 0), lt(ix, wd)))
-            pad = For(ci, c, For(yi, hp, For(xi, wp, Store(xpad, (ci, yi, xi), if_then_else(
-                inside, Load(xb, (ni, ci, iy, ix), F32), zero())), "vectorized")),
-                par.kind(c * hp * wp))
+            pad = par.copy_loops([ci, yi], [c, hp], For(xi, wp, Store(
+                xpad, (ci, yi, xi), if_then_else(inside, Load(xb, (ni, ci, iy, ix), F32),
+                                                 zero())), "vectorized"), c * hp * wp,
+                f"{name}_pad")
         # 2. input transform: V[:, c, t] = B^T d B, d the tile's a x a patch (blocked: the x
         # channels of a block at once, one vector load a patch value)
         c2, ty, tx = var(f"{name}_vc"), var(f"{name}_vy"), var(f"{name}_vx")
@@ -225,18 +227,21 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
                   for p in range(a) for q in range(a)]
         body = _bind([rowt[i][q] for i in range(a) for q in range(a)],
                      [_lincomb(bt[q], d[i]) for i in range(a) for q in range(a)], seq(*stores))
-        in_kind = "parallel" if c * tiles >= 256 else "serial"
+        # a transform: a^3 multiply-adds each way, a^2 values read and written per tile
+        # (channels x tile rows in parallel: enough tasks for many threads)
+        in_threads = par.threads(4 * a ** 3 * c * tiles, 8 * a * a * c * tiles)
         if block:
             body = _bind([d[i][j] for i in range(a) for j in range(a)],
                          [Load(xpad, (cb2, ty * m + i, tx * m + j, cv), F32)
                           for i in range(a) for j in range(a)], body)
-            transform_in = For(cb2, c // block, For(ty, th, For(tx, tw, For(
-                cv, block, body, "vectorized"))), in_kind)
+            transform_in = _channel_rows(cb2, c // block, ty, th, For(tx, tw, For(
+                cv, block, body, "vectorized")), in_threads, f"{name}_vin")
         else:
             body = _bind([d[i][j] for i in range(a) for j in range(a)],
                          [Load(xpad, (c2, ty * m + i, tx * m + j), F32)
                           for i in range(a) for j in range(a)], body)
-            transform_in = For(c2, c, For(ty, th, For(tx, tw, body)), in_kind)
+            transform_in = _channel_rows(c2, c, ty, th, For(tx, tw, body), in_threads,
+                                         f"{name}_vin")
         # 3. a*a GEMMs over the input channels
         gemm = gemm_stmt(k, tiles, c, (a * a,),
                          lambda b, i, j: Load(ub, (floordiv(b[0], a), floormod(b[0], a), i, j),
@@ -276,12 +281,14 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
         body = _bind([mv[p][q] for p in range(a) for q in range(a)],
                      [Load(mbuf, (imm(p * a + q), ko, tt), F32)
                       for p in range(a) for q in range(a)], body)
-        out_kind = "parallel" if k * tiles >= 256 else "serial"
+        out_threads = par.threads(4 * a ** 3 * k * tiles, 8 * a * a * k * tiles)
         if block:  # a tile's channel block innermost: its stores are whole vectors
-            transform_out = For(kbo, k // block, For(uy, th, For(ux, tw, For(
-                kv, block, LetStmt(ko, kbo * block + kv, body), "vectorized"))), out_kind)
+            transform_out = _channel_rows(kbo, k // block, uy, th, For(ux, tw, For(
+                kv, block, LetStmt(ko, kbo * block + kv, body), "vectorized")), out_threads,
+                f"{name}_vout")
         else:
-            transform_out = For(ko, k, For(uy, th, For(ux, tw, body)), out_kind)
+            transform_out = _channel_rows(ko, k, uy, th, For(ux, tw, body), out_threads,
+                                          f"{name}_vout")
         stmt = For(ni, n, seq(pad, transform_in, gemm, transform_out))
         for buf in (mbuf, vbuf, xpad):
             stmt = Allocate(buf, stmt)
@@ -290,3 +297,12 @@ def conv2d_winograd(x: te.Tensor, u: te.Tensor, out_shape: tuple, padding=(0, 0,
     # in place: the output transform stores each element once, from M through the epilogue,
     # and nothing reads the output
     return te.extern(out_shape, [x, u], mark_epilogue(fcompute, True), name=name)
+
+
+def _channel_rows(ch: Var, channels: int, row: Var, rows: int, body: Stmt, threads: int,
+                  name: str) -> Stmt:
+    """for ch, for row: body; the pairs in one parallel loop on `threads` threads when that is
+    more than one (a transform's channel blocks alone were too few tasks for 16 threads)."""
+    if threads > 1:
+        return fused_parallel([ch, row], [channels, rows], body, name, threads)
+    return For(ch, channels, For(row, rows, body))

@@ -49,11 +49,17 @@ class For(Stmt):
     extent: int | Expr
     body: Stmt
     kind: str = "serial"
+    # a parallel loop runs on at most this many threads (0: all the pool has): the count its
+    # work pays for (codegen.parallel.ParallelPolicy.threads)
+    threads: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in LOOP_KINDS:
             raise CodegenError(f"For {self.var.name}: kind must be one of {sorted(LOOP_KINDS)}, "
                                f"got {self.kind!r}")
+        if not isinstance(self.threads, int) or self.threads < 0:
+            raise CodegenError(f"For {self.var.name}: threads must be an int >= 0, got "
+                               f"{self.threads!r}")
         if isinstance(self.extent, Expr):  # a kernel family's extent (codegen.kernel_families)
             if self.extent.dtype != "int64":
                 raise CodegenError(f"For {self.var.name}: an extent expression must be int64, "

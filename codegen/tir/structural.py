@@ -138,7 +138,7 @@ def _kernel_text(func: PrimFunc) -> str:
             work.extend(reversed(s.stmts))
         elif t is For:
             extent = s.extent if isinstance(s.extent, int) else num.expr(s.extent)
-            body.append(f"for {num.var(s.var)} {extent} {s.kind} {{")
+            body.append(f"for {num.var(s.var)} {extent} {s.kind} {s.threads} {{")
             work += ["}", s.body]
         elif t is Store:
             idx = " ".join(num.expr(i) for i in s.indices)

@@ -41,6 +41,7 @@ from codegen import cache as disk_cache
 from codegen import jit
 from codegen.compile_stats import record_compile_stats
 from codegen.options import VECTOR_WIDTHS, CodegenOptions
+from codegen.parallel import ParallelPolicy
 from compiler.backend.graph_codegen import CONCAT, NOP, GraphCodegen, function_calls
 from compiler.backend.kernel_table import KernelTable, kernel_name_for
 from compiler.driver import build_cache
@@ -68,6 +69,7 @@ from compiler.passes.simplify_inference import SimplifyInference
 from compiler.target import Target, cpu_target, resolve as resolve_target
 from compiler.transform import PassContext, Sequential, register_pass_config
 from compiler.transform.pass_infra import InferType
+from runtime import threadpool
 from runtime.factory import GraphExecutorFactoryModule
 
 __all__ = ["build", "optimize", "lower_module", "kernel_name_for", "build_progress",
@@ -131,8 +133,10 @@ DISABLE_VECTORIZE = "tir.disable_vectorize"
 
 def codegen_options_for(target: Target) -> CodegenOptions:
     """What a build under `target` and the current PassContext compiles for: the target's CPU
-    (cpu_target), $RELAYJIT_VECTOR_WIDTH, $RELAYJIT_KERNEL_FAMILIES (0: off) and the config's
-    relayjit.schedule_config overrides and tir.disable_vectorize."""
+    (cpu_target), $RELAYJIT_VECTOR_WIDTH, $RELAYJIT_KERNEL_FAMILIES (0: off), the config's
+    relayjit.schedule_config overrides and tir.disable_vectorize, and the thread pool's
+    count now (runtime.threadpool, from $RELAYJIT_NUM_THREADS): the parallel split it aims
+    for (ParallelPolicy.pool_threads)."""
     width = os.environ.get(VECTOR_WIDTH_ENV, "").strip()
     if width and width not in tuple(map(str, VECTOR_WIDTHS)):
         raise CompilerError(f"environment variable {VECTOR_WIDTH_ENV} must be one of "
@@ -147,6 +151,7 @@ def codegen_options_for(target: Target) -> CodegenOptions:
     try:
         return CodegenOptions.for_cpu(cpu_target(target), int(width) if width else None,
                                       families == "1", overrides,
+                                      ParallelPolicy(pool_threads=threadpool.get_num_threads()),
                                       vectorize=not ctx.get_config(DISABLE_VECTORIZE))
     except TypeError as err:
         raise CompilerError(f"PassContext config {SCHEDULE_CONFIG!r}: {err}") from None

@@ -185,7 +185,7 @@ def test_every_setting_that_changes_code_changes_the_kernel_key():
                            features=base.cpu.features + ",-neon")),
         "vector_width": replace(base, vector_width=other_width),
         "kernel_families": replace(base, kernel_families=False),
-        "parallel": replace(base, parallel=ParallelPolicy(min_work=1 << 30)),
+        "parallel": replace(base, parallel=ParallelPolicy(min_thread_ns=1 << 40)),
         "vectorize": replace(base, vectorize=False),
         "strategies": replace(base, strategies=False),
     }

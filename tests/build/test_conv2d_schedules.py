@@ -26,7 +26,7 @@ from compiler import relay
 from compiler.transform import PassContext
 from runtime import graph_executor
 
-from tests.schedule_helpers import conv_pack, host
+from tests.schedule_helpers import conv_pack, eager, host
 
 RNG = np.random.default_rng(5)
 
@@ -141,7 +141,7 @@ def test_pointwise_onto_few_channels_runs_rows(xs, ws, rows, width):
 def test_pointwise_rows_loop_order(xs, ws, chunks_outer, width):
     x = te.placeholder(xs, name="x")
     wp = te.placeholder(conv_pack(*ws), name="wp")
-    y = conv2d_nchw_packed(x, wp, channels=ws[0], options=host())
+    y = conv2d_nchw_packed(x, wp, channels=ws[0], options=eager())
     text = str(build_te([x, wp], [y], "conv_pointwise").primfunc)
     outer = "ch" if chunks_outer else "kc"
     assert f"T_conv2d_{outer}: int64 = floordiv(T_conv2d_par" in text

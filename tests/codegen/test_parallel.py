@@ -14,7 +14,7 @@ from codegen.tir.ops import cast
 from codegen.tir.stmt import Allocate, Buffer, For, LetStmt, PrimFunc, Store, seq
 from runtime import threadpool
 
-from tests.schedule_helpers import host
+from tests.schedule_helpers import eager, host
 
 THREADS = (1, 2, 3, 8)
 RNG = np.random.default_rng(7)
@@ -95,7 +95,7 @@ def test_stage_nest_goes_parallel_only_with_work():
     small = stage_nest(axes, (2, 3, 4), Store(buf, axes, Load(buf, axes, "float32")), True,
                        policy)
     assert "parallel" not in str(PrimFunc("s", (buf,), small))
-    big_shape = (1, 1, policy.min_work * 4)
+    big_shape = (1, 1, 1 << 16)
     big = Buffer("O", big_shape, "float32")
     nest = stage_nest(axes, big_shape, Store(big, axes, Load(big, axes, "float32")), True,
                       policy)
@@ -134,7 +134,8 @@ def test_reduction_stage_is_bitwise_equal_across_threads():
 @pytest.mark.parametrize("m,n,k", [(97, 131, 70), (2, 515, 33), (300, 17, 260), (1, 1000, 96)])
 def test_dense_is_bitwise_equal_across_threads(m, n, k):
     x, w = te.placeholder((m, k), name="x"), te.placeholder((n, k), name="w")
-    run = build_te([x, w], [dense(x, w, options=host())])
+    run = build_te([x, w], [dense(x, w, options=eager())])
+    assert _has_parallel_loop(run.primfunc)
     xa = RNG.standard_normal((m, k)).astype("f4")
     wa = RNG.standard_normal((n, k)).astype("f4")
     outs = _at_each_thread_count(lambda: run(xa, wa)[0])
@@ -146,7 +147,7 @@ def test_dense_is_bitwise_equal_across_threads(m, n, k):
 @pytest.mark.parametrize("batch", [3, 12])
 def test_batch_matmul_is_bitwise_equal_across_threads(batch):
     x, y = te.placeholder((batch, 45, 64), name="x"), te.placeholder((batch, 50, 64), name="y")
-    run = build_te([x, y], [batch_matmul(x, y, options=host())])
+    run = build_te([x, y], [batch_matmul(x, y, options=eager())])
     assert _has_parallel_loop(run.primfunc)
     xa = RNG.standard_normal((batch, 45, 64)).astype("f4")
     ya = RNG.standard_normal((batch, 50, 64)).astype("f4")
@@ -164,7 +165,7 @@ def test_batch_matmul_is_bitwise_equal_across_threads(batch):
 ])
 def test_conv2d_is_bitwise_equal_across_threads(xs, ws, stride, pad, groups):
     x, w = te.placeholder(xs, name="x"), te.placeholder(ws, name="w")
-    run = build_te([x, w], [conv2d_nchw(x, w, (stride, stride), (pad,) * 4, (1, 1), groups, options=host())])
+    run = build_te([x, w], [conv2d_nchw(x, w, (stride, stride), (pad,) * 4, (1, 1), groups, options=eager())])
     assert _has_parallel_loop(run.primfunc)
     xa = RNG.standard_normal(xs).astype("f4")
     wa = RNG.standard_normal(ws).astype("f4")

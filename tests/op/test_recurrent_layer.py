@@ -9,6 +9,7 @@ import pytest
 
 from codegen.jit import build_library
 from codegen.options import CodegenOptions
+from codegen.parallel import ParallelPolicy
 from codegen.schedules.recurrent import resolve_recurrent
 from compiler.ir.expr import Function, var
 from compiler.ir.type_infer import InferTypeLocal
@@ -85,8 +86,8 @@ def test_layer_matches_reference(mode, attrs, hidden, reverse):
 def test_parallel_products_and_one_panel_calls(mode):
     """Every step's product split over threads (forced for a small layer), one panel a
     micro-kernel call; and the scalar rule without vectors, plain and packed."""
-    forced = CodegenOptions.host(schedule_config={"recurrent.gemv": {
-        "parallel_min_macs": 0, "panels": 1}})
+    forced = CodegenOptions.host(parallel=ParallelPolicy(min_thread_ns=1),
+                                 schedule_config={"recurrent.gemv": {"panels": 1}})
     arrays = _case(mode, 4, 2, 48)
     _check(mode, arrays, forced, resolve_recurrent(48, forced).tile_columns)
     scalar = CodegenOptions.host(vectorize=False)

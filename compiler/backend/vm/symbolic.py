@@ -96,7 +96,7 @@ def lower_symbolic(func: Function, name: str, options: CodegenOptions) -> PrimFu
         # every stage that can go parallel over its outer axes does, at any size (whether it
         # pays depends on the size, known only at run time); none splits its vector loop
         # (into a number of chunks that divides the extent: a size's divisors)
-        options = replace(options, parallel=replace(options.parallel, min_work=1,
+        options = replace(options, parallel=replace(options.parallel, min_thread_ns=1,
                                                     min_inner=1 << 62))
         for opts in (options, replace(options, strategies=False)):
             samples = [lower_kernel(f, name, opts) for f in concrete]
