@@ -9,8 +9,10 @@
 
 Each layer is benchmarks/generated_models.recurrent (input size = hidden, biases, initial
 states as inputs; GRU with linear_before_reset=1 as torch exports it). relayjit builds it at
-opt_level 3 with no disk cache (one kernel a direction looping over time); the outputs are
-checked against onnxruntime (rtol 1e-3, atol 1e-4) before timing. Times are medians of
+opt_level 3 with no disk cache (one kernel a direction looping over time) for each thread
+count with the pool set to it (a build is for the threads it runs on: how a step's product
+splits and walks the weight); the outputs are checked against onnxruntime (rtol 1e-3, atol
+1e-4) before timing. Times are medians of
 interleaved rounds, the two engines alternating so machine noise hits both alike: at 1 thread
 the calling thread's CPU time (both engines compute on it; a shared machine's descheduling
 does not count), at more threads wall time (benchmarks/models.py's _timed: warm-up, then
@@ -30,25 +32,25 @@ sys.path.insert(0, ROOT)
 from benchmarks.generated_models import recurrent  # noqa: E402
 from benchmarks.model_cpu_time import interleaved_medians  # noqa: E402
 from benchmarks.models import _relayjit, _session, _timed  # noqa: E402
+from runtime import threadpool  # noqa: E402
 
 
 def bench(kind: str, seq: int, hidden: int, direction: str, threads: list[int],
           rounds: int) -> dict:
     model, feeds = recurrent(kind, seq=seq, input_size=hidden, hidden=hidden,
                              direction=direction)
-    gmod, build_s = _relayjit(model)
-    gmod.set_input(**feeds)
-    gmod.run()
-    sessions = {n: _session(model, n) for n in threads}
-    want = sessions[threads[0]].run(None, feeds)
-    match = all(np.allclose(gmod.get_output(i).numpy(), w, rtol=1e-3, atol=1e-4)
-                for i, w in enumerate(want))
-    row = {"layer": f"{kind} T={seq} H={hidden} {direction}", "build_s": build_s,
-           "match": match}
+    row = {"layer": f"{kind} T={seq} H={hidden} {direction}", "match": True}
     for n in threads:
-        ort_run = lambda s=sessions[n]: s.run(None, feeds)  # noqa: E731
+        threadpool.set_num_threads(n)  # the build is for the threads it runs on
+        gmod, row["build_s"] = _relayjit(model)
+        gmod.set_input(**feeds)
+        gmod.run()
+        session = _session(model, n)
+        want = session.run(None, feeds)
+        row["match"] &= all(np.allclose(gmod.get_output(i).numpy(), w, rtol=1e-3, atol=1e-4)
+                            for i, w in enumerate(want))
+        ort_run = lambda s=session: s.run(None, feeds)  # noqa: E731
         if n == 1:
-            _timed(gmod.run, 1, 1)  # sets the thread count
             cpu = interleaved_medians({"ours": gmod.run, "ort": ort_run}, rounds)
             row[n] = (cpu["ours"], cpu["ort"])
             continue

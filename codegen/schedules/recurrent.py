@@ -7,7 +7,9 @@ this kernel does what is left, in order, with no kernel launch per step:
     for each step t (reversed for the backward direction):
       acc[b, gate panels] = h[b] . Rp        GEMV micro-kernel calls over the packed weight
                                              (groups of panels; on the threads the step's
-                                             work pays for: ParallelPolicy)
+                                             work pays for: ParallelPolicy), every other
+                                             step backwards (each thread's panels), so a
+                                             step starts on what the last one left in cache
       (GRU without linear_before_reset: z and r first, then (r * h) . Rp_h)
       for j (vectorised): the gate math fused: xw[t, b] + acc + Rb, clip, activations,
                                              new h and c into the state and Y[t, b]
@@ -26,9 +28,10 @@ from typing import Callable
 from .. import te
 from ..llvm.microkernels.descriptors import Gemv
 from ..options import CodegenOptions
-from ..parallel import ParallelPolicy
+from ..parallel import ParallelPolicy, parallel_loop
 from ..tir.expr import Expr, Load, Var
-from ..tir.ops import cast, const, if_then_else, lt, max as tmax, min as tmin
+from ..tir.ops import cast, const, eq, floormod, if_then_else, lt, max as tmax, min as tmin
+from ..tir.ops import select
 from ..tir.stmt import Allocate, Buffer, For, IfThenElse, LetStmt, Stmt, Store, seq
 from .common import F32, I64, addr, ceil_div, imm, ukr_call, var, zero
 from .config import ScheduleConfig, pick
@@ -47,6 +50,7 @@ class RecurrentConfig(ScheduleConfig):
     vector_width: int | None = None
     tile_columns: int | None = None      # columns of a packed panel (whole vectors)
     panels: int | None = None            # panels one micro-kernel call computes
+    alternate: bool | None = None        # every other step walks the panels backwards
 
 
 def resolve_recurrent(hidden: int, options: CodegenOptions,
@@ -58,7 +62,8 @@ def resolve_recurrent(hidden: int, options: CodegenOptions,
     cols = pick(c.tile_columns, lambda: vw if hidden <= vw else 2 * vw)
     if cols % vw or cols < vw:
         raise ValueError(f"RecurrentConfig: tile_columns {cols} is not whole vectors of {vw}")
-    return RecurrentConfig(vw, cols, pick(c.panels, lambda: 2 if vw == 16 else 1))
+    return RecurrentConfig(vw, cols, pick(c.panels, lambda: 2 if vw == 16 else 1),
+                           pick(c.alternate, lambda: True))
 
 
 def recurrent_panels(gates: int, hidden: int, block: int) -> tuple[int, int, int]:
@@ -138,6 +143,7 @@ class _Kernel:
         self.cs = Buffer(f"{name}_c", (layer.batch, h), F32)
         self.rh = Buffer(f"{name}_rh", (layer.batch, h), F32)
         self.vec = "vectorized" if config is not None else "serial"
+        self.step = var(f"{name}_s")  # the time loop's counter
 
     def weight(self, p: Expr, k: Expr, v: Expr) -> Expr:
         """Rp[p, k, v] of the (packed or plain) weight the products read."""
@@ -175,16 +181,25 @@ class _Kernel:
         groups = ceil_div(count, group)
         last = count - (groups - 1) * group
         q = var(f"{self.name}_gq{first}")
-        p0 = q * group + first
+        threads = self.parallel.threads(2 * b_len * count * blk * h, 4 * count * blk * h)
+        # every other step walks each thread's panels backwards, starting with those it read
+        # last, still in its cache (a weight larger than the cache otherwise misses
+        # throughout: streamed in one order, each panel evicts the next one needed). The
+        # threads' ranges are the pool's chunks for the thread count the build is for.
+        tasks = max(1, min(self.parallel.pool_threads, threads, groups))
+        chunk = ((q + 1) * tasks - 1) // groups
+        lo, hi = chunk * groups // tasks, (chunk + 1) * groups // tasks
+        qq = q if groups < 2 or not self.config.alternate else select(
+            eq(floormod(self.step, 2), 1), lo + hi - 1 - q, q)
+        p0 = qq * group + first
 
         def call(panels: int) -> Stmt:
             return ukr_call(Gemv(blk, vw, panels), h, addr(x, b, 0), addr(self.rp, p0, 0, 0),
                             addr(self.acc, b, p0 * blk), h * blk)
-        body = call(group) if last == group else IfThenElse(lt(q, groups - 1), call(group),
+        body = call(group) if last == group else IfThenElse(lt(qq, groups - 1), call(group),
                                                              call(last))
         # one parallel region a step: on the threads its product's work pays for
-        return self.parallel.loop(q, groups, For(b, b_len, body), 2 * b_len * count * blk * h,
-                                  4 * count * blk * h)
+        return parallel_loop(q, groups, For(b, b_len, body), threads)
 
     def gate(self, t: Expr, b: Var, j: Var, k: int) -> Expr:
         """Gate k's pre-activation without the recurrent part of GRU's h gate: xw + acc + Rb
@@ -233,7 +248,7 @@ class _Kernel:
     def stmt(self) -> Stmt:
         layer, n = self.layer, self.name
         t_len, b_len, h = layer.steps, layer.batch, layer.hidden
-        s, b, j = var(f"{n}_s"), var(f"{n}_b"), var(f"{n}_j")
+        s, b, j = self.step, var(f"{n}_b"), var(f"{n}_j")
         t = var(f"{n}_t")
         init = For(b, b_len, For(j, h, seq(
             Store(self.hs, (b, j), Load(self.h0, (b, j), F32)),

@@ -86,10 +86,13 @@ def test_layer_matches_reference(mode, attrs, hidden, reverse):
 def test_parallel_products_and_one_panel_calls(mode):
     """Every step's product split over threads (forced for a small layer), one panel a
     micro-kernel call; and the scalar rule without vectors, plain and packed."""
-    forced = CodegenOptions.host(parallel=ParallelPolicy(min_thread_ns=1),
-                                 schedule_config={"recurrent.gemv": {"panels": 1}})
-    arrays = _case(mode, 4, 2, 48)
-    _check(mode, arrays, forced, resolve_recurrent(48, forced).tile_columns)
+    arrays = _case(mode, 5, 2, 48)
+    for pool in (0, 1, 3):  # the backward steps walk each of `pool` threads' panels
+        forced = CodegenOptions.host(parallel=ParallelPolicy(min_thread_ns=1, pool_threads=pool),
+                                     schedule_config={"recurrent.gemv": {"panels": 1}})
+        _check(mode, arrays, forced, resolve_recurrent(48, forced).tile_columns)
+    straight = CodegenOptions.host(schedule_config={"recurrent.gemv": {"alternate": False}})
+    _check(mode, arrays, straight, resolve_recurrent(48, straight).tile_columns)
     scalar = CodegenOptions.host(vectorize=False)
     _check(mode, arrays, scalar)
     _check(mode, arrays, scalar, 16, reverse=True)
