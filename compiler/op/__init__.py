@@ -6,6 +6,7 @@ from . import tensor, nn, reduce, transform  # noqa: F401,E402
 from . import scatter  # noqa: F401,E402
 from . import nn_packed  # noqa: F401,E402
 from . import nn_recurrent  # noqa: F401,E402
+from . import nn_int8  # noqa: F401,E402
 from . import nn_conv_pool  # noqa: F401,E402
 from . import nn_batch_matmul_axes  # noqa: F401,E402
 from . import nn_nchwc  # noqa: F401,E402

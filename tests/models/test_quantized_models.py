@@ -26,6 +26,8 @@ REDUCED = {
 }
 FLOAT_OPS = {"nn.conv2d", "nn.dense", "nn.contrib_conv2d_NCHWc", "nn.contrib_dense_pack",
              "nn.contrib_conv2d_packed"}
+# the QNN contractions, or the int8 kernels their constant weights are packed for
+INTEGER_OPS = {"qnn.conv2d", "qnn.dense", "qnn.batch_matmul", "nn.contrib_dense_int8"}
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +52,7 @@ def _check(model, feeds):
            for n in post_order(f.body) if isinstance(n, relay.Call)
            and isinstance(n.op, relay.Op)}
     assert not ops & FLOAT_OPS, f"float contractions left: {ops & FLOAT_OPS}"
-    assert ops & {"qnn.conv2d", "qnn.dense", "qnn.batch_matmul"}
+    assert ops & INTEGER_OPS
     gmod = graph_executor.GraphModule(factory["default"](runtime.cpu()))
     gmod.run(**feeds)
     for i, (w, step) in enumerate(zip(want, _output_steps(model))):

@@ -128,6 +128,8 @@ EXAMPLES: list = [
     E("nn.contrib_recurrent_layer", T(5, 2, 18), T(6, 6, 4), T(2, 6), T(2, 6), T(18), T(18),
       I(2), mode="GRU", hidden_size=6, activations=("sigmoid", "tanh"),
       activation_alpha=(0.0, 0.0), activation_beta=(0.0, 0.0), weight_block=4),
+    E("nn.contrib_dense_int8_weight_pack", Q(10, 9), block=8),
+    E("nn.contrib_dense_int8", T(3, 9, dtype="uint8"), Q(2, 3, 8, 4), units=10),
     E("nn.max_pool2d", T(1, 3, 9, 9), **_POOL),
     E("nn.max_pool2d", T(1, 9, 9, 3), pool_size=(2, 2), strides=(2, 2), dilation=(1, 1),
       padding=(0, 0, 0, 0), layout="NHWC", ceil_mode=True),

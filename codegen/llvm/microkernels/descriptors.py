@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 __all__ = ["PREFIX", "PTR", "I64", "Microkernel", "Gemm", "GemmRows", "Gemv", "Conv",
-           "ConvBlocked", "ConvRows", "by_symbol", "KINDS"]
+           "ConvBlocked", "ConvRows", "Int8Dot", "by_symbol", "KINDS"]
 
 PREFIX = "relayjit.ukr."
 PTR, I64 = "ptr", "i64"  # argument types: an address (a TIR Load), an integer value
@@ -258,7 +258,51 @@ class ConvRows(Microkernel):
         return (PTR, PTR, PTR)
 
 
-KINDS = {cls.kind: cls for cls in (Gemm, GemmRows, Gemv, Conv, ConvBlocked, ConvRows)}
+@dataclass(frozen=True)
+class Int8Dot(Microkernel):
+    """u8 x s8 -> s32: p rows (each its own pointer) x nv vectors of `lanes` int32 columns,
+    T[j][col] (+)= sum over groups of four input channels and the window's taps of the four
+    byte products x_j[g*chanstep + rr*dh*rowstep + ss*dw + q] * W[g][tap][col][q] (offsets in
+    bytes); `vnni`: through vpdpbusd (AVX512-VNNI with 16 lanes, AVX512-VNNI/VL or AVX-VNNI
+    with 8), else widening multiplies. unroll: groups a loop trip; channel_major: the tile
+    stored T[col][lanes] (p <= lanes); prefetch_lines: 64-byte lines of w_next prefetched
+    (into L2) a loop trip. A GEMM is the 1x1 case: rows of A, chanstep 4. Args (w, t, acc,
+    groups, w_next, x_0 .. x_{p-1})."""
+
+    kind: ClassVar[str] = "dot8"
+    p: int
+    nv: int
+    lanes: int
+    r: int
+    s: int
+    rowstep: int
+    chanstep: int
+    dh: int
+    dw: int
+    vnni: bool
+    channel_major: bool
+    unroll: int = 1
+    prefetch_lines: int = 0
+
+    def check(self) -> None:
+        if self.lanes not in (4, 8, 16) or not (self.p and self.nv and self.r and self.s
+                                                and self.unroll) \
+                or (self.channel_major and self.p > self.lanes):
+            raise ValueError(f"{self}: lanes must be 4, 8 or 16, p, nv, r, s and unroll > 0, "
+                             f"and a channel-major tile at most `lanes` rows")
+
+    def name(self) -> str:
+        return (f"dot8_{self.p}x{self.nv}x{self.lanes}_{self.r}_{self.s}_{self.rowstep}_"
+                f"{self.chanstep}_{self.dh}_{self.dw}_{'v' if self.vnni else 'w'}"
+                f"{int(self.channel_major)}_{self.unroll}_{self.prefetch_lines}")
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        return (PTR, PTR, I64, I64, PTR) + (PTR,) * self.p
+
+
+KINDS = {cls.kind: cls for cls in (Gemm, GemmRows, Gemv, Conv, ConvBlocked, ConvRows,
+                                   Int8Dot)}
 
 
 def by_symbol(symbol: str) -> Microkernel:

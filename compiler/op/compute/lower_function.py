@@ -18,6 +18,7 @@ from codegen import te, tir
 from codegen.errors import CodegenError, LoweringError
 from codegen.lower import lower
 from codegen.options import CodegenOptions
+from codegen.tir.functor import post_order as tir_post_order
 from codegen.tir.stmt import PrimFunc
 from compiler.errors import CompilerError
 from compiler.ir.expr import (Call, Constant, Function, GlobalVar, If, Let, Op, RelayExpr, Tuple,
@@ -37,8 +38,13 @@ Value = te.Tensor | tuple
 MAX_INLINE_DEPTH = 32
 # A value read by several ops is inlined into each of them: recomputation is cheap for a short
 # chain, but a chain of such diamonds (e.g. a tree descent: each step's index feeds several
-# gathers of the next) grows exponentially; from this depth on a shared value gets a buffer.
+# gathers of the next) grows exponentially; from this depth on a shared value gets a buffer,
+# unless its expression is at most SHARED_INLINE_NODES nodes: copying that is cheaper than a
+# pass through memory, and a doubling chain outgrows it in a few levels. (A dequantised
+# accumulator read twice by a GELU, x * erf(x), was a buffer: int8 BERT-style encoder's FFN
+# kernel 1.5 -> 1.0 ms.)
 SHARED_INLINE_DEPTH = 4
+SHARED_INLINE_NODES = 64
 
 
 def lower_primitive_function(func: Function, name: str, options: CodegenOptions) -> PrimFunc:
@@ -169,7 +175,10 @@ def _bound_depth(result: Value, call: Call, env: dict, depth: dict, shared: bool
     read by several ops and already deep (SHARED_INLINE_DEPTH)."""
     below = max((depth.get(id(t), 0) for a in call.args for t in _flatten_any(env[a])),
                 default=0)
-    cut = below + 1 >= (SHARED_INLINE_DEPTH if shared else MAX_INLINE_DEPTH)
+    cut = below + 1 >= MAX_INLINE_DEPTH or (
+        shared and below + 1 >= SHARED_INLINE_DEPTH
+        and any(not t.materialized and len(tir_post_order(t.body)) > SHARED_INLINE_NODES
+                for t in _flatten_any(result)))
     out = [te.materialize(t) if cut else t for t in _flatten_any(result)]
     for t in out:
         depth[id(t)] = 0 if t.materialized else below + 1

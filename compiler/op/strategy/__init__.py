@@ -59,7 +59,8 @@ How a new implementation registers
        the options' CPU features; symbolic extents: their own workload kind and schedule).
 
 Modules: registry (the machinery), conv2d, dense, pool (pools, softmax, layer norm), alter,
-recurrent (RNN/GRU/LSTM layers).
+recurrent (RNN/GRU/LSTM layers), int8 (the QNN contractions' int8 kernels and the rewrite
+that packs their weights).
 """
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ from .registry import (STRATEGY, CallInfo, Choice, Implementation, OpStrategy, W
 from . import conv2d, dense, pool  # noqa: F401  (registers the strategies)
 from .alter import alter_layout
 from . import recurrent  # noqa: F401,E402  (after alter: registers its layout rewrite)
+from . import int8  # noqa: F401,E402  (registers the int8 strategies and rewrites)
 from .conv2d import PackedConvWeight, WinogradWeight, blocked_conv_supported
 from .dense import PackedDenseWeight
 

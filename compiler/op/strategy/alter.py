@@ -11,6 +11,9 @@ decides the rewrite, so the packed weight and the schedule reading it come from 
     PackedDenseWeight(block, Kp)     nn.dense  -> nn.contrib_dense_pack(x,
                                          nn.contrib_dense_weight_pack(W, block, Kp))
     None                             unchanged (depthwise convs read OIHW themselves)
+
+The QNN contractions' rewrites into the int8 kernels (zero points as Relay terms around them)
+are in int8.py.
 """
 from __future__ import annotations
 
