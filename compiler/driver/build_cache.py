@@ -91,21 +91,33 @@ def _root() -> str | None:
     return os.path.join(directory, "builds")
 
 
+# the checkout holding compiler/, codegen/ and runtime/ (this file is compiler/driver/...)
+_TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def source_files() -> list[str]:
+    """The compiler's own source files (.py, .ll of _PACKAGES), relative to the checkout, in
+    the order the digest reads them."""
+    out = []
+    for package in _PACKAGES:
+        for directory, subdirs, files in os.walk(os.path.join(_TOP, package)):
+            subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+            out += [os.path.relpath(os.path.join(directory, name), _TOP)
+                    for name in sorted(files) if name.endswith((".py", ".ll"))]
+    return out
+
+
 @functools.lru_cache(maxsize=1)
 def _source_digest() -> str:
-    """Digest of the compiler's own source: any change to a pass or a schedule is a miss."""
-    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    """Digest of the compiler's own source: any change to a pass or a schedule is a miss.
+    (It once walked compiler/compiler, ...: the module had moved a directory down, and
+    builds made before a source change were loaded after it.)"""
     h = hashlib.sha256(FORMAT.encode())
     h.update(f"{llvmlite.__version__}\0{llvm.llvm_version_info}".encode())
-    for package in _PACKAGES:
-        for directory, subdirs, files in os.walk(os.path.join(top, package)):
-            subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith((".py", ".ll")):
-                    path = os.path.join(directory, name)
-                    h.update(os.path.relpath(path, top).encode() + b"\0")
-                    with open(path, "rb") as f:
-                        h.update(f.read())
+    for path in source_files():
+        h.update(path.encode() + b"\0")
+        with open(os.path.join(_TOP, path), "rb") as f:
+            h.update(f.read())
     return h.hexdigest()
 
 

@@ -400,3 +400,13 @@ def test_an_empty_constant_is_digested_and_stored(cache_dir):
     assert _entries(cache_dir)
     again = relay.build(func, target="llvm")
     assert _hits(first) == 0 and _hits(again) == 1
+
+
+def test_the_key_covers_the_compiler_source():
+    """Every source file of compiler/, codegen/ and runtime/ is in the key, so a build made
+    before a change to a pass or a schedule is never loaded after it."""
+    files = build_cache.source_files()
+    for path in ("compiler/driver/build_cache.py", "compiler/passes/fuse_ops.py",
+                 "codegen/schedules/gemm.py", "runtime/graph_executor.py"):
+        assert path in files
+    assert not [f for f in files if "__pycache__" in f]

@@ -20,6 +20,9 @@ from runtime.target import host_info, resolve_cpu_target
 
 from tests.op._opcheck import infer
 
+# compiled through relay.build and compared with numpy below
+OPS_TESTED = {"nn.contrib_dense_int8_weight_pack", "nn.contrib_dense_int8"}
+
 RNG = np.random.default_rng(7)
 # targets: the host (VNNI on this machine kind), AVX-512 and AVX2 without VNNI, AVX-VNNI
 TARGETS = ["llvm", "llvm -mcpu=x86-64-v4", "llvm -mcpu=x86-64-v3",
