@@ -112,18 +112,21 @@ def _te_build(inputs: list, outputs: list, arrays: list, name: str):
 
 
 PEAK_GFLOPS = {"per core": 0.0}  # benchmarks/fma_peak.py, measured in main()
+PEAK_GOPS = {"per core": 0.0}  # the int8 (vpdpbusd) peak, likewise; 0 without VNNI
+PEAKS = {"GFLOP/s": (PEAK_GFLOPS, "FMA peak"), "GOP/s": (PEAK_GOPS, "vpdpbusd peak")}
 
 
 def report(label: str, work: float, unit: str, times: dict, ours: str, path: str) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     best = {k: min(v) for k, v in times.items()}
     print(f"\n{label}   [ours built via: {path}]")
+    measured, peak_name = PEAKS.get(unit, ({}, ""))
     for k in times:
         ratio = med[k] / med[ours]
         speed = work / med[k] / 1e9
         cores = 1 if k == "relayjit (1 thread)" else THREADS
-        peak = f"  {100 * speed / (PEAK_GFLOPS['per core'] * cores):3.0f}% of FMA peak" \
-            if unit == "GFLOP/s" and PEAK_GFLOPS["per core"] else ""
+        peak = f"  {100 * speed / (measured['per core'] * cores):3.0f}% of {peak_name}" \
+            if measured.get("per core") else ""
         print(f"  {k:28s} median {speed:7.2f} {unit}  best {work / best[k] / 1e9:7.2f} {unit}"
               f"{peak}   ours vs this: {ratio:5.2f}x (median speed ratio)")
 
@@ -247,6 +250,90 @@ def bench_conv(repeat: int, xs=(1, 64, 56, 56), ws=(64, 64, 3, 3), pad: int = 1,
            flops, "GFLOP/s", times, "relayjit conv2d", path)
 
 
+def _onnx_int8(op: str, x_shape, w: np.ndarray, bias: np.ndarray | None, attrs: dict):
+    """An onnxruntime session of one QLinearConv / QLinearMatMul (uint8 data, int8 weight,
+    uint8 output) with the scales and zero points of _int8_params."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    xs, xz, ws, ys, yz = _int8_params(w.shape[0] if op == "QLinearConv" else w.shape[1])
+    inits = [numpy_helper.from_array(np.array(xs, "f4"), "xs"),
+             numpy_helper.from_array(np.array(xz, "u1"), "xz"),
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array(ws, "ws"),
+             numpy_helper.from_array(np.zeros(ws.shape, "i1"), "wz"),
+             numpy_helper.from_array(np.array(ys, "f4"), "ys"),
+             numpy_helper.from_array(np.array(yz, "u1"), "yz")]
+    inputs = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"]
+    if bias is not None:
+        inits.append(numpy_helper.from_array(bias, "b"))
+        inputs.append("b")
+    node = helper.make_node(op, inputs, ["y"], **attrs)
+    graph = helper.make_graph([node], op, [helper.make_tensor_value_info(
+        "x", TensorProto.UINT8, list(x_shape))], [helper.make_tensor_value_info(
+            "y", TensorProto.UINT8, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = THREADS
+    opts.inter_op_num_threads = 1
+    return model, ort.InferenceSession(model.SerializeToString(), opts,
+                                       providers=["CPUExecutionProvider"])
+
+
+def _int8_params(channels: int) -> tuple:
+    """(x scale, x zero point, per-channel weight scales, y scale, y zero point)."""
+    ws = np.linspace(0.002, 0.004, channels).astype("f4")
+    return 0.02, 128, ws, 0.5, 10
+
+
+def _int8_bench(repeat: int, op: str, xa: np.ndarray, wa: np.ndarray, bias, attrs: dict,
+                ops: float, label: str, ours: str) -> None:
+    """One QLinear* node through relay.build (QLinear* -> QNN -> the int8 kernels) beside
+    onnxruntime's, outputs equal, timed and reported in GOP/s."""
+    model, sess = _onnx_int8(op, xa.shape, wa, bias, attrs)
+
+    def expr(relay):
+        mod, params = relay.frontend.from_onnx(model)
+        return relay.bind(mod["main"], params) if params else mod["main"]
+
+    run, get, why = _relay_build(expr, {"x": xa})
+    if run is None:
+        print(f"\n{label}: relay path failed: {why}")
+        return
+    feeds = {"x": xa}
+    np.testing.assert_array_equal(get(), sess.run(None, feeds)[0])
+    times = interleaved({ours: run, f"onnxruntime {op} ({THREADS} thr)":
+                         lambda: sess.run(None, feeds)}, repeat)
+    report(label, ops, "GOP/s", times, ours, "relay.build + graph executor")
+
+
+def bench_int8_dense(repeat: int, m: int = 128, n: int = 3072, k: int = 768) -> None:
+    """QLinearMatMul (uint8 x int8 per-channel -> uint8): the int8 GEMM + requantisation."""
+    rng = np.random.default_rng(0)
+    xa = rng.integers(0, 256, (m, k), dtype=np.uint8)
+    wa = rng.integers(-127, 128, (k, n), dtype=np.int8)
+    _int8_bench(repeat, "QLinearMatMul", xa, wa, None, {}, 2.0 * m * n * k,
+                f"int8 dense M={m} N={n} K={k} (uint8 x int8 -> uint8, requantised; GOP/s)",
+                "relayjit int8 dense")
+
+
+def bench_int8_conv(repeat: int, xs=(1, 64, 56, 56), ws=(64, 64, 3, 3), pad: int = 1,
+                    stride: int = 1, label: str = "ResNet-18 layer") -> None:
+    """QLinearConv (uint8 x int8 per-channel + int32 bias -> uint8): the int8 conv with its
+    requantisation fused."""
+    rng = np.random.default_rng(0)
+    xa = rng.integers(0, 256, xs, dtype=np.uint8)
+    wa = rng.integers(-127, 128, ws, dtype=np.int8)
+    bias = rng.integers(-5000, 5000, ws[0], dtype=np.int32)
+    oh = (xs[2] + 2 * pad - ws[2]) // stride + 1
+    ow = (xs[3] + 2 * pad - ws[3]) // stride + 1
+    _int8_bench(repeat, "QLinearConv", xa, wa, bias,
+                {"pads": [pad] * 4, "strides": [stride] * 2, "kernel_shape": list(ws[2:])},
+                2.0 * ws[0] * oh * ow * ws[1] * ws[2] * ws[3],
+                f"int8 conv2d {ws[2]}x{ws[3]}/{stride} {'x'.join(map(str, xs))} -> {ws[0]} "
+                f"({label}), uint8 x int8 -> uint8 (GOP/s)", "relayjit int8 conv2d")
+
+
 def bench_tiny_graph(repeat: int, layers: int = 60, width: int = 16) -> None:
     """Per-run overhead: an ONNX chain of `layers` tiny MatMul+Relu layers (one kernel each)."""
     import onnx
@@ -311,13 +398,17 @@ def main() -> None:
 
     from compiler.driver.build import current_options
 
-    from benchmarks.fma_peak import fma_peak_gflops
+    from benchmarks.fma_peak import fma_peak_gflops, int8_peak_gops
 
     PEAK_GFLOPS["per core"] = fma_peak_gflops()[0]
+    int8_peak = int8_peak_gops()
+    PEAK_GOPS["per core"] = int8_peak[0] if int8_peak else 0.0
     info = host_info()
     print(f"float32 FMA peak {PEAK_GFLOPS['per core']:.1f} GFLOP/s per core "
           f"(benchmarks/fma_peak.py); conv figures count direct-convolution FLOPs, so a "
           f"Winograd layer can pass 100%")
+    print(f"int8 vpdpbusd peak {PEAK_GOPS['per core']:.1f} GOP/s per core" if int8_peak else
+          "int8: the CPU has no VNNI (the int8 kernels widen; no vpdpbusd peak)")
     print(f"host: {info.cpu}, {threadpool.available_cores()} cores, {THREADS} thread(s); "
           f"micro-kernel vector width {current_options().vector_width} floats; "
           f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']} "
@@ -332,6 +423,11 @@ def main() -> None:
     bench_conv(args.repeat, (1, 3, 224, 224), (64, 3, 7, 7), 3, 2, label="first layer")
     bench_conv(args.repeat, (1, 128, 56, 56), (128, 1, 3, 3), 1, groups=128,
                label="depthwise")
+    bench_int8_dense(args.repeat)  # a BERT-base FFN's first matmul, 128 tokens
+    bench_int8_conv(args.repeat)
+    bench_int8_conv(args.repeat, (1, 128, 28, 28), (128, 128, 3, 3))
+    bench_int8_conv(args.repeat, (1, 256, 14, 14), (256, 256, 3, 3))
+    bench_int8_conv(args.repeat, (1, 512, 7, 7), (512, 512, 3, 3))
 
 
 if __name__ == "__main__":

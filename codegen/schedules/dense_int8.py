@@ -21,7 +21,7 @@ stores its own static column count.
 from __future__ import annotations
 
 from .. import te
-from ..llvm.microkernels.descriptors import Int8Dot
+from ..llvm.microkernels.descriptors import DOT_NAMES, Int8Dot
 from ..options import CodegenOptions
 from ..parallel import fused_parallel
 from ..tir.expr import Load
@@ -52,18 +52,22 @@ def dense_int8(x: te.Tensor, wp: te.Tensor, units: int, name: str = "T_dense_int
                          f"as {expected} (panels of {config.block()} columns)")
 
     def fcompute(ins, outs, epilogue=None):
-        return int8_gemm_stmt(m, n, k, lambda i, j: (*_unflatten(i, lead), j), ins[0], ins[1],
-                              outs[0], epilogue, name, options, config)
+        xb = ins[0]
+        index = lambda i, j: (*_unflatten(i, lead), j)  # noqa: E731
+        return int8_gemm_stmt(m, n, k, lambda i, kk: Load(xb, index(i, kk), U8),
+                              lambda i: addr(xb, *index(i, 0)), index, ins[1], outs[0],
+                              epilogue, name, options, config)
 
     # each output element stored once, from the tile through the epilogue: it may cast
     return te.extern((*lead, n), [x, wp], mark_epilogue(fcompute, in_place=True), name=name,
                      dtype=I32, kernel_attrs={"prefer_vector_width": 32 * config.lanes})
 
 
-def int8_gemm_stmt(m: int, n: int, k: int, index, xb: Buffer, wp: Buffer, out: Buffer,
+def int8_gemm_stmt(m: int, n: int, k: int, a_load, a_row, index, wp: Buffer, out: Buffer,
                    epilogue, name: str, options: CodegenOptions, config: Int8Config) -> Stmt:
-    """out[index(i, j)] = epilogue(sum_k A[i, k] W[j, k]) for A's rows at xb[index(i, 0)]
-    (K contiguous), W packed [N/NR][K/4][NR][4] in wp."""
+    """out[index(i, j)] = epilogue(sum_k A[i, k] W[j, k]), A[i, k] = a_load(i, k) (uint8),
+    W packed [N/NR][K/4][NR][4] in wp. a_row(i): the address of A's row i where its K values
+    are contiguous and may be read in place (None: the rows are copied first)."""
     if m == 0 or n == 0:
         return seq()
     P, NR, lanes = config.tile_rows, config.block(), config.lanes  # noqa: N806
@@ -71,16 +75,18 @@ def int8_gemm_stmt(m: int, n: int, k: int, index, xb: Buffer, wp: Buffer, out: B
     nt, mt = ceil_div(n, NR), ceil_div(m, P)
     par = options.parallel
     # rows padded to whole groups of four (zeros: the packed weight is zero there too)
-    ap = None if k % 4 == 0 else Buffer(f"{name}_apad", (m, groups * 4), U8)
+    ap = None if k % 4 == 0 and a_row is not None else \
+        Buffer(f"{name}_apad", (m, groups * 4), U8)
     pack = seq()
     if ap is not None:
         pi, pk = var(f"{name}_pi"), var(f"{name}_pk")
-        val = if_then_else(lt(pk, k), Load(xb, index(pi, pk), U8), const(0, U8))
+        val = a_load(pi, pk) if k % 4 == 0 else \
+            if_then_else(lt(pk, k), a_load(pi, tir_min(pk, imm(k - 1))), const(0, U8))
         pack = par.copy_loops([pi, pk], [m, groups * 4], Store(ap, (pi, pk), val),
                               m * groups, f"{name}_apad")  # bytes: a quarter of the floats
 
     def row(i):
-        return addr(ap, i, 0) if ap is not None else addr(xb, *index(i, 0))
+        return addr(ap, i, 0) if ap is not None else a_row(i)
 
     jt, it = var(f"{name}_jt"), var(f"{name}_it")
     m0, n0 = it * P, jt * NR
@@ -89,8 +95,8 @@ def int8_gemm_stmt(m: int, n: int, k: int, index, xb: Buffer, wp: Buffer, out: B
     share = ceil_div(groups, mt)  # groups of the next panel a tile prefetches
     trips = max(1, groups // GEMM_UNROLL)
     lines = ceil_div(share * NR * 4, 64 * trips) if nt > 1 else 0
-    kern = Int8Dot(P, NR // lanes, lanes, 1, 1, 0, 4, 1, 1, config.vnni, False, GEMM_UNROLL,
-                   lines)
+    kern = Int8Dot(P, NR // lanes, lanes, 1, 1, 0, 4, 1, 1, DOT_NAMES.index(config.dot), False,
+                   GEMM_UNROLL, lines)
     rows = [row(tir_min(m0 + j, imm(m - 1)) if m % P else m0 + j) for j in range(P)]
     w_next = addr(wp, tir_min(jt + 1, imm(nt - 1)), tir_min(it * share, imm(groups - 1)), 0, 0)
     call = ukr_call(kern, addr(wp, jt, 0, 0, 0), addr(tile, 0, 0), 0, groups, w_next, *rows)

@@ -8,7 +8,8 @@ The driver (TVM's relay.build with the graph executor):
    relayjit.fake_quantization_to_integer turns it off), FoldScaleAxis,
    AlterOpLayout, PackConstantWeights (constant weights packed for the schedules from
    opt_level 2 on), FoldConstant, EliminateCommonSubexpr, FoldTransposeIntoBatchMatmul,
-   FuseLayerNorm, FuseOps, InferType (each gated by its opt_level).
+   FuseLayerNorm, FuseOps, InlineQuantizationScalars, InferType (each gated by its
+   opt_level).
 3. Every Primitive function called from `main` is lowered by the backend's
    lower_primitive_function to a codegen PrimFunc (tuple parameters are flattened first).
    Structurally equal functions share one kernel; names read like TVM's
@@ -65,6 +66,7 @@ from compiler.passes.fold_batch_matmul_axes import FoldTransposeIntoBatchMatmul
 from compiler.passes.fuse_conv_pool import FuseConvMaxPool
 from compiler.passes.fuse_layer_norm import FuseLayerNorm
 from compiler.passes.fuse_ops import FuseOps
+from compiler.passes.inline_quantization_scalars import InlineQuantizationScalars
 from compiler.passes.simplify_inference import SimplifyInference
 from compiler.target import Target, cpu_target, resolve as resolve_target
 from compiler.transform import PassContext, Sequential, register_pass_config
@@ -221,7 +223,8 @@ def _pipeline() -> Sequential:
     return Sequential([InferType(), SimplifyInference(), *fq2i, FoldScaleAxis(), AlterOpLayout(),
                        PackConstantWeights(), ConvertBlockedLayout(), FoldConstant(),
                        EliminateCommonSubexpr(), FoldTransposeIntoBatchMatmul(),
-                       FuseLayerNorm(), FuseConvMaxPool(), FuseOps(), InferType()],
+                       FuseLayerNorm(), FuseConvMaxPool(), FuseOps(),
+                       InlineQuantizationScalars(), InferType()],
                       name="relay.build")
 
 

@@ -214,3 +214,25 @@ def evaluate(expr_or_mod: RelayExpr | IRModule, args: Sequence[Any] = (),
         raise InterpreterError(f"evaluate: {len(values)} argument(s) given for an expression "
                                "that is not a function")
     return interp.eval(expr_or_mod)
+
+
+def small_constant_value(expr: RelayExpr, limit: int = 16) -> np.ndarray | None:
+    """The value of a closed expression of at most `limit` nodes (a quantization parameter: a
+    constant, maybe cast or reshaped), else None. Bounded: it looks at no more than `limit`
+    nodes of a large expression before giving up."""
+    if isinstance(expr, Constant):
+        return expr.data.numpy()
+    stack, seen = [expr], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > limit or isinstance(node, (Var, GlobalVar, Function, Let, If)):
+            return None
+        if isinstance(node, Call):
+            stack.extend(node.args)
+        elif isinstance(node, Tuple):
+            stack.extend(node.fields)
+        elif isinstance(node, TupleGetItem):
+            stack.append(node.tuple_value)
+    value = evaluate(expr)
+    return value if isinstance(value, np.ndarray) else None

@@ -8,8 +8,9 @@ from typing import Callable
 import numpy as np
 
 from compiler.errors import CompilerError
-from compiler.ir.expr import Call, Constant, RelayExpr
+from compiler.ir.expr import Call, Constant, RelayExpr, const
 from compiler.op import qnn
+from compiler.op.interpreter import small_constant_value
 from compiler.op.registry import get_def
 
 FQ2I = "FTVMFakeQuantizationToInteger"  # the op attribute holding a rule (TVM's name)
@@ -52,14 +53,16 @@ def register_fake_quantization_to_integer(op_name: str, func: Callable | None = 
 
 
 def same_params(a: RelayExpr, b: RelayExpr) -> bool:
-    """Two scales or zero points that are the same expression or equal constants."""
+    """Two scales or zero points that are the same expression or of equal constant values
+    (constants, or small closed expressions of them: the ONNX frontend casts each zero point
+    where it is read)."""
     if a is b:
         return True
-    if type(a) is Constant and type(b) is Constant:
-        x, y = a.data.numpy(), b.data.numpy()
-        return x.dtype == y.dtype and np.array_equal(x.reshape(-1) if x.size == 1 else x,
-                                                     y.reshape(-1) if y.size == 1 else y)
-    return False
+    x, y = small_constant_value(a), small_constant_value(b)
+    if x is None or y is None:
+        return False
+    return x.dtype == y.dtype and np.array_equal(x.reshape(-1) if x.size == 1 else x,
+                                                 y.reshape(-1) if y.size == 1 else y)
 
 
 def same_type(a: TensorAffineType, b: TensorAffineType) -> bool:
@@ -87,9 +90,18 @@ def requantize_to(expr: RelayExpr, have: TensorAffineType, want: TensorAffineTyp
         value = qnn.dequantize(expr, have.scale, have.zero_point, axis=have.axis)
         return qnn.quantize(value, want.scale, want.zero_point, axis=want.axis,
                             out_dtype=want.dtype)
-    return qnn.requantize(expr, have.scale, have.zero_point, want.scale, want.zero_point,
-                          axis=axis, rounding="TONEAREST_EVEN", compute_dtype="float32",
-                          out_dtype=want.dtype)
+    return qnn.requantize(expr, have.scale, _uniform(have.zero_point), want.scale,
+                          _uniform(want.zero_point), axis=axis, rounding="TONEAREST_EVEN",
+                          compute_dtype="float32", out_dtype=want.dtype)
+
+
+def _uniform(zero_point: RelayExpr) -> RelayExpr:
+    """A zero point of one value (a per-channel accumulator's zeros) as that scalar: the
+    requantisation's kernel then knows it (InlineQuantizationScalars)."""
+    value = small_constant_value(zero_point)
+    if value is None or value.size == 0 or not (value == value.flat[0]).all():
+        return zero_point
+    return const(value.flat[0].astype(value.dtype), str(value.dtype))
 
 
 

@@ -15,6 +15,7 @@ from compiler.passes.fq2i_types import TensorAffineType, TupleAffineType  # noqa
 from compiler.passes.fold_scale_axis import FoldScaleAxis  # noqa: F401
 from compiler.passes.forward_fold_scale_axis import ForwardFoldScaleAxis  # noqa: F401
 from compiler.passes.fuse_ops import FuseOps  # noqa: F401
+from compiler.passes.inline_quantization_scalars import InlineQuantizationScalars  # noqa: F401
 from compiler.passes.remove_unused_functions import RemoveUnusedFunctions  # noqa: F401
 from compiler.passes.simplify_expr import SimplifyExpr  # noqa: F401
 from compiler.passes.simplify_inference import SimplifyInference  # noqa: F401

@@ -20,7 +20,7 @@ PIPELINE = ["InferType", "SimplifyInference", "FakeQuantizationToInteger", "Fold
             "AlterOpLayout", "PackConstantWeights", "ConvertBlockedLayout", "FoldConstant",
             "EliminateCommonSubexpr",
             "FoldTransposeIntoBatchMatmul", "FuseLayerNorm", "FuseConvMaxPool",
-            "FuseOps"]
+            "FuseOps", "InlineQuantizationScalars"]
 NO_DISK = {"relayjit.disable_disk_cache": True}
 
 
@@ -105,7 +105,8 @@ def test_callers_pass_timing_instrument_keeps_its_figures():
         profiles = timing.profiles()
     assert "FoldConstant" in rendered and "FuseOps" in rendered
     assert [p.name for p in profiles] == ["relay.build"]
-    assert [p.name for p in profiles[0].children][-2:] == ["FuseOps", "InferType"]
+    assert [p.name for p in profiles[0].children][-3:] == ["FuseOps", "InlineQuantizationScalars",
+                                                           "InferType"]
 
 
 def test_compile_stats_blocks_nest(cold):

@@ -82,9 +82,26 @@ def _program(kind: str) -> IRModule:
             relay.var("h0", shape=(1, hidden)), relay.var("c0", shape=(1, hidden)),
             f32(4 * hidden), f32(3 * hidden), relay.const(np.array([4], "int32")),
             mode="LSTM", hidden_size=hidden), 0)
+    elif kind.startswith("int8_"):  # QNN contractions: the int8 kernels
+        body = _int8(kind)
     else:
         raise AssertionError(kind)
     return IRModule.from_expr(relay.Function(relay.analysis.free_vars(body), body))
+
+
+def _int8(kind: str):
+    s8 = lambda *s: relay.const(RNG.integers(-128, 128, s).astype("int8"))  # noqa: E731
+    zero, one = relay.const(0), relay.const(1.0)
+    if kind == "int8_dense":
+        return relay.qnn.op.dense(relay.var("x", shape=(64, 256), dtype="uint8"), s8(96, 256),
+                                  relay.const(3), zero, one, one, units=96)
+    if kind == "int8_conv":
+        return relay.qnn.op.conv2d(relay.var("x", shape=(1, 64, 28, 28), dtype="uint8"),
+                                   s8(64, 64, 3, 3), relay.const(3), zero, one, one,
+                                   kernel_size=(3, 3), channels=64, padding=(1, 1))
+    return relay.qnn.op.batch_matmul(relay.var("x", shape=(4, 64, 256), dtype="uint8"),
+                                     relay.var("y", shape=(4, 96, 256), dtype="int8"),
+                                     relay.const(3), zero, one, one)
 
 
 def _kernel_key(mod: IRModule, options: CodegenOptions, **config) -> str:
@@ -110,6 +127,9 @@ OVERRIDES = [
     ("softmax.rows", "softmax", {}, {"row_group": 2}),
     ("layer_norm.rows", "layer_norm", {}, {"row_group": 2}),
     ("recurrent.gemv", "recurrent", {}, {"panels": 3}),
+    ("dense_int8.gemm", "int8_dense", {}, {"tile_rows": 4}),
+    ("conv2d_int8.direct", "int8_conv", {}, {"tile_rows": 4}),
+    ("batch_matmul_int8.gemm", "int8_batch_matmul", {}, {"tile_rows": 4}),
 ]
 
 

@@ -1,7 +1,7 @@
 """The int8 dense schedule (codegen.schedules.dense_int8) and its Int8Dot micro-kernel against
-numpy's integer math, exactly: every target kind (VNNI on 16 or 8 lanes, AVX-VNNI, no VNNI at
-all: widening multiplies), odd shapes (partial row tiles and panels, K not a multiple of four),
-epilogues that change the dtype."""
+numpy's integer math, exactly: every target kind (VNNI on 16 or 8 lanes, AVX-VNNI; without
+VNNI vpmaddwd on AVX512BW or AVX2, plain widening multiplies below), odd shapes (partial row
+tiles and panels, K not a multiple of four), epilogues that change the dtype."""
 from __future__ import annotations
 
 import re
@@ -13,7 +13,8 @@ from codegen import jit, te, tir
 from codegen.lower import lower
 from codegen.options import CodegenOptions
 from codegen.schedules.dense_int8 import dense_int8
-from codegen.schedules.int8_config import Int8Config, int8_dense_geometry, resolve_int8, vnni
+from codegen.schedules.int8_config import (Int8Config, dot_instruction, int8_dense_geometry,
+                                           resolve_int8, vnni)
 from compiler.op.nn_int8 import pack_dense_int8_weight
 from runtime.target import host_info, resolve_cpu_target
 
@@ -26,7 +27,11 @@ TARGETS = {
     "avx512": ("x86-64-v4", ()),
     "avx2-avxvnni": ("x86-64-v3", ("+avxvnni",)),
     "avx2": ("x86-64-v3", ()),
+    "sse4": ("x86-64-v2", ()),
 }
+# the dot-product instruction each target kind's kernels use
+DOT_OF = {"avx512-vnni": "vpdpbusd", "avx512": "vpmaddwd", "avx2-avxvnni": "vpdpbusd",
+          "avx2": "vpmaddwd", "sse4": "widen"}
 
 
 def _options(kind: str) -> CodegenOptions:
@@ -61,7 +66,7 @@ def _run(options: CodegenOptions, lead: tuple, n: int, k: int, epilogue=None,
 def test_dense_int8_matches_numpy(kind, lead, n, k):
     options = _options(kind)
     got, want, cfg = _run(options, lead, n, k)
-    assert cfg.vnni == ("vnni" in kind)
+    assert cfg.dot == DOT_OF[kind]
     np.testing.assert_array_equal(got, want)
 
 
@@ -85,21 +90,26 @@ def test_tile_configuration_is_honoured():
     options = _options("avx512-vnni")
     cfg = Int8Config(lanes=8, tile_rows=3, tile_vectors=2)
     got, want, resolved = _run(options, (10,), 40, 20, config=cfg)
-    assert resolved == Int8Config(8, 3, 2, True)
+    assert resolved == Int8Config(8, 3, 2, "vpdpbusd")
     np.testing.assert_array_equal(got, want)
 
 
-def test_vnni_follows_the_target_features():
+def test_the_dot_instruction_follows_the_target_features():
     assert vnni(_options("avx512-vnni"), 16) and vnni(_options("avx512-vnni"), 8)
     assert vnni(_options("avx2-avxvnni"), 8)
     assert not vnni(_options("avx512"), 16) and not vnni(_options("avx2"), 8)
-    with pytest.raises(ValueError, match="does not have"):
-        resolve_int8(_options("avx2"), Int8Config(vnni=True))
+    for kind, dot in DOT_OF.items():
+        options = _options(kind)
+        assert dot_instruction(options, options.vector_width) == dot
+    with pytest.raises(ValueError, match="has"):
+        resolve_int8(_options("avx2"), Int8Config(dot="vpdpbusd"))
+    assert resolve_int8(_options("avx2"), Int8Config(dot="widen")).dot == "widen"
 
 
 @pytest.mark.parametrize("kind,dot", [("avx512-vnni", r"vpdpbusd\s+%zmm"),
                                       ("avx2-avxvnni", r"\{vex\}\s*vpdpbusd\s+%ymm"),
-                                      ("avx2", None), ("avx512", None)])
+                                      ("avx2", r"vpmaddwd\s+%ymm"),
+                                      ("avx512", r"vpmaddwd\s+%zmm"), ("sse4", None)])
 def test_dot_product_instruction_comes_from_the_target(kind, dot):
     options = _options(kind)
     x = te.placeholder((8, 64), "uint8", "x")
@@ -108,6 +118,6 @@ def test_dot_product_instruction_comes_from_the_target(kind, dot):
     func = lower("dense_int8_asm", [x, w], [dense_int8(x, w, 64, options=options)])
     asm = jit.get_assembly([func], options=options)
     if dot is None:
-        assert "vpdpbusd" not in asm
+        assert "vpdpbusd" not in asm and "vpmaddwd" not in asm
     else:
         assert re.search(dot, asm), f"no {dot} in the {kind} kernel"

@@ -1,8 +1,9 @@
-"""The packed int8 contractions (compiler.op.nn_int8) and the rewrite of qnn.dense with a
-constant weight into them (compiler.op.strategy.int8): packing references, and relay.build's
-results against numpy's integer math exactly, with and without zero points (per tensor and
-per channel), int8 and uint8 operands, a requantisation and activation fused after, on
-targets with and without VNNI."""
+"""The packed int8 contractions (compiler.op.nn_int8), the rewrite of qnn.dense and qnn.conv2d
+with a constant weight into them and qnn.batch_matmul's int8 kernel (compiler.op.strategy.int8):
+packing references, and relay.build's results against numpy's integer math exactly, with and
+without zero points (per tensor and per channel), int8 and uint8 operands, strides, padding
+and dilation, a requantisation and activation fused after, on targets with and without
+VNNI."""
 from __future__ import annotations
 
 import json
@@ -12,16 +13,19 @@ import pytest
 
 import runtime
 from compiler import relay, transform
+from compiler.driver.build import build_target, lower_module, optimize
 from compiler.ir.module import IRModule
 from compiler.op import nn_int8, qnn_math
 from compiler.op.registry import get_def
+from compiler.target import Target
 from runtime import graph_executor
 from runtime.target import host_info, resolve_cpu_target
 
 from tests.op._opcheck import infer
 
 # compiled through relay.build and compared with numpy below
-OPS_TESTED = {"nn.contrib_dense_int8_weight_pack", "nn.contrib_dense_int8"}
+OPS_TESTED = {"nn.contrib_dense_int8_weight_pack", "nn.contrib_dense_int8",
+              "nn.contrib_conv2d_int8_weight_pack", "nn.contrib_conv2d_int8"}
 
 RNG = np.random.default_rng(7)
 # targets: the host (VNNI on this machine kind), AVX-512 and AVX2 without VNNI, AVX-VNNI
@@ -165,3 +169,153 @@ def test_opt_level_2_packs_too_and_variable_weights_stay_generic():
                            relay.const(1.0), units=30)
     lib, gm = _build(relay.Function([xv, wv], y))
     assert "nn_contrib_dense_int8" not in lib.get_graph_json()
+
+
+# ---- conv2d ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k,c,block", [(20, 5, 16), (64, 64, 64), (3, 9, 32)])
+def test_conv2d_weight_pack_roundtrip_and_compute_rule(k, c, block):
+    w = _ints("int8", (k, c, 3, 2))
+    call = nn_int8.contrib_conv2d_int8_weight_pack(relay.const(w), block=block)
+    wp = get_def("nn.contrib_conv2d_int8_weight_pack").reference([w], call.attrs)
+    assert infer(call).shape == wp.shape == (-(-k // block), -(-c // 4), 3, 2, block, 4)
+    np.testing.assert_array_equal(wp[0, 0, 1, 1, 2, :min(c, 4)], w[2, :4, 1, 1])
+    np.testing.assert_array_equal(nn_int8.unpack_conv2d_int8_weight(wp, k, c), w)
+    x = relay.var("w", shape=w.shape, dtype="int8")
+    _, gm = _build(relay.Function([x], nn_int8.contrib_conv2d_int8_weight_pack(x, block=block)))
+    gm.run(w=w)
+    np.testing.assert_array_equal(gm.get_output(0).numpy(), wp)
+
+
+def test_packed_conv2d_type_relation_refuses_misfits():
+    d = relay.var("d", shape=(1, 5, 8, 8), dtype="uint8")
+    pad = relay.const(0, "int32")
+    with pytest.raises(Exception, match="does not fit"):  # 5 channels need 2 groups of four
+        infer(nn_int8.contrib_conv2d_int8(d, relay.var("w", shape=(1, 1, 3, 3, 16, 4),
+                                                       dtype="int8"), pad, channels=16))
+    with pytest.raises(Exception, match="does not fit"):  # a float pad value
+        infer(nn_int8.contrib_conv2d_int8(d, relay.var("w", shape=(1, 2, 3, 3, 16, 4),
+                                                       dtype="int8"),
+                                          relay.const(0.0), channels=16))
+
+
+def _qnn_conv(xdt, wdt, xs, ws, zx, zw, strides, padding, dilation, epilogue):
+    x, w = _ints(xdt, xs), _ints(wdt, ws)
+    k = ws[0]
+    xv = relay.var("x", shape=xs, dtype=xdt)
+    y = relay.qnn.op.conv2d(xv, relay.const(w), relay.const(zx, "int32"),
+                            relay.const(zw, "int32"), relay.const(0.05, "float32"),
+                            relay.const(np.full(k, 0.02, "float32")), kernel_size=ws[2:],
+                            channels=k, strides=strides, padding=padding, dilation=dilation)
+    want = get_def("qnn.conv2d").reference(
+        [x, w, np.int32(zx), np.int32(zw), np.float32(0.05), np.full(k, 0.02, "f4")], y.attrs)
+    if epilogue:
+        bias = RNG.integers(-2000, 2000, k).astype("int32")
+        y = relay.nn.bias_add(y, relay.const(bias))
+        y = relay.qnn.op.requantize(y, relay.const(np.full(k, 0.001, "float32")),
+                                    relay.const(np.zeros(k, "int32")), relay.const(0.05),
+                                    relay.const(5), axis=1, out_dtype="uint8",
+                                    rounding="TONEAREST_EVEN")
+        y = relay.clip(y, 5, 255)
+        want = np.maximum(qnn_math.requantize(
+            want + bias.reshape(-1, 1, 1), np.full(k, 0.001, "f4"), np.zeros(k, "i4"), 0.05, 5,
+            1, "TONEAREST_EVEN", "float32", "uint8"), 5)
+    return relay.Function([xv], y), x, want
+
+
+CONV_CASES = [  # data, weight, data shape, weight shape, zx, zw, strides, padding, dilation
+    ("uint8", "int8", (1, 8, 10, 10), (16, 8, 3, 3), 7, 0, (1, 1), (1, 1), (1, 1)),
+    ("uint8", "int8", (2, 5, 9, 7), (20, 5, 3, 3), 200, 0, (2, 2), (1, 0, 2, 1), (1, 1)),
+    ("int8", "int8", (1, 3, 17, 17), (24, 3, 7, 7), -3, 0, (2, 2), (3, 3), (1, 1)),
+    ("uint8", "uint8", (1, 16, 12, 12), (70, 16, 1, 1), 0, 128, (1, 1), (0, 0), (1, 1)),
+    ("uint8", "int8", (1, 16, 12, 12), (24, 16, 3, 3), 9, 0, (1, 1), (2, 2), (2, 2)),
+    ("uint8", "int8", (1, 4, 5, 5), (3, 4, 5, 5), 255, 0, (1, 1), (0, 0), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("xdt,wdt,xs,ws,zx,zw,strides,padding,dilation", CONV_CASES)
+@pytest.mark.parametrize("target", TARGETS)
+def test_qnn_conv2d_runs_the_int8_kernel_exactly(xdt, wdt, xs, ws, zx, zw, strides, padding,
+                                                 dilation, target):
+    func, x, want = _qnn_conv(xdt, wdt, xs, ws, zx, zw, strides, padding, dilation, False)
+    lib, gm = _build(func, _runnable(target))
+    assert "nn_contrib_conv2d_int8" in lib.get_graph_json()
+    gm.run(x=x)
+    np.testing.assert_array_equal(gm.get_output(0).numpy(), want)
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=x86-64-v3"])
+def test_qnn_conv2d_requantize_and_relu_are_one_kernel(target):
+    func, x, want = _qnn_conv("uint8", "int8", (1, 64, 9, 11), (96, 64, 3, 3), 3, 0, (1, 1),
+                              (1, 1), (1, 1), True)
+    lib, gm = _build(func, _runnable(target))
+    graph = json.loads(lib.get_graph_json())
+    kernels = [node["attrs"]["func_name"] for node in graph["nodes"] if node["op"] == "tvm_op"]
+    assert len(kernels) == 1 and "nn_contrib_conv2d_int8" in kernels[0]
+    gm.run(x=x)
+    np.testing.assert_array_equal(gm.get_output(0).numpy(), want)
+
+
+def test_a_weight_zero_point_keeps_the_generic_conv():
+    """A nonzero weight zero point's term needs the windows' sums of x: the conv stays
+    qnn.conv2d (its generic int32 reduction), still exact."""
+    func, x, want = _qnn_conv("uint8", "int8", (1, 8, 6, 6), (8, 8, 3, 3), 4, 3, (1, 1),
+                              (1, 1), (1, 1), False)
+    lib, gm = _build(func)
+    assert "nn_contrib_conv2d_int8" not in lib.get_graph_json()
+    gm.run(x=x)
+    np.testing.assert_array_equal(gm.get_output(0).numpy(), want)
+
+
+# ---- batch_matmul (run-time operands) --------------------------------------------------------
+
+
+BMM_CASES = [  # x, y dtypes and shapes, zero points, transpose_b
+    ("uint8", "int8", (2, 16, 32), (2, 48, 32), 3, 0, True),
+    ("int8", "int8", (3, 7, 33), (3, 50, 33), -5, 7, True),
+    ("uint8", "uint8", (1, 7, 33), (4, 33, 50), 200, 128, False),
+    ("int8", "uint8", (4, 9, 20), (1, 11, 20), 0, 3, True),
+]
+
+
+@pytest.mark.parametrize("xdt,ydt,xs,ys,zx,zy,transpose_b", BMM_CASES)
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=x86-64-v3"])
+def test_qnn_batch_matmul_runs_the_int8_kernel_exactly(xdt, ydt, xs, ys, zx, zy, transpose_b,
+                                                       target):
+    x, y = _ints(xdt, xs), _ints(ydt, ys)
+    xv, yv = relay.var("x", shape=xs, dtype=xdt), relay.var("y", shape=ys, dtype=ydt)
+    call = relay.qnn.op.batch_matmul(xv, yv, relay.const(zx), relay.const(zy),
+                                     relay.const(0.5), relay.const(0.25),
+                                     transpose_b=transpose_b)
+    func = relay.Function([xv, yv], call)
+    _runnable(target)
+    with transform.PassContext(opt_level=3), build_target(Target(target)) as options:
+        _, funcs = lower_module(optimize(IRModule.from_expr(func))["main"], options=options)
+    assert "relayjit.ukr.dot8" in "".join(str(f) for f in funcs)
+    _, gm = _build(func, target)
+    gm.run(x=x, y=y)
+    want = get_def("qnn.batch_matmul").reference(
+        [x, y, np.int32(zx), np.int32(zy), np.float32(0.5), np.float32(0.25)], call.attrs)
+    np.testing.assert_array_equal(gm.get_output(0).numpy(), want)
+
+
+def test_a_run_time_conv_zero_point_of_unknown_range_keeps_the_generic_conv():
+    """The int8 conv pads with the data zero point's byte: a zero point fed at run time as an
+    int32 may lie outside uint8, so the conv stays generic; one cast from uint8 (ONNX's) is
+    in range and takes the int8 kernel. Both exact."""
+    x, w = _ints("uint8", (1, 8, 6, 6)), _ints("int8", (8, 8, 3, 3))
+    for zdtype, fast in (("int32", False), ("uint8", True)):
+        xv, zv = relay.var("x", shape=x.shape, dtype="uint8"), relay.var("z", shape=(),
+                                                                         dtype=zdtype)
+        y = relay.qnn.op.conv2d(xv, relay.const(w), relay.cast(zv, "int32"), relay.const(0),
+                                relay.const(0.05), relay.const(0.02), kernel_size=(3, 3),
+                                channels=8, padding=(1, 1))
+        lib, gm = _build(relay.Function([xv, zv], y))
+        assert ("nn_contrib_conv2d_int8" in lib.get_graph_json()) == fast
+        for z in (0, 200):
+            gm.run(x=x, z=np.array(z, zdtype))
+            want = get_def("qnn.conv2d").reference([x, w, np.int32(z), np.int32(0),
+                                                    np.float32(0.05), np.float32(0.02)],
+                                                   y.attrs)
+            np.testing.assert_array_equal(gm.get_output(0).numpy(), want)

@@ -45,15 +45,17 @@ functions are `noinline` so their register allocation stays isolated):
   one row (or of NV stacked rows) over the input's phase planes, any stride (conv.py).
 - Int8Dot `dot8_...`: uint8 data x int8 weights into int32, P rows (GEMM rows or conv
   pixels, a pointer each) x NV vectors of int32 lanes, four input channels a lane, over a
-  window's taps; `vpdpbusd` where the target has VNNI, exact widening multiplies otherwise
-  (int8.py).
+  window's taps; `vpdpbusd` where the target has VNNI, else `vpmaddwd` on operands widened
+  to 16 bits (AVX512BW, AVX2) or plain widening multiplies, both exact (int8.py);
+  Interleave4 `interleave4_<W>` four byte rows into one row of four-byte pixels (the int8
+  conv's input layout).
 """
 from __future__ import annotations
 
 from .calls import DEFINITIONS, declare, define, emit_call
 from .descriptors import (I64, KINDS, PREFIX, PTR, Conv, ConvBlocked, ConvRows, Gemm,
-                          GemmRows, Gemv, Int8Dot, Microkernel, by_symbol)
+                          GemmRows, Gemv, Int8Dot, Interleave4, Microkernel, by_symbol)
 
 __all__ = ["DEFINITIONS", "I64", "KINDS", "PREFIX", "PTR", "Conv", "ConvBlocked", "ConvRows",
-           "Gemm", "GemmRows", "Gemv", "Int8Dot", "Microkernel", "by_symbol", "declare",
-           "define", "emit_call"]
+           "Gemm", "GemmRows", "Gemv", "Int8Dot", "Interleave4", "Microkernel", "by_symbol",
+           "declare", "define", "emit_call"]

@@ -10,13 +10,14 @@ from ..types import I32, I64
 from .common import llvm_args
 from .conv import conv_kernel, conv_rows_kernel
 from .descriptors import (PREFIX, PTR, Conv, ConvBlocked, ConvRows, Gemm, GemmRows, Gemv,
-                          Int8Dot, Microkernel, by_symbol)
+                          Int8Dot, Interleave4, Microkernel, by_symbol)
 from .gemm import gemm_kernel, gemv_kernel
-from .int8 import int8_dot_kernel
+from .int8 import int8_dot_kernel, interleave4_kernel
 
 # descriptor type -> the function emitting its definition
 DEFINITIONS = {Gemm: gemm_kernel, GemmRows: gemm_kernel, Gemv: gemv_kernel, Conv: conv_kernel,
-               ConvBlocked: conv_kernel, ConvRows: conv_rows_kernel, Int8Dot: int8_dot_kernel}
+               ConvBlocked: conv_kernel, ConvRows: conv_rows_kernel, Int8Dot: int8_dot_kernel,
+               Interleave4: interleave4_kernel}
 
 
 def define(module: ir.Module, kernel: Microkernel) -> ir.Function:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 __all__ = ["PREFIX", "PTR", "I64", "Microkernel", "Gemm", "GemmRows", "Gemv", "Conv",
-           "ConvBlocked", "ConvRows", "Int8Dot", "by_symbol", "KINDS"]
+           "ConvBlocked", "ConvRows", "Int8Dot", "DOT_NAMES", "Interleave4", "by_symbol",
+           "KINDS"]
 
 PREFIX = "relayjit.ukr."
 PTR, I64 = "ptr", "i64"  # argument types: an address (a TIR Load), an integer value
@@ -258,16 +259,22 @@ class ConvRows(Microkernel):
         return (PTR, PTR, PTR)
 
 
+DOT_NAMES = ("widen", "vpmaddwd", "vpdpbusd")  # Int8Dot.dot: the instruction, by index
+
+
 @dataclass(frozen=True)
 class Int8Dot(Microkernel):
     """u8 x s8 -> s32: p rows (each its own pointer) x nv vectors of `lanes` int32 columns,
     T[j][col] (+)= sum over groups of four input channels and the window's taps of the four
     byte products x_j[g*chanstep + rr*dh*rowstep + ss*dw + q] * W[g][tap][col][q] (offsets in
-    bytes); `vnni`: through vpdpbusd (AVX512-VNNI with 16 lanes, AVX512-VNNI/VL or AVX-VNNI
-    with 8), else widening multiplies. unroll: groups a loop trip; channel_major: the tile
-    stored T[col][lanes] (p <= lanes); prefetch_lines: 64-byte lines of w_next prefetched
-    (into L2) a loop trip. A GEMM is the 1x1 case: rows of A, chanstep 4. Args (w, t, acc,
-    groups, w_next, x_0 .. x_{p-1})."""
+    bytes); `dot` (DOT_NAMES): vpdpbusd (AVX512-VNNI with 16 lanes, AVX512-VNNI/VL or
+    AVX-VNNI with 8), vpmaddwd on 16-bit widened operands (AVX512BW, AVX2), or plain widening
+    multiplies (any target). unroll: groups a loop trip; channel_major: the tile stored
+    T[col][tile_stride] (p <= lanes; tile_stride 0: lanes), `lanes` values a row (half of
+    them when p <= lanes / 2) of which the first p are the tile's (a schedule lays
+    consecutive tiles out along the rows, each overwriting the previous one's spare lanes);
+    prefetch_lines: 64-byte lines of w_next prefetched (into L2) a loop trip. A GEMM is the
+    1x1 case: rows of A, chanstep 4. Args (w, t, acc, groups, w_next, x_0 .. x_{p-1})."""
 
     kind: ClassVar[str] = "dot8"
     p: int
@@ -279,30 +286,56 @@ class Int8Dot(Microkernel):
     chanstep: int
     dh: int
     dw: int
-    vnni: bool
+    dot: int
     channel_major: bool
     unroll: int = 1
     prefetch_lines: int = 0
+    tile_stride: int = 0
 
     def check(self) -> None:
         if self.lanes not in (4, 8, 16) or not (self.p and self.nv and self.r and self.s
                                                 and self.unroll) \
-                or (self.channel_major and self.p > self.lanes):
+                or (self.channel_major and self.p > self.lanes) \
+                or (self.tile_stride and self.tile_stride < self.lanes) \
+                or self.dot >= len(DOT_NAMES):
             raise ValueError(f"{self}: lanes must be 4, 8 or 16, p, nv, r, s and unroll > 0, "
-                             f"and a channel-major tile at most `lanes` rows")
+                             f"a channel-major tile at most `lanes` rows, and its stride at "
+                             f"least `lanes`")
 
     def name(self) -> str:
         return (f"dot8_{self.p}x{self.nv}x{self.lanes}_{self.r}_{self.s}_{self.rowstep}_"
-                f"{self.chanstep}_{self.dh}_{self.dw}_{'v' if self.vnni else 'w'}"
-                f"{int(self.channel_major)}_{self.unroll}_{self.prefetch_lines}")
+                f"{self.chanstep}_{self.dh}_{self.dw}_{'wmv'[self.dot]}"
+                f"{int(self.channel_major)}_{self.unroll}_{self.prefetch_lines}_"
+                f"{self.tile_stride}")
 
     @property
     def args(self) -> tuple[str, ...]:
         return (PTR, PTR, I64, I64, PTR) + (PTR,) * self.p
 
 
+@dataclass(frozen=True)
+class Interleave4(Microkernel):
+    """out[4w + q] = in_q[w] for w < width, q < 4: four byte rows (four channels of one image
+    row) interleaved into one row of four-byte pixels, as the int8 conv's input is laid out.
+    Args (out, in_0, in_1, in_2, in_3)."""
+
+    kind: ClassVar[str] = "interleave4"
+    width: int
+
+    def check(self) -> None:
+        if not self.width:
+            raise ValueError(f"{self}: width must be > 0")
+
+    def name(self) -> str:
+        return f"interleave4_{self.width}"
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        return (PTR,) * 5
+
+
 KINDS = {cls.kind: cls for cls in (Gemm, GemmRows, Gemv, Conv, ConvBlocked, ConvRows,
-                                   Int8Dot)}
+                                   Int8Dot, Interleave4)}
 
 
 def by_symbol(symbol: str) -> Microkernel:

@@ -179,6 +179,16 @@ def _dequantize_linear(ctx, inputs):
                       int(ctx.attr("block_size", 0)))
 
 
+def _whole(x, reduce: str, ctx: NodeContext):
+    """max / min of every element, over the rows first: the rows reduce in parallel, one
+    vector reduction each, where one reduction over all axes was a single serial loop
+    (exact: max and min do not round)."""
+    if len(ctx.shape(x)) < 2:
+        return op(reduce, x, axis=None, keepdims=False, exclude=False)
+    rows = op(reduce, x, axis=[-1], keepdims=False, exclude=False)
+    return op(reduce, rows, axis=None, keepdims=False, exclude=False)
+
+
 @converter("DynamicQuantizeLinear", since=11)
 def _dynamic_quantize_linear(ctx, inputs):
     """uint8 quantization with scale and zero point from the data's range (including 0); the
@@ -186,8 +196,8 @@ def _dynamic_quantize_linear(ctx, inputs):
     x = inputs[0]
     dtype = ctx.dtype(x)
     zero = const(0.0, dtype)
-    hi = op("maximum", op("max", x, axis=None, keepdims=False, exclude=False), zero)
-    lo = op("minimum", op("min", x, axis=None, keepdims=False, exclude=False), zero)
+    hi = op("maximum", _whole(x, "max", ctx), zero)
+    lo = op("minimum", _whole(x, "min", ctx), zero)
     span = op("subtract", hi, lo)
     span = op("where", op("equal", span, zero), const(1.0, dtype), span)
     scale = op("divide", span, const(255.0, dtype))

@@ -9,13 +9,18 @@ qnn_composite.py) have no rule: the lowering expands their canonical form.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from codegen.tir.dtype import bits, is_float, is_integer, max_value, min_value
+from codegen.tir.expr import Cast, FloatImm, IntImm, Load
+from codegen.tir.stmt import ConstantBuffer
 from compiler.op.qnn import resolved
 from compiler.op.qnn_contract import kernel_channel_axis
 from compiler.op.qnn_math import dtype_range
 from compiler.op.registry import get_def
 from .common import Expr, bcast, rule, te, tir
 
-INT64, F64 = "int64", "float64"
+INT64, F64, F32 = "int64", "float64", "float32"
 
 
 def param_at(param: te.Tensor, out_shape: tuple, axis: int, idx: tuple) -> Expr:
@@ -31,10 +36,69 @@ def _axis(attrs, ndim: int) -> int:
     return attrs.axis % ndim if ndim else 0
 
 
+def known(value: Expr) -> int | float | None:
+    """The value of a scale or zero point compiled into the kernel (an immediate, or a load of
+    a constant buffer holding one value), else None."""
+    if type(value) in (IntImm, FloatImm):
+        return value.value
+    if type(value) is not Load or not isinstance(value.buffer, ConstantBuffer):
+        return None
+    data = np.unique(np.frombuffer(value.buffer.data, dtype=value.buffer.dtype))
+    return data[0].item() if data.size == 1 else None
+
+
+def value_range(value: Expr) -> tuple[int, int] | None:
+    """Bounds of an integer zero point: its value when known, its source type's range when it
+    is a cast of a narrower integer (a zero point fed as uint8, as ONNX's are), else None."""
+    z = known(value)
+    if z is not None:
+        return int(z), int(z)
+    if type(value) is Cast and is_integer(value.value.dtype) and bits(value.value.dtype) <= 16:
+        return min_value(value.value.dtype), max_value(value.value.dtype)
+    return None
+
+
+def _small(bounds: tuple[int, int] | None, *ends: int, limit: int = 1 << 24) -> bool:
+    """Whether every end minus every bound is below limit in magnitude."""
+    return bounds is not None and all(abs(e - b) < limit for e in ends for b in bounds)
+
+
+def difference(x: Expr, zero_point: Expr) -> Expr:
+    """x - zero_point exactly, integers in: in int32 when the zero point's range keeps it in
+    range, in float64 when both have at most 32 bits (exact; float64 vectors convert on
+    every x86 target, int64 ones not on AVX2), else in int64."""
+    z, bounds = known(zero_point), value_range(zero_point)
+    if is_integer(x.dtype) and bits(x.dtype) <= 16 and _small(bounds, 0, limit=1 << 20):
+        return tir.cast(x, "int32") - (tir.const(int(z), "int32") if z is not None
+                                       else tir.cast(zero_point, "int32"))
+    if bits(x.dtype) <= 32 and bits(zero_point.dtype) <= 32:
+        if z == 0:
+            return x
+        return tir.cast(x, F64) - tir.cast(zero_point, F64)
+    return tir.cast(x, INT64) - tir.cast(zero_point, INT64)
+
+
 def saturate(r: Expr, zero_point: Expr, dtype: str) -> Expr:
     """clamp(r + zero_point) into dtype: r is int64 or an integer-valued float (NaN gives
-    qmin); the clamp happens in int64/float64 before the addition, so nothing overflows."""
+    qmin); the clamp happens before the addition, in a type where nothing overflows or
+    rounds: float32 when the zero point's range keeps the bounds small (known bounds fold to
+    constants), else float64 (a float r) or int64."""
     lo, hi = dtype_range(dtype)
+    z = known(zero_point)
+    if r.dtype == F32 and bits(dtype) <= 32 and _small(value_range(zero_point), lo, hi):
+        zf = tir.const(float(z), F32) if z is not None else tir.cast(zero_point, F32)
+        low, high = tir.const(float(lo), F32) - zf, tir.const(float(hi), F32) - zf
+        clamped = tir.select(tir.gt(r, high), high, tir.select(tir.lt(r, low), low, r))
+        clamped = tir.select(tir.isnan(r), low, clamped)
+        zi = tir.const(int(z), "int32") if z is not None else tir.cast(zero_point, "int32")
+        return tir.cast(tir.cast(clamped, "int32") + zi, dtype)
+    if is_float(r.dtype) and bits(dtype) <= 32:
+        zp = tir.cast(zero_point, F64)
+        low, high = tir.const(float(lo), F64) - zp, tir.const(float(hi), F64) - zp
+        r = tir.cast(r, F64)
+        clamped = tir.select(tir.gt(r, high), high, tir.select(tir.lt(r, low), low, r))
+        clamped = tir.select(tir.isnan(r), low, clamped)
+        return tir.cast(tir.cast(clamped + zp, "int32"), dtype)
     zp = tir.cast(zero_point, INT64)
     work = F64 if r.dtype.startswith("float") else INT64
     low = tir.cast(tir.const(lo, INT64) - zp, work)
@@ -64,8 +128,8 @@ def quantize_value(x: Expr, scale: Expr, zero_point: Expr, dtype: str) -> Expr:
 
 
 def dequantize_value(q: Expr, scale: Expr, zero_point: Expr, dtype: str) -> Expr:
-    d = tir.cast(tir.cast(q, INT64) - tir.cast(zero_point, INT64), "float32")
-    return tir.cast(d * tir.cast(scale, "float32"), dtype)
+    d = tir.cast(difference(q, zero_point), F32)  # the exact difference, rounded once
+    return tir.cast(d * tir.cast(scale, F32), dtype)
 
 
 def _fixed_point(d: Expr, in_scale: Expr, out_scale: Expr, rounding: str) -> Expr:
@@ -102,11 +166,12 @@ def _fixed_point(d: Expr, in_scale: Expr, out_scale: Expr, rounding: str) -> Exp
 def requantize_value(x: Expr, in_scale: Expr, in_zp: Expr, out_scale: Expr, out_zp: Expr,
                      rounding: str, compute_dtype: str, dtype: str) -> Expr:
     """qnn_math.requantize at one element."""
-    d = tir.cast(x, INT64) - tir.cast(in_zp, INT64)
     if compute_dtype == INT64:
+        d = tir.cast(x, INT64) - tir.cast(in_zp, INT64)
         return saturate(_fixed_point(d, in_scale, out_scale, rounding), out_zp, dtype)
     m = tir.cast(in_scale, compute_dtype) / tir.cast(out_scale, compute_dtype)
-    return saturate(round_ties(tir.cast(d, compute_dtype) * m, rounding), out_zp, dtype)
+    d = tir.cast(difference(x, in_zp), compute_dtype)  # the exact difference, rounded once
+    return saturate(round_ties(d * m, rounding), out_zp, dtype)
 
 
 @rule("qnn.quantize")

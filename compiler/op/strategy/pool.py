@@ -16,7 +16,7 @@ from codegen.schedules.softmax import softmax_rows
 from codegen.schedules.window import WindowConfig, pool2d_nchw, resolve_window
 from codegen.schedules.window_nchwc import (BlockedWindowConfig, global_pool_nchwc,
                                             pool2d_nchwc, resolve_blocked_window)
-from codegen.tir.dtype import is_float
+from codegen.tir.dtype import is_float, is_integer
 from ..blocked_layout import channel_block_of
 from ..compute.common import in_float32, tensor_name
 from ..compute.pool import blocked_finish, plane_finish
@@ -51,9 +51,11 @@ def _pool_strategy(kind: str):
 
     def strategy_fn(call: CallInfo, options) -> OpStrategy | None:
         x = call.tensor(0)
-        if x is None or not is_float(x.dtype):
+        if x is None or not (is_float(x.dtype) or (kind == "max" and is_integer(x.dtype))):
             return None
         a = call.attrs
+        if not is_float(x.dtype) and a.layout != "NCHW":
+            return None  # integer max pools: the NCHW window schedule (uint8 activations)
         hi, wi = (1, 2) if a.layout == "NHWC" else (2, 3)
         out_hw = (call.out_type.shape[hi], call.out_type.shape[wi])
         strategy = OpStrategy()
